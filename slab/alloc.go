@@ -1,0 +1,266 @@
+package slab
+
+import "fmt"
+
+// Allocator is one owner's (one shard's) set of size classes drawing pages
+// from a shared Arena. Not safe for concurrent use.
+type Allocator struct {
+	arena   *Arena
+	classes *Classes
+	cls     []classState
+}
+
+type classState struct {
+	pages []uint32 // owned pages, in the order they joined the class
+	free  Ref      // head of the free list threaded through free chunks
+	nfree int
+	used  int // chunks handed out and not freed
+
+	// New pages are carved lazily from bumpOff, so an untouched page costs
+	// neither CPU nor resident memory until it is actually needed.
+	bumping  bool
+	bumpPage uint32
+	bumpOff  uint32
+
+	hand    int    // CLOCK hand: index into pages
+	handOff uint32 // and offset within that page
+}
+
+// NewAllocator returns an empty allocator; it takes pages only on demand.
+func NewAllocator(a *Arena, c *Classes) *Allocator {
+	cls := make([]classState, c.Count())
+	for i := range cls {
+		cls[i].free = NilRef
+	}
+	return &Allocator{arena: a, classes: c, cls: cls}
+}
+
+// Classes is the allocator's size class table.
+func (al *Allocator) Classes() *Classes { return al.classes }
+
+// Arena is the shared page budget this allocator draws from.
+func (al *Allocator) Arena() *Arena { return al.arena }
+
+// Alloc returns a chunk of class id: from the free list, else carved from
+// the class's newest page, else from a new page taken from the arena budget.
+// It reports false when none is available: the caller evicts and retries.
+// The chunk's content is undefined; the caller must set its state byte.
+func (al *Allocator) Alloc(id int) (Ref, bool) {
+	cs := &al.cls[id]
+	if r := cs.free; r != NilRef {
+		cs.free = readLink(al.arena.chunkAt(r, LinkSize))
+		cs.nfree--
+		cs.used++
+		return r, true
+	}
+	size := uint32(al.classes.size[id])
+	if !cs.bumping || cs.bumpOff+size > PageSize {
+		p, ok := al.arena.takePage()
+		if !ok {
+			return NilRef, false
+		}
+		al.arena.class[p] = uint8(id)
+		cs.pages = append(cs.pages, p)
+		cs.bumping, cs.bumpPage, cs.bumpOff = true, p, 0
+	}
+	r := MakeRef(cs.bumpPage, cs.bumpOff)
+	cs.bumpOff += size
+	if cs.bumpOff+size > PageSize {
+		cs.bumping = false // page fully carved
+	}
+	cs.used++
+	return r, true
+}
+
+// Free returns chunk r to its class's free list and marks it StateFree.
+func (al *Allocator) Free(r Ref) {
+	id := al.arena.class[r.Page()]
+	cs := &al.cls[id]
+	b := al.arena.chunkAt(r, StateOffset+1)
+	writeLink(b, cs.free)
+	b[StateOffset] = StateFree
+	cs.free = r
+	cs.nfree++
+	cs.used--
+}
+
+// ClassOf is the size class of the page holding r.
+func (al *Allocator) ClassOf(r Ref) int { return int(al.arena.class[r.Page()]) }
+
+// Chunk is the whole chunk at r.
+func (al *Allocator) Chunk(r Ref) []byte {
+	return al.arena.chunkAt(r, int(al.classes.size[al.arena.class[r.Page()]]))
+}
+
+// carved is the end offset of the chunks handed out so far in page p of
+// class id (the rest of a bump page has never been used).
+func (al *Allocator) carved(cs *classState, id int, p uint32) uint32 {
+	if cs.bumping && cs.bumpPage == p {
+		return cs.bumpOff
+	}
+	return al.classes.perPage[id] * al.classes.size[id]
+}
+
+// Hand returns the chunk under class id's CLOCK hand and advances the hand,
+// wrapping around the class's pages. NilRef if the class has no chunk yet.
+func (al *Allocator) Hand(id int) Ref {
+	cs := &al.cls[id]
+	for tries := 0; tries <= len(cs.pages); tries++ {
+		if cs.hand >= len(cs.pages) {
+			cs.hand, cs.handOff = 0, 0
+			if len(cs.pages) == 0 {
+				return NilRef
+			}
+		}
+		p := cs.pages[cs.hand]
+		if cs.handOff < al.carved(cs, id, p) {
+			r := MakeRef(p, cs.handOff)
+			cs.handOff += al.classes.size[id]
+			return r
+		}
+		cs.hand, cs.handOff = cs.hand+1, 0
+	}
+	return NilRef
+}
+
+// Pages is how many pages class id owns.
+func (al *Allocator) Pages(id int) int { return len(al.cls[id].pages) }
+
+// PageAt is the i-th page of class id.
+func (al *Allocator) PageAt(id, i int) uint32 { return al.cls[id].pages[i] }
+
+// PageChunks describes the chunks handed out so far in page p: the first
+// chunk, the stride (chunk size) and how many there are.
+func (al *Allocator) PageChunks(p uint32) (first Ref, size, n int) {
+	id := int(al.arena.class[p])
+	cs := &al.cls[id]
+	size = int(al.classes.size[id])
+	return MakeRef(p, 0), size, int(al.carved(cs, id, p)) / size
+}
+
+// MovePage reassigns page p to class to (memcached's slab reassign). Every
+// chunk handed out in p must already be free: the caller evicts first.
+func (al *Allocator) MovePage(p uint32, to int) error {
+	from := int(al.arena.class[p])
+	if from == to {
+		return fmt.Errorf("slab: page %d already belongs to class %d", p, to)
+	}
+	cs := &al.cls[from]
+	idx := -1
+	for i, q := range cs.pages {
+		if q == p {
+			idx = i
+			break
+		}
+	}
+	if idx < 0 {
+		return fmt.Errorf("slab: page %d is not owned by this allocator", p)
+	}
+	first, size, n := al.PageChunks(p)
+	page := al.arena.page(p)
+	for i := 0; i < n; i++ {
+		if page[int(first.Offset())+i*size+StateOffset] != StateFree {
+			return fmt.Errorf("slab: page %d still holds a used chunk at offset %d", p, i*size)
+		}
+	}
+	// Unthread p's chunks from the free list: O(free chunks), fine for a rare
+	// operation, and it keeps free chunks free of any per-page bookkeeping.
+	prev, r := NilRef, cs.free
+	for r != NilRef {
+		next := readLink(al.arena.chunkAt(r, LinkSize))
+		if r.Page() == p {
+			if prev == NilRef {
+				cs.free = next
+			} else {
+				writeLink(al.arena.chunkAt(prev, LinkSize), next)
+			}
+			cs.nfree--
+		} else {
+			prev = r
+		}
+		r = next
+	}
+	cs.pages = append(cs.pages[:idx], cs.pages[idx+1:]...)
+	if cs.hand > idx {
+		cs.hand--
+	} else if cs.hand == idx {
+		cs.handOff = 0
+	}
+	if cs.bumping && cs.bumpPage == p {
+		cs.bumping = false
+	}
+
+	al.arena.class[p] = uint8(to)
+	ts := &al.cls[to]
+	ts.pages = append(ts.pages, p)
+	if !ts.bumping {
+		ts.bumping, ts.bumpPage, ts.bumpOff = true, p, 0
+		return nil
+	}
+	// The target still has an uncarved page (callers normally move a page only
+	// when it has none): carve all of p onto the free list.
+	tsize := uint32(al.classes.size[to])
+	for off := uint32(0); off+tsize <= PageSize; off += tsize {
+		b := al.arena.chunkAt(MakeRef(p, off), StateOffset+1)
+		writeLink(b, ts.free)
+		b[StateOffset] = StateFree
+		ts.free = MakeRef(p, off)
+		ts.nfree++
+	}
+	return nil
+}
+
+// ClassStats is one class's occupancy.
+type ClassStats struct {
+	ChunkSize     int
+	ChunksPerPage int
+	Pages         int
+	TotalChunks   int // Pages * ChunksPerPage
+	UsedChunks    int
+	FreeChunks    int // on the free list
+	FreeChunksEnd int // never carved yet (memcached's free_chunks_end)
+}
+
+// Stats reports class id's occupancy.
+func (al *Allocator) Stats(id int) ClassStats {
+	cs := &al.cls[id]
+	st := ClassStats{
+		ChunkSize:     int(al.classes.size[id]),
+		ChunksPerPage: int(al.classes.perPage[id]),
+		Pages:         len(cs.pages),
+		UsedChunks:    cs.used,
+		FreeChunks:    cs.nfree,
+	}
+	st.TotalChunks = st.Pages * st.ChunksPerPage
+	st.FreeChunksEnd = st.TotalChunks - st.UsedChunks - st.FreeChunks
+	return st
+}
+
+// Cursor walks every chunk handed out by an Allocator, class by class, page
+// by page; the zero value starts at the beginning. It tolerates page moves
+// between calls (it may skip or revisit some chunks, never fault).
+type Cursor struct {
+	class, page int
+	off         uint32
+}
+
+// Next returns the chunk at c and advances it. At the end of a full pass it
+// returns NilRef and rewinds c to the beginning.
+func (al *Allocator) Next(c *Cursor) Ref {
+	for c.class < len(al.cls) {
+		cs := &al.cls[c.class]
+		if c.page < len(cs.pages) {
+			p := cs.pages[c.page]
+			if c.off < al.carved(cs, c.class, p) {
+				r := MakeRef(p, c.off)
+				c.off += al.classes.size[c.class]
+				return r
+			}
+			c.page, c.off = c.page+1, 0
+			continue
+		}
+		c.class, c.page, c.off = c.class+1, 0, 0
+	}
+	*c = Cursor{}
+	return NilRef
+}
