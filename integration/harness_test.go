@@ -1,0 +1,317 @@
+package integration
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Limits of the process harness. Each is a bound on how long a test may wait
+// for a daemon, so that a wedged server fails the test instead of hanging it.
+const (
+	// startTimeout bounds how long a freshly started daemon may take to
+	// accept its first TCP connection.
+	startTimeout = 5 * time.Second
+	// startPollInterval is the pause between two connection attempts while
+	// waiting for a daemon to come up.
+	startPollInterval = 10 * time.Millisecond
+	// stopTimeout bounds how long a daemon may take to exit after SIGKILL
+	// (or SIGTERM in the tests that check graceful shutdown).
+	stopTimeout = 5 * time.Second
+	// startAttempts is how often we retry when the port we picked was taken
+	// by someone else between picking and binding.
+	startAttempts = 3
+	// buildTimeout bounds `go build` of the daemon in TestMain.
+	buildTimeout = 3 * time.Minute
+)
+
+// Default resource flags given to BOTH daemons so that they are compared
+// under the same limits (memcached's own names and units).
+const (
+	defaultMemoryMB = "64"
+	defaultThreads  = "2"
+)
+
+const memcachedBinary = "memcached"
+
+// selfTestEnv, when set, makes startLeasecached start a second memcached:
+// it validates the harness and the scripts (everything must pass then) while
+// the daemon under test does not build or to tell a harness bug from a
+// leasecached bug.
+const selfTestEnv = "LEASECACHED_INTEGRATION_SELFTEST"
+
+var (
+	// leasecachedPath is the binary built by TestMain.
+	leasecachedPath string
+	// buildErr is non-nil when the daemon did not build; every test that
+	// needs it fails with this error (memcached-only tests still run).
+	buildErr error
+	// memcachedPath is the oracle's path, or "" when it is not installed.
+	memcachedPath string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+// runMain exists so that deferred clean-up runs before os.Exit.
+func runMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "leasecached-integration-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "integration: create temp dir: %v\n", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+
+	leasecachedPath = filepath.Join(dir, "leasecached")
+	buildErr = buildDaemon(leasecachedPath)
+	if buildErr != nil {
+		fmt.Fprintf(os.Stderr, "integration: %v\n", buildErr)
+	}
+	if p, err := exec.LookPath(memcachedBinary); err == nil {
+		memcachedPath = p
+	}
+	return m.Run()
+}
+
+// buildDaemon compiles ./cmd/leasecached from the module root (the parent of
+// this package's directory, where `go test` runs us).
+func buildDaemon(out string) error {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		return fmt.Errorf("locate module root: %w", err)
+	}
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/leasecached")
+	cmd.Dir = root
+	var output bytes.Buffer
+	cmd.Stdout = &output
+	cmd.Stderr = &output
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start go build: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(buildTimeout):
+		_ = cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("go build ./cmd/leasecached: timed out after %v", buildTimeout)
+	}
+	if err != nil {
+		return fmt.Errorf("go build ./cmd/leasecached in %s: %w\n%s", root, err, output.String())
+	}
+	return nil
+}
+
+// daemon is one running server process under test.
+type daemon struct {
+	name string // "memcached" or "leasecached", for messages
+	addr string // host:port to dial
+	cmd  *exec.Cmd
+	out  *lockedBuffer // combined stdout+stderr, shown when a test fails
+
+	waitOnce sync.Once
+	waitErr  error
+	exited   chan struct{}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the process's output copier and the
+// test reading it concurrently.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// requireMemcached fails (never skips) the test when the oracle is missing.
+func requireMemcached(t testing.TB) {
+	t.Helper()
+	if memcachedPath == "" {
+		t.Fatalf("memcached is not on PATH: it is the oracle of these tests; run `make test` (which installs it)")
+	}
+}
+
+// requireLeasecached fails the test when the daemon did not build.
+func requireLeasecached(t testing.TB) {
+	t.Helper()
+	if buildErr != nil {
+		t.Fatalf("leasecached binary unavailable: %v", buildErr)
+	}
+}
+
+// startMemcached starts the oracle on a free loopback port with the shared
+// defaults (-m 64 -t 2, UDP off); extra args are appended and, being parsed
+// later, override the defaults (e.g. "-I", "2m").
+func startMemcached(t testing.TB, args ...string) *daemon {
+	t.Helper()
+	requireMemcached(t)
+	return startDaemon(t, "memcached", memcachedPath, func(port int) []string {
+		base := []string{"-l", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "0",
+			"-m", defaultMemoryMB, "-t", defaultThreads}
+		if os.Geteuid() == 0 {
+			// memcached refuses to run as root without naming a user.
+			base = append(base, "-u", "root")
+		}
+		return append(base, args...)
+	})
+}
+
+// startLeasecached starts the built daemon on a free loopback port with the
+// same defaults as startMemcached; extra args are appended.
+func startLeasecached(t testing.TB, args ...string) *daemon {
+	t.Helper()
+	if os.Getenv(selfTestEnv) != "" {
+		d := startMemcached(t, args...)
+		d.name = "memcached-as-leasecached"
+		return d
+	}
+	requireLeasecached(t)
+	return startDaemon(t, "leasecached", leasecachedPath, func(port int) []string {
+		base := []string{"-l", "127.0.0.1", "-p", strconv.Itoa(port),
+			"-m", defaultMemoryMB, "-t", defaultThreads}
+		return append(base, args...)
+	})
+}
+
+// startPair starts memcached and leasecached with the same extra args.
+func startPair(t testing.TB, args ...string) (mc, lc *daemon) {
+	t.Helper()
+	mc = startMemcached(t, args...)
+	lc = startLeasecached(t, args...)
+	return mc, lc
+}
+
+// startDaemon picks a free port, starts the binary and waits until it
+// accepts connections. A port stolen between picking and binding makes the
+// process exit early; that is retried a few times.
+func startDaemon(t testing.TB, name, path string, argv func(port int) []string) *daemon {
+	t.Helper()
+	var lastErr error
+	for attempt := 0; attempt < startAttempts; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			t.Fatalf("%s: pick a free port: %v", name, err)
+		}
+		d, err := launch(name, path, port, argv(port))
+		if err == nil {
+			t.Cleanup(func() { d.kill(t) })
+			return d
+		}
+		lastErr = err
+	}
+	t.Fatalf("%s: could not start after %d attempts: %v", name, startAttempts, lastErr)
+	return nil
+}
+
+func launch(name, path string, port int, args []string) (*daemon, error) {
+	d := &daemon{
+		name:   name,
+		addr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		cmd:    exec.Command(path, args...),
+		out:    &lockedBuffer{},
+		exited: make(chan struct{}),
+	}
+	d.cmd.Stdout = d.out
+	d.cmd.Stderr = d.out
+	if err := d.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s %v: %w", path, args, err)
+	}
+	go func() {
+		d.waitErr = d.cmd.Wait()
+		close(d.exited)
+	}()
+	deadline := time.Now().Add(startTimeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-d.exited:
+			return nil, fmt.Errorf("%s %v exited during start-up (%v); output:\n%s", name, args, d.waitErr, d.out.String())
+		default:
+		}
+		c, err := net.DialTimeout("tcp", d.addr, startPollInterval*10)
+		if err == nil {
+			c.Close()
+			return d, nil
+		}
+		time.Sleep(startPollInterval)
+	}
+	d.forceStop()
+	return nil, fmt.Errorf("%s %v did not accept connections on %s within %v; output:\n%s", name, args, d.addr, startTimeout, d.out.String())
+}
+
+// kill stops the daemon (SIGKILL) and reaps it; used by t.Cleanup. When the
+// test failed, the daemon's output is logged to help diagnose it.
+func (d *daemon) kill(t testing.TB) {
+	d.forceStop()
+	if t.Failed() {
+		if out := d.out.String(); out != "" {
+			t.Logf("%s output:\n%s", d.name, truncate([]byte(out), 4000))
+		}
+	}
+}
+
+func (d *daemon) forceStop() {
+	select {
+	case <-d.exited:
+		return
+	default:
+	}
+	_ = d.cmd.Process.Kill()
+	select {
+	case <-d.exited:
+	case <-time.After(stopTimeout):
+	}
+}
+
+// terminate sends SIGTERM and waits (bounded) for the exit; it reports the
+// exit error (nil for status 0) or a timeout.
+func (d *daemon) terminate(timeout time.Duration) (error, bool) {
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return fmt.Errorf("send SIGTERM to %s: %w", d.name, err), false
+	}
+	select {
+	case <-d.exited:
+		return d.waitErr, true
+	case <-time.After(timeout):
+		return errors.New("timed out"), false
+	}
+}
+
+// freePort asks the kernel for an unused loopback TCP port. The listener is
+// closed before the daemon binds, hence the retry in startDaemon.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("listen on 127.0.0.1:0: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// truncate shortens b for log messages.
+func truncate(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	return fmt.Sprintf("%s... (%d more bytes)", b[:n], len(b)-n)
+}
