@@ -1,0 +1,91 @@
+package protocol
+
+// Error is a protocol error found by Parse. It carries everything the caller needs to behave like
+// memcached: the reply line to write, how many more bytes to swallow, whether to close.
+//
+// Errors are preallocated (package-level values, or a field of the Parser when Swallow varies), so
+// the error path allocates nothing. Treat them as read-only, and copy an Error that comes from a
+// Parser if you need it past the next Parse call.
+type Error struct {
+	// Reply is the full reply line including "\r\n" (e.g. "CLIENT_ERROR bad data chunk\r\n").
+	// It is empty when memcached stays silent: a classic command with "noreply", or a
+	// connection that is simply closed.
+	Reply []byte
+	// Swallow is how many further bytes, beyond the n returned by Parse, the caller must discard
+	// as they arrive (memcached's conn_swallow), e.g. the rest of a too-large value.
+	Swallow int
+	// Close asks the caller to flush pending replies and close the connection.
+	Close bool
+}
+
+// Error describes the protocol error for logs. It allocates; the hot path never calls it.
+func (e *Error) Error() string {
+	msg := e.Reply
+	for len(msg) > 0 && (msg[len(msg)-1] == '\n' || msg[len(msg)-1] == '\r') {
+		msg = msg[:len(msg)-1]
+	}
+	s := "protocol: "
+	switch {
+	case len(msg) > 0:
+		s += string(msg)
+	case e.Close:
+		s += "connection must be closed"
+	default:
+		s += "silent error (noreply)"
+	}
+	if e.Close && len(msg) > 0 {
+		s += " (closing)"
+	}
+	return s
+}
+
+// Reply texts of the errors Parse can produce, exactly as memcached 1.6.18 writes them.
+var (
+	replyError             = []byte("ERROR\r\n")
+	replyBadFormat         = []byte("CLIENT_ERROR bad command line format\r\n")
+	replyBadDataChunk      = []byte("CLIENT_ERROR bad data chunk\r\n")
+	replyTooLarge          = []byte("SERVER_ERROR object too large for cache\r\n")
+	replyBadDelta          = []byte("CLIENT_ERROR invalid numeric delta argument\r\n")
+	replyBadExptime        = []byte("CLIENT_ERROR invalid exptime argument\r\n")
+	replyDeleteUsage       = []byte("CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n")
+	replyMgFlagsTooLong    = []byte("CLIENT_ERROR options flags are too long\r\n") // mg's wording
+	replyMetaFlagsTooLong  = []byte("CLIENT_ERROR options flags too long\r\n")     // ms, md, ma
+	replyDuplicateFlag     = []byte("CLIENT_ERROR duplicate flag\r\n")
+	replyInvalidFlag       = []byte("CLIENT_ERROR invalid flag\r\n")
+	replyBadToken          = []byte("CLIENT_ERROR bad token in command line format\r\n")
+	replyDecodingKey       = []byte("CLIENT_ERROR error decoding key\r\n")
+	replyBadMLength        = []byte("CLIENT_ERROR incorrect length for M token\r\n")
+	replyBadInitial        = []byte("CLIENT_ERROR invalid numeric initial value\r\n")
+	replyBadDeltaValue     = []byte("CLIENT_ERROR invalid numeric delta value\r\n")
+	replyOpaqueTooLong     = []byte("CLIENT_ERROR opaque token too long\r\n")
+	replyInvalidMsModeFlag = []byte("CLIENT_ERROR invalid mode for ms M token\r\n")
+)
+
+// Preallocated errors. The *Quiet variants are what memcached does when the command line ended in
+// "noreply": set_noreply_maybe runs before validation, so the error reply is suppressed (verified
+// with 1.6.18: "set k abc 0 5 noreply" answers nothing, then the data line is parsed as a command).
+var (
+	errUnknown         = &Error{Reply: replyError}
+	errBadFormat       = &Error{Reply: replyBadFormat}
+	errBadFormatQuiet  = &Error{}
+	errBadDataChunk    = &Error{Reply: replyBadDataChunk}
+	errBadChunkQuiet   = &Error{}
+	errBadDelta        = &Error{Reply: replyBadDelta}
+	errBadDeltaQuiet   = &Error{}
+	errBadExptime      = &Error{Reply: replyBadExptime}
+	errBadExptimeQuiet = &Error{}
+	errDeleteUsage     = &Error{Reply: replyDeleteUsage}
+	errDeleteQuiet     = &Error{}
+	errMgTooLong       = &Error{Reply: replyMgFlagsTooLong}
+	errMetaTooLong     = &Error{Reply: replyMetaFlagsTooLong}
+	// errLineTooLong closes silently, as memcached does (conn_closing, no reply).
+	errLineTooLong = &Error{Close: true}
+)
+
+// quiet picks the silent variant of an error when the request asked for noreply.
+func quiet(noreply bool, loud, silent *Error) *Error {
+	if noreply {
+		return silent
+	}
+	return loud
+}

@@ -1,0 +1,92 @@
+package protocol
+
+import "bytes"
+
+// Line framing and tokenising, as memcached's try_read_command_ascii and tokenize_command do it:
+//   - a line ends at the first "\n"; one "\r" before it is stripped, but only when the line has at
+//     least one other byte ("(el - rcurr) > 1"), so a lone "\r\n" is the one-byte line "\r";
+//   - the line is a C string: it ends at its first NUL byte (memcached runs strlen on it; verified:
+//     "set k\x00junk 0 0 1" is the two-token line "set k" and gets ERROR);
+//   - only ' ' separates tokens; tabs and other control bytes are part of tokens.
+
+// lineStatus is the outcome of framing the front of the buffer.
+type lineStatus uint8
+
+const (
+	lineComplete lineStatus = iota // a full line was found
+	lineNeedMore                   // no newline yet, still within limits
+	lineTooLong                    // the connection must be closed
+)
+
+// frameLine finds the request line at the front of buf. On lineComplete, line is the line content
+// (terminator, "\r" and anything after a NUL removed) and next is the offset just past the "\n".
+func frameLine(buf []byte) (line []byte, next int, st lineStatus) {
+	nl := bytes.IndexByte(buf, '\n')
+	end := nl
+	if nl < 0 {
+		end = len(buf)
+	}
+	if end > MaxLineLength {
+		limit := MaxMultiKeyLineLength
+		if !isMultiKeyLine(buf[:end]) {
+			limit = MaxLineLength
+		}
+		if end > limit {
+			return nil, 0, lineTooLong
+		}
+	}
+	if nl < 0 {
+		return nil, 0, lineNeedMore
+	}
+	line = buf[:nl]
+	if nl > 1 && line[nl-1] == '\r' {
+		line = line[:nl-1]
+	}
+	if z := bytes.IndexByte(line, 0); z >= 0 {
+		line = line[:z]
+	}
+	return line, nl + 1, lineComplete
+}
+
+// multiKeyPrefixes are the commands whose lines may exceed MaxLineLength. memcached exempts only
+// "get " and "gets "; see MaxMultiKeyLineLength for why we add the other multi-key fetches.
+var multiKeyPrefixes = [...]string{"get ", "gets ", "gat ", "gats ", "bget ", "lease-get "}
+
+// isMultiKeyLine reports whether a (partial) line is a multi-key fetch, skipping at most
+// maxLeadingSpaces leading spaces as memcached does.
+func isMultiKeyLine(line []byte) bool {
+	i := 0
+	for i < len(line) && line[i] == ' ' {
+		i++
+	}
+	if i > maxLeadingSpaces {
+		return false
+	}
+	rest := line[i:]
+	for _, p := range multiKeyPrefixes {
+		if len(rest) >= len(p) && string(rest[:len(p)]) == p {
+			return true
+		}
+	}
+	return false
+}
+
+// tokenize splits line on spaces into toks (reusing its capacity) and returns it.
+func tokenize(line []byte, toks [][]byte) [][]byte {
+	toks = toks[:0]
+	start := -1
+	for i, c := range line {
+		if c == ' ' {
+			if start >= 0 {
+				toks = append(toks, line[start:i])
+				start = -1
+			}
+		} else if start < 0 {
+			start = i
+		}
+	}
+	if start >= 0 {
+		toks = append(toks, line[start:])
+	}
+	return toks
+}

@@ -1,0 +1,86 @@
+package protocol
+
+// Parser turns the front of a connection's inbound bytes into Requests. One Parser per connection
+// (it holds reusable scratch); the zero value is ready to use.
+type Parser struct {
+	// MaxItemSize is memcached's -I limit in bytes (item_size_max); 0 means DefaultMaxItemSize.
+	// It decides "SERVER_ERROR object too large for cache" with memcached's exact arithmetic.
+	MaxItemSize int
+
+	toks    [][]byte // token scratch, reused across calls
+	swallow Error    // the one error whose Swallow varies; returned by pointer, reused
+}
+
+// Parse parses one request from the front of buf.
+//   - complete request: n > 0, err == nil, req filled.
+//   - incomplete (need more bytes): n == 0, err == nil, nothing consumed, req unspecified.
+//   - protocol error: err is *Error; n is how many bytes to discard now (the line, and as much of
+//     a swallowed data block as is already in buf). The caller writes err.Reply unless empty,
+//     discards err.Swallow further bytes as they arrive, and closes after flushing if err.Close.
+//
+// Like memcached, an invalid storage command line does not consume its data block: the next Parse
+// reads the data as a command line (memcached 1.6.18 answers "CLIENT_ERROR bad command line
+// format" and then "ERROR" for "set k abc 0 5\r\nhello\r\n").
+func (p *Parser) Parse(buf []byte, req *Request) (n int, err error) {
+	if len(buf) == 0 {
+		return 0, nil
+	}
+	line, next, st := frameLine(buf)
+	switch st {
+	case lineNeedMore:
+		return 0, nil
+	case lineTooLong:
+		return len(buf), errLineTooLong
+	}
+	p.toks = tokenize(line, p.toks)
+	toks := p.toks
+	// memcached: no command has fewer than 1 token or a name shorter than 2 bytes.
+	if len(toks) == 0 || len(toks[0]) < 2 {
+		return next, errUnknown
+	}
+	cmd, kind := lookupCommand(toks[0])
+	req.reset(cmd)
+	var perr *Error
+	switch kind {
+	case kindUnknown:
+		perr = errUnknown
+	case kindFetch:
+		perr = parseFetch(req, toks)
+	case kindStorage:
+		return p.parseStorage(buf, next, req, toks)
+	case kindMetaSet:
+		return p.parseMetaSet(buf, next, req, toks)
+	case kindArith:
+		perr = parseArith(req, toks)
+	case kindTouch:
+		perr = parseTouch(req, toks)
+	case kindDelete:
+		perr = parseDelete(req, toks)
+	case kindFlushAll:
+		perr = parseFlushAll(req, toks)
+	case kindVerbosity:
+		perr = parseVerbosity(req, toks)
+	case kindFreeArgs:
+		req.Args = append(req.Args, toks[1:]...)
+	case kindMeta:
+		perr = parseMeta(req, toks)
+	}
+	if perr != nil {
+		return next, perr
+	}
+	return next, nil
+}
+
+// maxItemSize resolves the configured -I limit.
+func (p *Parser) maxItemSize() int {
+	if p.MaxItemSize > 0 {
+		return p.MaxItemSize
+	}
+	return DefaultMaxItemSize
+}
+
+// swallowError fills the Parser's reusable variable error.
+func (p *Parser) swallowError(reply []byte, swallow int) *Error {
+	p.swallow = Error{Reply: reply, Swallow: swallow}
+	return &p.swallow
+}
