@@ -1,0 +1,141 @@
+package shard
+
+import "github.com/leasecached/leasecached/slab"
+
+// allocAttempts bounds the free/sweep/move rounds of one chunk allocation;
+// each successful round frees a chunk of the wanted class, so two suffice in
+// practice and the bound only guards against a broken invariant.
+const allocAttempts = 4
+
+// allocChunk returns a chunk of class id, making room when the class has no
+// free chunk and the page budget is spent: first CLOCK within the class
+// (reclaiming dead items on the way), else a page taken from another class.
+func (sh *shard) allocChunk(id int, now int64) (slab.Ref, bool) {
+	for range allocAttempts {
+		if r, ok := sh.al.Alloc(id); ok {
+			return r, true
+		}
+		if sh.sweep(id, now) {
+			continue
+		}
+		if !sh.movePage(id, now) {
+			break
+		}
+	}
+	sh.cls[id].outOfMemory++
+	return slab.NilRef, false
+}
+
+// itemOf resolves a used chunk to the head of its item; ok is false for a
+// free chunk.
+func (sh *shard) itemOf(r slab.Ref) (slab.Ref, []byte, bool) {
+	b := sh.chunk(r)
+	switch b[offState] & kindMask {
+	case kindHead:
+		return r, b, true
+	case kindPart:
+		h := readRef(b[offPartHead:])
+		return h, sh.chunk(h), true
+	}
+	return slab.NilRef, nil, false
+}
+
+// sweep runs class id's CLOCK hand until it frees one chunk of the class:
+// a dead item is reclaimed whatever its bit, a visited one gets a second
+// chance, the first unvisited one is evicted. Pinned items are skipped.
+// Two turns of the hand always suffice unless everything is pinned.
+func (sh *shard) sweep(id int, now int64) bool {
+	st := sh.al.Stats(id)
+	for range 2*(st.TotalChunks-st.FreeChunksEnd) + 1 {
+		r := sh.al.Hand(id)
+		if r == slab.NilRef {
+			return false
+		}
+		head, b, ok := sh.itemOf(r)
+		if !ok || b[offState]&flagPinned != 0 {
+			continue
+		}
+		if why := sh.st.dead(b, now); why != causeNone {
+			sh.stats.reclaimed++
+			sh.cls[sh.al.ClassOf(head)].reclaimed++
+			sh.unlink(head, why, now)
+			return true
+		}
+		if b[offState]&flagVisited != 0 {
+			b[offState] &^= flagVisited
+			continue
+		}
+		sh.unlink(head, causeEvict, now)
+		return true
+	}
+	return false
+}
+
+// unlink removes the indexed item at head.
+func (sh *shard) unlink(head slab.Ref, why cause, now int64) {
+	sh.mutate(sh.hashOf(head), head, slab.NilRef, why, now)
+}
+
+// movePage gives class to a page taken from the class with the most pages,
+// evicting everything in that page first (memcached's slab reassign). Pages
+// holding a pinned item are skipped.
+func (sh *shard) movePage(to int, now int64) bool {
+	n := sh.st.classes.Count()
+	var tried [slab.MaxClasses]bool
+	for range n {
+		victim, most := -1, 0
+		for id := range n {
+			if id == to || tried[id] {
+				continue
+			}
+			if p := sh.al.Pages(id); p > most {
+				victim, most = id, p
+			}
+		}
+		if victim < 0 {
+			return false
+		}
+		tried[victim] = true
+		for i := range most {
+			p := sh.al.PageAt(victim, i)
+			if sh.pagePinned(p) {
+				continue
+			}
+			sh.evictPage(p, now)
+			if err := sh.al.MovePage(p, to); err != nil {
+				panic("shard: " + err.Error()) // evictPage left a used chunk: broken invariant
+			}
+			sh.stats.slabsMoved++
+			return true
+		}
+	}
+	return false
+}
+
+func (sh *shard) pagePinned(p uint32) bool {
+	first, size, n := sh.al.PageChunks(p)
+	for i := range n {
+		_, b, ok := sh.itemOf(first + slab.Ref(i*size))
+		if ok && b[offState]&flagPinned != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// evictPage frees every chunk of page p by removing the items using them
+// (a chained item is removed whole, wherever its other chunks are).
+func (sh *shard) evictPage(p uint32, now int64) {
+	first, size, n := sh.al.PageChunks(p)
+	for i := range n {
+		head, b, ok := sh.itemOf(first + slab.Ref(i*size))
+		if !ok {
+			continue
+		}
+		why := sh.st.dead(b, now)
+		if why == causeNone {
+			why = causeEvict
+		}
+		sh.unlink(head, why, now)
+	}
+}

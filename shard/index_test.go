@@ -1,0 +1,108 @@
+package shard
+
+import (
+	"math/rand"
+	"testing"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/leasecached/leasecached/slab"
+)
+
+// refIndex drives an index with integer keys, keeping the key of each ref in
+// a side table (the real shard reads it from the chunk).
+type refIndex struct {
+	x     index
+	keyOf map[slab.Ref]uint64
+}
+
+func keyHash(k uint64) uint64 {
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(k >> (8 * i))
+	}
+	return xxhash.Sum64(b[:])
+}
+
+func (r *refIndex) find(k uint64) (uint64, slab.Ref, bool) {
+	p := r.x.probe(keyHash(k))
+	for {
+		slot, ref, ok := r.x.next(&p)
+		if !ok {
+			return 0, 0, false
+		}
+		if r.keyOf[ref] == k {
+			return slot, ref, true
+		}
+	}
+}
+
+func (r *refIndex) add(k uint64, ref slab.Ref) {
+	h := keyHash(k)
+	r.keyOf[ref] = k
+	if r.x.needsGrow() {
+		r.x.grow(func(ref slab.Ref) uint64 { return keyHash(r.keyOf[ref]) })
+	}
+	for !r.x.insert(h, ref) {
+		r.x.grow(func(ref slab.Ref) uint64 { return keyHash(r.keyOf[ref]) })
+	}
+}
+
+func TestIndexRandomizedAgainstMap(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		keys   uint64
+		ops    int
+		seed   int64
+		slots  int
+		delPct int
+	}{
+		{"small table heavy deletes", 300, 100000, 1, 16, 45},
+		{"growth", 50000, 200000, 2, indexInitialSlots, 20},
+		{"dense keyspace", 2000, 100000, 3, 64, 50},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewSource(tc.seed))
+			r := &refIndex{x: newIndex(tc.slots), keyOf: map[slab.Ref]uint64{}}
+			want := map[uint64]slab.Ref{}
+			next := slab.Ref(0)
+			for op := 0; op < tc.ops; op++ {
+				k := uint64(rng.Int63n(int64(tc.keys)))
+				slot, ref, ok := r.find(k)
+				wref, wok := want[k]
+				if ok != wok || (ok && ref != wref) {
+					t.Fatalf("op %d key %d: index (%x,%v) map (%x,%v)", op, k, ref, ok, wref, wok)
+				}
+				switch {
+				case ok && rng.Intn(100) < tc.delPct:
+					r.x.remove(slot)
+					delete(want, k)
+					delete(r.keyOf, ref)
+				case ok:
+					next += 8
+					delete(r.keyOf, ref)
+					r.keyOf[next] = k
+					r.x.replace(slot, next)
+					want[k] = next
+				default:
+					next += 8
+					r.add(k, next)
+					want[k] = next
+				}
+				if r.x.count != len(want) {
+					t.Fatalf("op %d: count %d want %d", op, r.x.count, len(want))
+				}
+			}
+			for k, wref := range want {
+				if _, ref, ok := r.find(k); !ok || ref != wref {
+					t.Fatalf("final key %d: %x %v want %x", k, ref, ok, wref)
+				}
+				if _, ok := r.x.slotOf(keyHash(k), wref); !ok {
+					t.Fatalf("slotOf lost key %d", k)
+				}
+			}
+			if len(r.x.slots)*indexLoadNum < r.x.count*indexLoadDen {
+				t.Fatalf("load factor exceeded: %d in %d", r.x.count, len(r.x.slots))
+			}
+		})
+	}
+}

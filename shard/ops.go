@@ -1,0 +1,317 @@
+package shard
+
+import (
+	"strconv"
+
+	"github.com/leasecached/leasecached/slab"
+)
+
+const (
+	// mcItemOverhead is what memcached 1.6 adds to key+value when checking
+	// -I: a 48-byte item header, 8 bytes of CAS, the key's NUL and the
+	// value's \r\n. We check the same total so the largest storable value is
+	// byte-identical to memcached's, although our items are smaller.
+	mcItemOverhead = 48 + 8 + 1 + 2
+	// mcFlagsSize: memcached stores non-zero client flags in the item.
+	mcFlagsSize = 4
+)
+
+// tooLarge applies memcached's -I check.
+func (s *Store) tooLarge(klen, vlen int, flags uint32) bool {
+	n := mcItemOverhead + klen + vlen
+	if flags != 0 {
+		n += mcFlagsSize
+	}
+	return n > s.maxItemSize
+}
+
+func validKey(key []byte) bool { return len(key) > 0 && len(key) <= MaxKeyLen }
+
+// Get appends key's value to dst (copied under the shard lock: the caller
+// keeps dst) and reports its metadata.
+func (s *Store) Get(dst, key []byte) ([]byte, Info, bool) {
+	return s.get(dst, key, false, 0)
+}
+
+// GetAndTouch is gat/gats: Get plus setting a new exptime.
+func (s *Store) GetAndTouch(dst, key []byte, exptime int64) ([]byte, Info, bool) {
+	return s.get(dst, key, true, exptime)
+}
+
+func (s *Store) get(dst, key []byte, touch bool, exptime int64) ([]byte, Info, bool) {
+	if !validKey(key) {
+		return dst, Info{}, false
+	}
+	h := hashKey(key)
+	sh := s.shardOf(h)
+	now := s.now()
+	sh.mu.Lock()
+	ref, b := sh.find(h, key, now)
+	if ref == slab.NilRef {
+		sh.mu.Unlock()
+		return dst, Info{}, false
+	}
+	if touch {
+		setItemExp(b, absExptime(exptime, now))
+	}
+	b[offState] |= flagVisited | flagFetched
+	info := infoOf(b)
+	dst = appendValue(sh.al, dst, b)
+	sh.mu.Unlock()
+	return dst, info, true
+}
+
+func infoOf(b []byte) Info {
+	return Info{Flags: itemFlags(b), Cas: itemCas(b), Exptime: int64(itemExp(b)), Len: itemVlen(b)}
+}
+
+// Store runs a storage command. cas is compared for ModeCas and, when
+// non-zero, for ModeAppend/ModePrepend (meta commands); other modes ignore it.
+func (s *Store) Store(mode Mode, key []byte, flags uint32, exptime int64, value []byte, cas uint64) Result {
+	if !validKey(key) {
+		return NotStored
+	}
+	h := hashKey(key)
+	sh := s.shardOf(h)
+	now := s.now()
+	sh.mu.Lock()
+	r := sh.store(h, mode, key, flags, absExptime(exptime, now), value, cas, now)
+	sh.mu.Unlock()
+	return r
+}
+
+func (sh *shard) store(h uint64, mode Mode, key []byte, flags, exp uint32, value []byte, cas uint64, now int64) Result {
+	if sh.st.tooLarge(len(key), len(value), flags) {
+		if mode == ModeSet {
+			sh.dropStale(h, key, now)
+		}
+		return TooLarge
+	}
+	old, ob := sh.find(h, key, now)
+	vlen := len(value)
+	switch mode {
+	case ModeAdd:
+		if old != slab.NilRef {
+			ob[offState] |= flagVisited // memcached bumps the existing item
+			return NotStored
+		}
+	case ModeReplace:
+		if old == slab.NilRef {
+			return NotStored
+		}
+	case ModeAppend, ModePrepend:
+		if old == slab.NilRef {
+			return NotStored
+		}
+		if cas != 0 && cas != itemCas(ob) {
+			return Exists
+		}
+		flags, exp = itemFlags(ob), itemExp(ob)
+		vlen += itemVlen(ob)
+		if sh.st.tooLarge(len(key), vlen, flags) {
+			return NotStored
+		}
+	case ModeCas:
+		if old == slab.NilRef {
+			return NotFound
+		}
+		if cas != itemCas(ob) {
+			return Exists
+		}
+	}
+
+	if old != slab.NilRef {
+		ob[offState] |= flagPinned // eviction must not take it while we allocate
+	}
+	nu, nb, ok := sh.allocItem(len(key), vlen, now)
+	if old != slab.NilRef {
+		ob[offState] &^= flagPinned
+	}
+	if !ok {
+		switch mode {
+		case ModeAppend, ModePrepend:
+			return NotStored // memcached: the combined item could not be allocated
+		case ModeSet:
+			if old != slab.NilRef {
+				sh.mutate(h, old, slab.NilRef, causeRejected, now)
+			}
+		}
+		return NoMemory
+	}
+	writeHeader(nb, sh.st.cas.Add(1), exp, uint32(now), flags, key, vlen)
+	w := newValueWriter(sh.al, nb)
+	switch mode {
+	case ModeAppend:
+		copyValue(&w, sh.al, ob)
+		w.write(value)
+	case ModePrepend:
+		w.write(value)
+		copyValue(&w, sh.al, ob)
+	default:
+		w.write(value)
+	}
+	nb[offState] &^= flagPinned
+	sh.mutate(h, old, nu, causeStore, now)
+	return Stored
+}
+
+func copyValue(w *valueWriter, al *slab.Allocator, head []byte) {
+	r := newValueReader(al, head)
+	for seg := r.segment(); seg != nil; seg = r.segment() {
+		w.write(seg)
+	}
+}
+
+// dropStale removes key after a failed set, as memcached does so that a
+// client never reads the value it just tried to overwrite.
+func (sh *shard) dropStale(h uint64, key []byte, now int64) {
+	if old, _ := sh.find(h, key, now); old != slab.NilRef {
+		sh.mutate(h, old, slab.NilRef, causeRejected, now)
+	}
+}
+
+// Delete removes key: Deleted or NotFound.
+func (s *Store) Delete(key []byte) Result {
+	if !validKey(key) {
+		return NotFound
+	}
+	h := hashKey(key)
+	sh := s.shardOf(h)
+	now := s.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	old, _ := sh.find(h, key, now)
+	if old == slab.NilRef {
+		return NotFound
+	}
+	sh.mutate(h, old, slab.NilRef, causeDelete, now)
+	return Deleted
+}
+
+// Touch sets key's exptime without changing its value or CAS: Touched or
+// NotFound.
+func (s *Store) Touch(key []byte, exptime int64) Result {
+	if !validKey(key) {
+		return NotFound
+	}
+	h := hashKey(key)
+	sh := s.shardOf(h)
+	now := s.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	ref, b := sh.find(h, key, now)
+	if ref == slab.NilRef {
+		return NotFound
+	}
+	setItemExp(b, absExptime(exptime, now))
+	b[offState] |= flagVisited | flagFetched
+	return Touched
+}
+
+// maxCounterDigits is the length of the largest uint64 in decimal.
+const maxCounterDigits = 20
+
+// Arith is incr/decr: Stored with the new value, NotFound, NonNumeric, or
+// NoMemory. The value must read as a decimal uint64 the way memcached's
+// safe_strtoull reads it; incr wraps at 2^64, decr stops at 0. A result no
+// longer than the old value is written in place, padded with spaces (so a
+// get returns e.g. "5  " after decr 100 by 95); a longer one makes a new
+// item with the same flags and exptime. Both get a new CAS.
+func (s *Store) Arith(key []byte, incr bool, delta uint64) (uint64, Result) {
+	if !validKey(key) {
+		return 0, NotFound
+	}
+	h := hashKey(key)
+	sh := s.shardOf(h)
+	now := s.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	ref, b := sh.find(h, key, now)
+	if ref == slab.NilRef {
+		return 0, NotFound
+	}
+	if itemChained(b) {
+		return 0, NonNumeric // memcached refuses chunked items: far too long for a number
+	}
+	off, vlen := dataOff(b), itemVlen(b)
+	v := b[off : off+vlen]
+	n, ok := parseCounter(v)
+	if !ok {
+		return 0, NonNumeric
+	}
+	switch {
+	case incr:
+		n += delta
+	case delta > n:
+		n = 0
+	default:
+		n -= delta
+	}
+	var buf [maxCounterDigits]byte
+	digits := strconv.AppendUint(buf[:0], n, 10)
+	b[offState] |= flagVisited | flagFetched
+	if len(digits) <= vlen {
+		copy(v, digits)
+		for i := len(digits); i < vlen; i++ {
+			v[i] = ' '
+		}
+		setItemCas(b, s.cas.Add(1))
+		sh.mutate(h, ref, ref, causeStore, now)
+		return n, Stored
+	}
+	b[offState] |= flagPinned
+	nu, nb, ok := sh.allocItem(len(key), len(digits), now)
+	b[offState] &^= flagPinned
+	if !ok {
+		return 0, NoMemory
+	}
+	writeHeader(nb, s.cas.Add(1), itemExp(b), uint32(now), itemFlags(b), key, len(digits))
+	copy(nb[dataOff(nb):], digits)
+	nb[offState] &^= flagPinned
+	sh.mutate(h, ref, nu, causeStore, now)
+	return n, Stored
+}
+
+// parseCounter reads v the way memcached's safe_strtoull reads an item's
+// data (value followed by "\r\n"): optional leading whitespace, an optional
+// sign, decimal digits, then whitespace, NUL or the end. Overflow fails; a
+// '-' is accepted only when the wrapped result still looks non-negative as
+// a signed number (so "-0" is 0 and "-1" fails), exactly like glibc+memcached.
+func parseCounter(v []byte) (uint64, bool) {
+	i := 0
+	for i < len(v) && isSpace(v[i]) {
+		i++
+	}
+	neg := false
+	if i < len(v) && (v[i] == '+' || v[i] == '-') {
+		neg = v[i] == '-'
+		i++
+	}
+	start := i
+	var n uint64
+	overflow := false
+	for ; i < len(v) && v[i] >= '0' && v[i] <= '9'; i++ {
+		d := uint64(v[i] - '0')
+		if n > (^uint64(0)-d)/10 {
+			overflow = true
+		}
+		n = n*10 + d
+	}
+	if i == start || overflow {
+		return 0, false
+	}
+	if i < len(v) && !isSpace(v[i]) && v[i] != 0 {
+		return 0, false
+	}
+	if neg {
+		n = -n
+		if int64(n) < 0 {
+			return 0, false
+		}
+	}
+	return n, true
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
+}

@@ -1,0 +1,115 @@
+package shard
+
+import (
+	"sync"
+
+	"github.com/leasecached/leasecached/slab"
+)
+
+// shard is one lock domain: its index, its size classes and their pages,
+// its counters. Every field is guarded by mu.
+type shard struct {
+	mu  sync.Mutex
+	st  *Store
+	al  *slab.Allocator
+	idx index
+
+	stats shardStats
+	cls   []classStats // per size class, indexed like slab classes
+
+	reclaimCur    slab.Cursor
+	reclaimOldest []uint32 // per class: oldest store time seen in the current reclaimer pass
+
+	_ [64]byte // keep neighbouring shards' locks off this cache line
+}
+
+func (sh *shard) init(s *Store) {
+	sh.st = s
+	sh.al = slab.NewAllocator(s.arena, s.classes)
+	sh.idx = newIndex(indexInitialSlots)
+	sh.cls = make([]classStats, s.classes.Count())
+	sh.reclaimOldest = make([]uint32, s.classes.Count())
+}
+
+// chunk is the chunk at r.
+func (sh *shard) chunk(r slab.Ref) []byte { return sh.al.Chunk(r) }
+
+// find returns key's live item, or NilRef. A dead (expired or flushed) item
+// met on the way is removed, as memcached does lazily on access.
+func (sh *shard) find(h uint64, key []byte, now int64) (slab.Ref, []byte) {
+	p := sh.idx.probe(h)
+	for {
+		_, ref, ok := sh.idx.next(&p)
+		if !ok {
+			return slab.NilRef, nil
+		}
+		b := sh.chunk(ref)
+		if string(itemKey(b)) != string(key) {
+			continue
+		}
+		if why := sh.st.dead(b, now); why != causeNone {
+			sh.mutate(h, ref, slab.NilRef, why, now)
+			return slab.NilRef, nil
+		}
+		return ref, b
+	}
+}
+
+// hashOf rehashes an indexed item's key (index growth, eviction).
+func (sh *shard) hashOf(r slab.Ref) uint64 { return hashKey(itemKey(sh.chunk(r))) }
+
+// freeItem returns all chunks of the item at head to their classes.
+func (sh *shard) freeItem(head slab.Ref) {
+	b := sh.chunk(head)
+	if itemChained(b) {
+		for r := readRef(b[headerSize:]); r != slab.NilRef; {
+			next := readRef(sh.chunk(r)[offPartNext:])
+			sh.al.Free(r)
+			r = next
+		}
+	}
+	sh.al.Free(head)
+}
+
+// allocItem allocates the chunk(s) for an item of klen+vlen bytes and
+// returns its pinned head, state set (chained or not), part links written.
+// On failure nothing stays allocated.
+func (sh *shard) allocItem(klen, vlen int, now int64) (slab.Ref, []byte, bool) {
+	c := sh.st.classes
+	if id, ok := c.For(headerSize + klen + vlen); ok {
+		r, ok := sh.allocChunk(id, now)
+		if !ok {
+			return slab.NilRef, nil, false
+		}
+		b := sh.chunk(r)
+		b[offState] = kindHead | flagPinned
+		return r, b, true
+	}
+	big := c.Largest()
+	head, ok := sh.allocChunk(big, now)
+	if !ok {
+		return slab.NilRef, nil, false
+	}
+	hb := sh.chunk(head)
+	hb[offState] = kindHead | flagChained | flagPinned
+	writeRef(hb[headerSize:], slab.NilRef)
+	link := hb[headerSize:]
+	rem := vlen - (len(hb) - headerSize - chainLink - klen)
+	for rem > 0 {
+		n := min(rem, slab.ChunkMax-partData)
+		id, _ := c.For(partData + n)
+		p, ok := sh.allocChunk(id, now)
+		if !ok {
+			sh.freeItem(head)
+			return slab.NilRef, nil, false
+		}
+		pb := sh.chunk(p)
+		pb[offState] = kindPart
+		writeRef(pb[offPartNext:], slab.NilRef)
+		writeRef(pb[offPartHead:], head)
+		writeRef(link, p)
+		link = pb[offPartNext:]
+		rem -= n
+	}
+	return head, hb, true
+}

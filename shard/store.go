@@ -1,0 +1,163 @@
+// Package shard is leasecached's storage engine: a sharded hash index over
+// items kept in slab chunks, with memcached 1.6 item semantics (set, add,
+// replace, append, prepend, cas, incr/decr, touch, gat, delete, flush_all,
+// lazy expiry) under a hard memory limit.
+//
+// Contract:
+//   - Keys hash (xxhash) to one of N shards. Each shard has its own mutex,
+//     hash table and size classes drawing pages from one global page budget,
+//     so every operation, eviction included, runs under exactly one lock.
+//   - Item memory holds no Go pointers and the index is a []uint64 per shard:
+//     the GC has nothing per item to trace.
+//   - Reads copy the value into the caller's buffer under the lock; the
+//     caller owns the result. Steady-state operations allocate nothing.
+//   - When memory is short a class evicts with CLOCK (second chance),
+//     reclaiming expired/flushed items first; a class with no page takes one
+//     from another class of the same shard. Only when neither works does a
+//     store fail with NoMemory.
+//   - Every change of a shard's key->item mapping goes through shard.mutate
+//     (mutate.go): the single place where leases will hook in.
+package shard
+
+import (
+	"fmt"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/leasecached/leasecached/slab"
+)
+
+const (
+	// DefaultMaxItemSize is memcached's default -I.
+	DefaultMaxItemSize = 1 << 20
+	// MinMaxItemSize and MaxMaxItemSize are memcached's bounds for -I.
+	MinMaxItemSize = 1024
+	MaxMaxItemSize = 1 << 30
+	// DefaultReclaimInterval is how often the background reclaimer runs.
+	DefaultReclaimInterval = time.Second
+	// MaxShards bounds the automatic and forced shard count.
+	MaxShards = 64
+	// pagesPerShard is the automatic sizing rule: enough pages per shard that
+	// most size classes in use can own a few pages each.
+	pagesPerShard = 64
+)
+
+// Config configures a Store.
+type Config struct {
+	MemoryLimit     int64         // bytes (the -m limit)
+	MaxItemSize     int           // bytes (the -I limit); 0: DefaultMaxItemSize
+	Shards          int           // 0: automatic
+	Now             func() int64  // unix seconds; nil: time.Now().Unix
+	ReclaimInterval time.Duration // 0: DefaultReclaimInterval; < 0: no reclaimer
+}
+
+// Info is an item's metadata as returned by reads.
+type Info struct {
+	Flags   uint32
+	Cas     uint64
+	Exptime int64 // absolute unix seconds, 0 = never
+	Len     int
+}
+
+// Store is the sharded item store. Safe for concurrent use.
+type Store struct {
+	now         func() int64
+	maxItemSize int
+	limit       int64
+	started     int64 // memcached's process_started, for flush_all's quirk
+	arena       *slab.Arena
+	classes     *slab.Classes
+	shards      []shard
+
+	cas        atomic.Uint64 // last CAS unique handed out
+	oldestLive atomic.Int64  // flush_all: items stored at or before it are gone (0 = none)
+	oldestCas  atomic.Uint64 // flush_all: items with a smaller CAS are gone (0 = none)
+
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// New builds a Store and starts its reclaimer.
+func New(cfg Config) (*Store, error) {
+	if cfg.MaxItemSize == 0 {
+		cfg.MaxItemSize = DefaultMaxItemSize
+	}
+	if cfg.MaxItemSize < MinMaxItemSize || cfg.MaxItemSize > MaxMaxItemSize {
+		return nil, fmt.Errorf("shard: max item size %d outside [%d, %d]", cfg.MaxItemSize, MinMaxItemSize, MaxMaxItemSize)
+	}
+	if int64(cfg.MaxItemSize) > cfg.MemoryLimit && cfg.MemoryLimit > 0 {
+		return nil, fmt.Errorf("shard: max item size %d exceeds the memory limit %d", cfg.MaxItemSize, cfg.MemoryLimit)
+	}
+	arena, err := slab.NewArena(cfg.MemoryLimit)
+	if err != nil {
+		return nil, fmt.Errorf("shard: %w", err)
+	}
+	n := cfg.Shards
+	switch {
+	case n < 0 || n > MaxShards:
+		return nil, fmt.Errorf("shard: shard count %d outside [0, %d]", n, MaxShards)
+	case n == 0:
+		n = autoShards(arena.MaxPages())
+	}
+	if cfg.Now == nil {
+		cfg.Now = func() int64 { return time.Now().Unix() }
+	}
+	if cfg.ReclaimInterval == 0 {
+		cfg.ReclaimInterval = DefaultReclaimInterval
+	}
+	s := &Store{
+		now:         cfg.Now,
+		maxItemSize: cfg.MaxItemSize,
+		limit:       cfg.MemoryLimit,
+		arena:       arena,
+		classes:     slab.DefaultClasses(),
+		shards:      make([]shard, n),
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
+	}
+	s.started = cfg.Now() - processStartSkew
+	for i := range s.shards {
+		s.shards[i].init(s)
+	}
+	if cfg.ReclaimInterval > 0 {
+		go s.reclaimLoop(cfg.ReclaimInterval)
+	} else {
+		close(s.done)
+	}
+	return s, nil
+}
+
+// autoShards is clamp(pages/pagesPerShard, 1, MaxShards) rounded down to a
+// power of two: -m 64 gives 1 shard, -m 1024 gives 16.
+func autoShards(pages int) int {
+	n := pages / pagesPerShard
+	n = max(1, min(n, MaxShards))
+	return 1 << (bits.Len(uint(n)) - 1)
+}
+
+// Close stops the background reclaimer. The Store stays usable.
+func (s *Store) Close() {
+	s.closeOnce.Do(func() {
+		select {
+		case <-s.done: // no reclaimer was started
+		default:
+			close(s.stop)
+			<-s.done
+		}
+	})
+}
+
+// Shards is the number of shards.
+func (s *Store) Shards() int { return len(s.shards) }
+
+// shardOf picks the shard from hash bits 32..47, disjoint from the slot
+// bits (low) and tag bits (top) the shard's index uses.
+func (s *Store) shardOf(h uint64) *shard {
+	return &s.shards[((h>>32)&0xffff)*uint64(len(s.shards))>>16]
+}
+
+func hashKey(key []byte) uint64 { return xxhash.Sum64(key) }
