@@ -1,0 +1,92 @@
+package clientlib
+
+import (
+	"time"
+)
+
+// Defaults for Config fields left zero. Each is chosen to be safe for a service that has not tuned
+// anything: bounded waits, bounded connections, quick ejection of a dead server.
+const (
+	DefaultTimeout        = 1 * time.Second        // per-request I/O bound when the context has no earlier deadline
+	DefaultDialTimeout    = 500 * time.Millisecond // TCP connect bound
+	DefaultMaxIdlePerAddr = 8                      // idle connections kept per server
+	DefaultMaxOpenPerAddr = 64                     // open connections per server; callers wait beyond it
+	DefaultFailureLimit   = 2                      // consecutive failures that eject a server
+	DefaultRetryInterval  = 1 * time.Second        // how often an ejected server is probed
+	DefaultMaxValueSize   = 1 << 20                // memcached's default -I (1 MiB item size)
+	// maxKeysPerGet bounds one "get k1 k2 ..." line (250-byte keys: about 25 KB a line).
+	maxKeysPerGet = 100
+)
+
+// Distribution chooses how keys are spread over servers.
+type Distribution int
+
+const (
+	// Ketama is consistent hashing compatible with libmemcached's weighted ketama and twemproxy's
+	// `distribution: ketama, hash: md5`: adding or removing a server moves about 1/n of the keys.
+	Ketama Distribution = iota
+	// Modulo is gomemcache's ServerList rule, crc32(key) % len(servers), so a service moving from
+	// gomemcache keeps every key where it was. Ejecting a server remaps most keys.
+	Modulo
+)
+
+// Server names one cache server.
+type Server struct {
+	// Addr is "host:port".
+	Addr string
+	// Weight scales the server's share of keys under Ketama (values below 1 count as 1). Modulo ignores it.
+	Weight int
+	// Name, if set, replaces the address as the server's identity on the ketama ring (twemproxy's
+	// "host:port:weight name" form). Leave empty to place keys exactly as twemproxy does for unnamed servers.
+	Name string
+}
+
+// Config configures a Client. The zero value of every field means its default.
+type Config struct {
+	Servers      []Server
+	Distribution Distribution
+	// Timeout bounds one request's I/O when the context's deadline is later or absent.
+	Timeout     time.Duration
+	DialTimeout time.Duration
+	// MaxIdlePerAddr and MaxOpenPerAddr bound each server's pool. A caller that finds MaxOpenPerAddr
+	// connections busy waits for one, within its context.
+	MaxIdlePerAddr int
+	MaxOpenPerAddr int
+	// FailureLimit consecutive network failures (not caused by the caller's context) eject a server.
+	FailureLimit int
+	// RetryInterval is how long an ejected server stays out before each probe (a version command).
+	RetryInterval time.Duration
+	// MaxValueSize: larger values are refused with ErrValueTooLarge before anything is sent.
+	MaxValueSize int
+	// Fill holds the defaults for GetOrFill calls that pass nil options.
+	Fill FillOptions
+}
+
+func (c Config) withDefaults() Config {
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.MaxIdlePerAddr <= 0 {
+		c.MaxIdlePerAddr = DefaultMaxIdlePerAddr
+	}
+	if c.MaxOpenPerAddr <= 0 {
+		c.MaxOpenPerAddr = DefaultMaxOpenPerAddr
+	}
+	if c.MaxIdlePerAddr > c.MaxOpenPerAddr {
+		c.MaxIdlePerAddr = c.MaxOpenPerAddr
+	}
+	if c.FailureLimit <= 0 {
+		c.FailureLimit = DefaultFailureLimit
+	}
+	if c.RetryInterval <= 0 {
+		c.RetryInterval = DefaultRetryInterval
+	}
+	if c.MaxValueSize <= 0 {
+		c.MaxValueSize = DefaultMaxValueSize
+	}
+	c.Fill = c.Fill.withDefaults()
+	return c
+}

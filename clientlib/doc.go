@@ -1,0 +1,22 @@
+// Package clientlib is the Go client for leasecached and any memcached 1.6 server.
+//
+// The contract, in brief:
+//
+//   - Every call takes a context.Context. Its deadline bounds the whole call (waiting for a pooled
+//     connection, dialing, writing, reading) and cancelling it interrupts I/O in flight. A connection
+//     whose request was interrupted is closed, never reused: its reply stream can no longer be trusted.
+//   - Errors are typed: ErrCacheMiss, ErrNotStored, ErrCASConflict, ErrMalformedKey, *ServerError
+//     (errors.Is(err, ErrServerError)), ErrNoServers, ... Context errors come back as the context's own
+//     error, so errors.Is(err, context.DeadlineExceeded) works.
+//   - Keys are spread over servers by consistent hashing (ketama, placement compatible with
+//     libmemcached and twemproxy) or by gomemcache's crc32-modulo ServerList rule, for drop-in
+//     migrations. A server that keeps failing is ejected for a retry interval and put back once it
+//     answers a probe again; callers whose keys live on other servers are never held up by it.
+//   - GetOrFill is the heart: the client side of leasecached's lease contract
+//     (lease-get / lease-set, see the project's spec/leases.md). One fill per key per expiry across a
+//     whole fleet of processes: single-flight inside a process, a lease across processes.
+//   - Stats returns counters a service can export (fills, coalesced callers, hot-miss waits, stale
+//     values served, rejected lease-sets, fallbacks, per-server errors) without any metrics dependency.
+//
+// A Client is safe for concurrent use and should be shared: it owns the connection pools.
+package clientlib

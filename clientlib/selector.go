@@ -1,0 +1,57 @@
+package clientlib
+
+import (
+	"hash/crc32"
+
+	"github.com/leasecached/leasecached/clientlib/ketama"
+)
+
+// ring is an immutable snapshot of the live servers and the rule that maps a key to one of them. The
+// client swaps in a new one when a server is ejected or comes back; lookups never lock.
+type ring struct {
+	live   []*server
+	ketama *ketama.Ring // nil under Modulo
+}
+
+func newRing(d Distribution, all []*server) *ring {
+	r := &ring{}
+	for _, s := range all {
+		if !s.dead.Load() {
+			r.live = append(r.live, s)
+		}
+	}
+	if d == Ketama {
+		nodes := make([]ketama.Node, len(r.live))
+		for i, s := range r.live {
+			nodes[i] = s.node
+		}
+		r.ketama = ketama.New(nodes)
+	}
+	return r
+}
+
+func (r *ring) pick(key string) (*server, error) {
+	switch len(r.live) {
+	case 0:
+		return nil, ErrNoServers
+	case 1:
+		return r.live[0], nil
+	}
+	if r.ketama != nil {
+		return r.live[r.ketama.Get(key)], nil
+	}
+	return r.live[moduloIndex(key, len(r.live))], nil
+}
+
+// moduloIndex is gomemcache's ServerList.PickServer rule: crc32 (IEEE) of the key modulo the number
+// of servers.
+func moduloIndex(key string, n int) int {
+	var buf [MaxKeyLength + 6]byte
+	var sum uint32
+	if len(key) <= len(buf) {
+		sum = crc32.ChecksumIEEE(buf[:copy(buf[:], key)])
+	} else {
+		sum = crc32.ChecksumIEEE([]byte(key))
+	}
+	return int(sum % uint32(n))
+}

@@ -1,0 +1,66 @@
+package clientlib
+
+import "sync/atomic"
+
+// counters are the client's own event counts; Stats copies them out. Plain atomics: no metrics
+// dependency, and a service exports them however it likes.
+type counters struct {
+	fillsStarted        atomic.Uint64
+	fillErrors          atomic.Uint64
+	callersCoalesced    atomic.Uint64
+	hotMissWaits        atomic.Uint64
+	staleServed         atomic.Uint64
+	leaseSetsStored     atomic.Uint64
+	leaseSetsRejected   atomic.Uint64
+	fallbacks           atomic.Uint64
+	backgroundRefreshes atomic.Uint64
+	cacheHits           atomic.Uint64
+}
+
+// Stats is a snapshot of the client's counters.
+type Stats struct {
+	// GetOrFill counters.
+	CacheHits           uint64 // GetOrFill served from the cache
+	FillsStarted        uint64 // fill functions run (lease holder, fallback or lease-less server)
+	FillErrors          uint64 // fill functions that failed or timed out (never cached)
+	CallersCoalesced    uint64 // callers that joined another caller's in-flight GetOrFill
+	HotMissWaits        uint64 // backoff sleeps while another client held the lease
+	StaleServed         uint64 // stale values returned (hot miss with AcceptStale, or StaleWhileRefresh)
+	LeaseSetsStored     uint64 // lease-sets the server accepted
+	LeaseSetsRejected   uint64 // lease-sets answered NOT_STORED (the value was still returned)
+	Fallbacks           uint64 // hot-miss waits that ran out, or cache errors, handled by the fallback mode
+	BackgroundRefreshes uint64 // StaleWhileRefresh fills run after a stale value was returned
+	// Servers has one entry per configured server, in configuration order.
+	Servers []ServerHealth
+}
+
+// ServerHealth is one server's error counts and state.
+type ServerHealth struct {
+	Addr      string
+	Errors    uint64 // network failures not caused by a caller's context
+	Ejections uint64 // times it was taken out of the ring
+	Ejected   bool   // out of the ring right now
+}
+
+// Stats returns a snapshot of the counters.
+func (c *Client) Stats() Stats {
+	k := &c.counters
+	s := Stats{
+		CacheHits:           k.cacheHits.Load(),
+		FillsStarted:        k.fillsStarted.Load(),
+		FillErrors:          k.fillErrors.Load(),
+		CallersCoalesced:    k.callersCoalesced.Load(),
+		HotMissWaits:        k.hotMissWaits.Load(),
+		StaleServed:         k.staleServed.Load(),
+		LeaseSetsStored:     k.leaseSetsStored.Load(),
+		LeaseSetsRejected:   k.leaseSetsRejected.Load(),
+		Fallbacks:           k.fallbacks.Load(),
+		BackgroundRefreshes: k.backgroundRefreshes.Load(),
+	}
+	for _, srv := range c.servers {
+		s.Servers = append(s.Servers, ServerHealth{
+			Addr: srv.addr, Errors: srv.errors.Load(), Ejections: srv.ejects.Load(), Ejected: srv.dead.Load(),
+		})
+	}
+	return s
+}
