@@ -52,8 +52,7 @@ func runDifferential(t *testing.T, mc, lc *daemon, cases []diffCase) {
 				prefix := runPrefix(i, mode)
 				sr := scriptRun{steps: c.steps, mode: mode, prefix: prefix,
 					chunk: c.chunk, noSentinel: c.noSentinel, timeout: c.timeout}
-				want := normalize(runScript(t, mc, sr), prefix)
-				got := normalize(runScript(t, lc, sr), prefix)
+				want, got := runBoth(mc, lc, sr)
 				if mode == wholeWrite {
 					if os.Getenv(dumpEnv) != "" {
 						t.Logf("memcached transcript: %q", truncate([]byte(want), 3000))

@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand"
 	"net"
@@ -72,12 +73,22 @@ type rawConn struct {
 // dialRaw connects to d; the connection is closed in t.Cleanup.
 func dialRaw(t testing.TB, d *daemon) *rawConn {
 	t.Helper()
+	rc, err := dialRawErr(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.c.Close() })
+	return rc
+}
+
+// dialRawErr connects to d; the caller closes the connection. It is safe to
+// call from goroutines other than the test's.
+func dialRawErr(d *daemon) (*rawConn, error) {
 	c, err := net.DialTimeout("tcp", d.addr, dialTimeout)
 	if err != nil {
-		t.Fatalf("dial %s at %s: %v", d.name, d.addr, err)
+		return nil, fmt.Errorf("dial %s at %s: %w", d.name, d.addr, err)
 	}
-	t.Cleanup(func() { c.Close() })
-	return &rawConn{c: c, rng: rand.New(rand.NewSource(1))}
+	return &rawConn{c: c, rng: rand.New(rand.NewSource(1))}, nil
 }
 
 // reply is what came back for one exchange.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"testing"
+	"sync"
 	"time"
 )
 
@@ -72,13 +72,21 @@ type scriptRun struct {
 	timeout    time.Duration // per step
 }
 
+// sleepStep is a step that sends nothing and pauses, for timing cases:
+// "#sleep 1500ms".
+const sleepStep = "#sleep "
+
 // runScript sends each step (followed by the sentinel unless noSentinel) on
 // one connection and returns the transcript: all replies, sentinel replies
 // removed, with markers for a closed connection or a timeout. Steps after a
-// close or timeout are not sent.
-func runScript(t testing.TB, d *daemon, sr scriptRun) []byte {
-	t.Helper()
-	rc := dialRaw(t, d)
+// close or timeout are not sent. It never calls t.Fatal, so that both daemons
+// can be driven concurrently; a failure to connect shows in the transcript.
+func runScript(d *daemon, sr scriptRun) []byte {
+	rc, err := dialRawErr(d)
+	if err != nil {
+		return []byte("<" + err.Error() + ">")
+	}
+	defer rc.c.Close()
 	rc.fixedChunk = sr.chunk
 	timeout := sr.timeout
 	if timeout == 0 {
@@ -88,6 +96,14 @@ func runScript(t testing.TB, d *daemon, sr scriptRun) []byte {
 	var transcript []byte
 	cas := "0"
 	for _, step := range sr.steps {
+		if pause, ok := strings.CutPrefix(step, sleepStep); ok {
+			dur, err := time.ParseDuration(pause)
+			if err != nil {
+				return append(transcript, "<bad sleep step "+pause+">"...)
+			}
+			time.Sleep(dur)
+			continue
+		}
 		script := []byte(expand(step, sr.prefix, cas, now))
 		sentinel := sentinelReply
 		if sr.noSentinel {
@@ -108,6 +124,20 @@ func runScript(t testing.TB, d *daemon, sr scriptRun) []byte {
 		}
 	}
 	return transcript
+}
+
+// runBoth runs the same script on both daemons concurrently (timing cases
+// then cost their pauses once) and returns the normalized transcripts.
+func runBoth(mc, lc *daemon, sr scriptRun) (want, got string) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		want = normalize(runScript(mc, sr), sr.prefix)
+	}()
+	got = normalize(runScript(lc, sr), sr.prefix)
+	wg.Wait()
+	return want, got
 }
 
 // walkReply calls fn for each protocol line of a reply (without its "\n"),
