@@ -264,7 +264,7 @@ func TestGetOrFillCallerLeavesFillStillCached(t *testing.T) {
 	srv.leaseGet = func(n int64, k string) string { return lvalueBlock(k, 9, "") }
 	c := newTestClient(t, Config{}, srv.addr())
 	fill := func(ctx context.Context, k string) ([]byte, error) {
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond)
 		return []byte("v"), nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)

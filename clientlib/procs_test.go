@@ -1,0 +1,168 @@
+package clientlib_test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Helpers that start real server processes on free loopback ports and kill them in cleanup.
+
+const (
+	startTimeout = 5 * time.Second // a server process must accept connections within this
+	serverMemMB  = "64"
+)
+
+// freePort asks the kernel for a free loopback port. There is a small window before the server binds
+// it; startProcess retries on a new port if the server exits early.
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// proc is a running server process.
+type proc struct {
+	Addr   string
+	Port   int
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// Kill stops the process at once (SIGKILL) and waits for it to be reaped. Safe to call twice.
+func (p *proc) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// startProcess runs bin with args(port) and waits until it accepts connections on port.
+func startProcess(t testing.TB, bin string, args func(port int) []string) *proc {
+	t.Helper()
+	for attempt := 0; attempt < 3; attempt++ {
+		port := freePort(t)
+		cmd := exec.Command(bin, args(port)...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start %s: %v", bin, err)
+		}
+		p := &proc{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, cmd: cmd, exited: make(chan struct{})}
+		go func() { _ = cmd.Wait(); close(p.exited) }()
+		if p.waitReady() {
+			t.Cleanup(p.Kill)
+			return p
+		}
+		p.Kill() // it exited (port taken, bad flag) or never listened: try a new port
+	}
+	t.Fatalf("%s did not start (see its stderr above)", bin)
+	return nil
+}
+
+func (p *proc) waitReady() bool {
+	deadline := time.Now().Add(startTimeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.exited:
+			return false
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", p.Addr, 100*time.Millisecond); err == nil {
+			c.Close()
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+func startMemcached(t testing.TB) *proc {
+	t.Helper()
+	bin := requireBinary(t, "memcached")
+	return startProcess(t, bin, func(port int) []string {
+		return []string{"-u", "nobody", "-l", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "0", "-m", serverMemMB}
+	})
+}
+
+// Lease timing of the leasecached processes the tests start.
+const (
+	testLeaseWindow = "2s"
+	testStaleWindow = "10s"
+)
+
+func startLeasecached(t testing.TB) *proc {
+	t.Helper()
+	bin := leasecachedBinary(t)
+	return startProcess(t, bin, func(port int) []string {
+		return []string{"-p", strconv.Itoa(port), "-l", "127.0.0.1", "-m", serverMemMB, "-t", "2",
+			"--lease-window", testLeaseWindow, "--stale-window", testStaleWindow}
+	})
+}
+
+// requireBinary finds a Debian-packaged tool the tests need (make test-deps installs them). Missing
+// it skips the test on a developer machine but fails it in CI, where a skip would hide a gap.
+func requireBinary(t testing.TB, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path
+	}
+	for _, dir := range []string{"/usr/sbin", "/usr/bin", "/usr/local/bin"} {
+		if p := filepath.Join(dir, name); fileExists(p) {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s is not installed (apt-get install %s; make test-deps should)", name, name)
+	}
+	t.Skipf("%s is not installed (apt-get install %s)", name, name)
+	return ""
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+var (
+	buildOnce sync.Once
+	buildBin  string
+	buildErr  error
+	buildDir  string
+)
+
+// leasecachedBinary builds cmd/leasecached once per test binary run. A build failure fails the
+// calling test with the compiler's output.
+func leasecachedBinary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "clientlib-test-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildDir = dir
+		bin := filepath.Join(dir, "leasecached")
+		out, err := exec.Command("go", "build", "-o", bin, "github.com/leasecached/leasecached/cmd/leasecached").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/leasecached: %v\n%s", err, out)
+			return
+		}
+		buildBin = bin
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildBin
+}
+
+func cleanupBuild() {
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+}
