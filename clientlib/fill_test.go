@@ -111,9 +111,12 @@ func TestGetOrFillStateMachine(t *testing.T) {
 			wantGets:  -1,
 		},
 		{
-			name:      "fill error is not cached and reaches every coalesced caller",
-			leaseGet:  grant,
-			fill:      func(ctx context.Context, _ int64) ([]byte, error) { time.Sleep(50 * time.Millisecond); return nil, errSource },
+			name:     "fill error is not cached and reaches every coalesced caller",
+			leaseGet: grant,
+			fill: func(ctx context.Context, _ int64) ([]byte, error) {
+				time.Sleep(50 * time.Millisecond)
+				return nil, errSource
+			},
 			callers:   20,
 			wantErr:   errSource,
 			wantFills: 1,

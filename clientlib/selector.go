@@ -43,15 +43,22 @@ func (r *ring) pick(key string) (*server, error) {
 	return r.live[moduloIndex(key, len(r.live))], nil
 }
 
+// ieeeTable drives crc32String.
+var ieeeTable = crc32.MakeTable(crc32.IEEE)
+
 // moduloIndex is gomemcache's ServerList.PickServer rule: crc32 (IEEE) of the key modulo the number
 // of servers.
 func moduloIndex(key string, n int) int {
-	var buf [MaxKeyLength + 6]byte
-	var sum uint32
-	if len(key) <= len(buf) {
-		sum = crc32.ChecksumIEEE(buf[:copy(buf[:], key)])
-	} else {
-		sum = crc32.ChecksumIEEE([]byte(key))
+	return int(crc32String(key) % uint32(n))
+}
+
+// crc32String is crc32.ChecksumIEEE over a string without copying it to a []byte (which would
+// allocate: the library's dispatch through a function value makes its argument escape). Keys are
+// short, so the byte-at-a-time table loop costs little.
+func crc32String(s string) uint32 {
+	crc := ^uint32(0)
+	for i := 0; i < len(s); i++ {
+		crc = ieeeTable[byte(crc)^s[i]] ^ (crc >> 8)
 	}
-	return int(sum % uint32(n))
+	return ^crc
 }
