@@ -74,19 +74,18 @@ func isMultiKeyLine(line []byte) bool {
 // tokenize splits line on spaces into toks (reusing its capacity) and returns it.
 func tokenize(line []byte, toks [][]byte) [][]byte {
 	toks = toks[:0]
-	start := -1
-	for i, c := range line {
-		if c == ' ' {
-			if start >= 0 {
-				toks = append(toks, line[start:i])
-				start = -1
-			}
-		} else if start < 0 {
-			start = i
+	for {
+		for len(line) > 0 && line[0] == ' ' {
+			line = line[1:]
 		}
+		if len(line) == 0 {
+			return toks
+		}
+		sp := bytes.IndexByte(line, ' ')
+		if sp < 0 {
+			return append(toks, line)
+		}
+		toks = append(toks, line[:sp])
+		line = line[sp+1:]
 	}
-	if start >= 0 {
-		toks = append(toks, line[start:])
-	}
-	return toks
 }

@@ -20,7 +20,7 @@ import (
 
 const (
 	oracleStartTimeout = 5 * time.Second
-	oracleReadTimeout  = 2 * time.Second        // waiting for the expected bytes
+	oracleReadTimeout  = 2 * time.Second       // waiting for the expected bytes
 	oracleReadGrace    = 20 * time.Millisecond // then, for anything unexpected after them
 	oracleMaxCases     = 500
 )
