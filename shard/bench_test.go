@@ -1,0 +1,94 @@
+package shard
+
+import (
+	"testing"
+)
+
+func benchStore(b *testing.B) *Store {
+	s, _ := newStore(b, Config{MemoryLimit: 256 << 20})
+	for i := range 10_000 {
+		s.Store(ModeSet, key(i), 0, 0, pattern(100, i), 0)
+	}
+	return s
+}
+
+func BenchmarkGetHit(b *testing.B) {
+	s := benchStore(b)
+	k := key(42)
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		buf, _, _ = s.Get(buf[:0], k)
+	}
+}
+
+func BenchmarkSetOverwrite(b *testing.B) {
+	s := benchStore(b)
+	k, v := key(42), pattern(100, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		s.Store(ModeSet, k, 0, 0, v, 0)
+	}
+}
+
+func BenchmarkSetEvicting(b *testing.B) {
+	s, _ := newStore(b, Config{MemoryLimit: 8 << 20})
+	keys := make([][]byte, 1<<16)
+	for i := range keys {
+		keys[i] = key(i)
+	}
+	v := pattern(100, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		s.Store(ModeSet, keys[i&(len(keys)-1)], 0, 0, v, 0)
+	}
+}
+
+func BenchmarkGetParallel(b *testing.B) {
+	s := benchStore(b)
+	keys := make([][]byte, 10_000)
+	for i := range keys {
+		keys[i] = key(i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		buf := make([]byte, 0, 256)
+		i := 0
+		for pb.Next() {
+			buf, _, _ = s.Get(buf[:0], keys[i%len(keys)])
+			i++
+		}
+	})
+}
+
+// The steady-state paths allocate nothing (also enforced outside -bench).
+func TestHotPathsAllocateNothing(t *testing.T) {
+	s, _ := newStore(t, Config{})
+	k, v := []byte("counter"), pattern(100, 1)
+	s.Store(ModeSet, k, 0, 0, v, 0)
+	s.Store(ModeSet, []byte("n"), 0, 0, []byte("1000000"), 0)
+	buf := make([]byte, 0, 256)
+	for name, f := range map[string]func(){
+		"get":     func() { buf, _, _ = s.Get(buf[:0], k) },
+		"gat":     func() { buf, _, _ = s.GetAndTouch(buf[:0], k, 100) },
+		"miss":    func() { s.Get(buf[:0], []byte("absent")) },
+		"set":     func() { s.Store(ModeSet, k, 0, 0, v, 0) },
+		"replace": func() { s.Store(ModeReplace, k, 0, 0, v, 0) },
+		"add":     func() { s.Store(ModeAdd, k, 0, 0, v, 0) },
+		"touch":   func() { s.Touch(k, 10) },
+		"incr":    func() { s.Arith([]byte("n"), true, 1) },
+		"decr":    func() { s.Arith([]byte("n"), false, 1) },
+		"delete+add": func() {
+			s.Delete(k)
+			s.Store(ModeAdd, k, 0, 0, v, 0)
+		},
+	} {
+		if n := testing.AllocsPerRun(200, f); n != 0 {
+			t.Errorf("%s: %v allocs/op", name, n)
+		}
+	}
+}
