@@ -12,7 +12,7 @@ import (
 // evictions and page moves run concurrently too). Run with -race. Values
 // embed their key so any cross-talk between items is detected.
 func TestConcurrentMixedOps(t *testing.T) {
-	s, c := newStore(t, Config{MemoryLimit: 8 << 20, Shards: 4, MaxItemSize: 2 << 20})
+	s, c := newStore(t, Config{MemoryLimit: 16 << 20, Shards: 4, MaxItemSize: 2 << 20})
 	const workers, keys = 8, 5000
 	deadline := time.Now().Add(2 * time.Second)
 	var wg sync.WaitGroup

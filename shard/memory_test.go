@@ -181,10 +181,36 @@ func TestConfigErrors(t *testing.T) {
 		{MemoryLimit: 1 << 20, MaxItemSize: 2 << 20},
 		{MemoryLimit: 64 << 20, Shards: MaxShards + 1},
 		{MemoryLimit: 64 << 20, Shards: -1},
+		{MemoryLimit: 4 << 20, Shards: 8},
 	} {
 		if s, err := New(cfg); err == nil {
 			s.Close()
 			t.Errorf("%+v accepted", cfg)
 		}
+	}
+}
+
+// A shard that fills up first cannot take the pages other shards need.
+func TestShardSharesPreventStarvation(t *testing.T) {
+	s, _ := newStore(t, Config{MemoryLimit: 16 << 20, Shards: 2, MaxItemSize: 2 << 20})
+	// Find keys of each shard, then fill shard 0 far beyond its share.
+	var k0, k1 [][]byte
+	for i := 0; len(k0) < 200 || len(k1) < 1; i++ {
+		k := key(i)
+		if s.shardOf(hashKey(k)) == &s.shards[0] {
+			k0 = append(k0, k)
+		} else {
+			k1 = append(k1, k)
+		}
+	}
+	v := pattern(500_000, 1)
+	for _, k := range k0 {
+		s.Store(ModeSet, k, 0, 0, v, 0)
+	}
+	if got := s.shards[0].al.OwnedPages(); got != 8 {
+		t.Fatalf("shard 0 owns %d pages, want its share 8", got)
+	}
+	if r := s.Store(ModeSet, k1[0], 0, 0, []byte("fits"), 0); r != Stored {
+		t.Fatalf("shard 1 starved: %v", r)
 	}
 }

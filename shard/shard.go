@@ -23,9 +23,9 @@ type shard struct {
 	_ [64]byte // keep neighbouring shards' locks off this cache line
 }
 
-func (sh *shard) init(s *Store) {
+func (sh *shard) init(s *Store, pages int) {
 	sh.st = s
-	sh.al = slab.NewAllocator(s.arena, s.classes)
+	sh.al = slab.NewAllocator(s.arena, s.classes, pages)
 	sh.idx = newIndex(indexInitialSlots)
 	sh.cls = make([]classStats, s.classes.Count())
 	sh.reclaimOldest = make([]uint32, s.classes.Count())

@@ -5,8 +5,9 @@
 //
 // Contract:
 //   - Keys hash (xxhash) to one of N shards. Each shard has its own mutex,
-//     hash table and size classes drawing pages from one global page budget,
-//     so every operation, eviction included, runs under exactly one lock.
+//     hash table and size classes drawing pages lazily from one global page
+//     budget (up to a fixed 1/N share each), so every operation, eviction
+//     included, runs under exactly one lock.
 //   - Item memory holds no Go pointers and the index is a []uint64 per shard:
 //     the GC has nothing per item to trace.
 //   - Reads copy the value into the caller's buffer under the lock; the
@@ -102,6 +103,8 @@ func New(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("shard: shard count %d outside [0, %d]", n, MaxShards)
 	case n == 0:
 		n = autoShards(arena.MaxPages())
+	case n > arena.MaxPages():
+		return nil, fmt.Errorf("shard: %d shards but only %d pages of memory: each shard needs a page", n, arena.MaxPages())
 	}
 	if cfg.Now == nil {
 		cfg.Now = func() int64 { return time.Now().Unix() }
@@ -120,8 +123,16 @@ func New(cfg Config) (*Store, error) {
 		done:        make(chan struct{}),
 	}
 	s.started = cfg.Now() - processStartSkew
+	// Each shard gets a fixed share of the pages (the remainder spread over
+	// the first ones): shards never return pages, so without shares one
+	// shard's early burst could starve another forever.
+	share, extra := arena.MaxPages()/n, arena.MaxPages()%n
 	for i := range s.shards {
-		s.shards[i].init(s)
+		pages := share
+		if i < extra {
+			pages++
+		}
+		s.shards[i].init(s, pages)
 	}
 	if cfg.ReclaimInterval > 0 {
 		go s.reclaimLoop(cfg.ReclaimInterval)

@@ -5,9 +5,11 @@ import "fmt"
 // Allocator is one owner's (one shard's) set of size classes drawing pages
 // from a shared Arena. Not safe for concurrent use.
 type Allocator struct {
-	arena   *Arena
-	classes *Classes
-	cls     []classState
+	arena    *Arena
+	classes  *Classes
+	cls      []classState
+	owned    int // pages taken from the arena
+	maxPages int // this allocator's share of the arena budget
 }
 
 type classState struct {
@@ -26,14 +28,26 @@ type classState struct {
 	handOff uint32 // and offset within that page
 }
 
-// NewAllocator returns an empty allocator; it takes pages only on demand.
-func NewAllocator(a *Arena, c *Classes) *Allocator {
+// NewAllocator returns an empty allocator that takes pages from a on
+// demand, at most maxPages of them (its share: a fixed share per owner means
+// one busy owner can never starve another of pages, since pages are never
+// handed back to the arena). maxPages <= 0 means no share limit.
+func NewAllocator(a *Arena, c *Classes, maxPages int) *Allocator {
 	cls := make([]classState, c.Count())
 	for i := range cls {
 		cls[i].free = NilRef
 	}
-	return &Allocator{arena: a, classes: c, cls: cls}
+	if maxPages <= 0 {
+		maxPages = a.MaxPages()
+	}
+	return &Allocator{arena: a, classes: c, cls: cls, maxPages: maxPages}
 }
+
+// OwnedPages is how many pages this allocator has taken from the arena.
+func (al *Allocator) OwnedPages() int { return al.owned }
+
+// MaxPages is this allocator's share of the page budget.
+func (al *Allocator) MaxPages() int { return al.maxPages }
 
 // Classes is the allocator's size class table.
 func (al *Allocator) Classes() *Classes { return al.classes }
@@ -55,10 +69,14 @@ func (al *Allocator) Alloc(id int) (Ref, bool) {
 	}
 	size := uint32(al.classes.size[id])
 	if !cs.bumping || cs.bumpOff+size > PageSize {
+		if al.owned >= al.maxPages {
+			return NilRef, false
+		}
 		p, ok := al.arena.takePage()
 		if !ok {
 			return NilRef, false
 		}
+		al.owned++
 		al.arena.class[p] = uint8(id)
 		cs.pages = append(cs.pages, p)
 		cs.bumping, cs.bumpPage, cs.bumpOff = true, p, 0

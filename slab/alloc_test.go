@@ -10,7 +10,7 @@ func newTestAllocator(t *testing.T, pages int) *Allocator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewAllocator(a, DefaultClasses())
+	return NewAllocator(a, DefaultClasses(), 0)
 }
 
 func mark(al *Allocator, r Ref) { al.Chunk(r)[StateOffset] = 1 }
@@ -181,5 +181,27 @@ func TestAllocSteadyStateAllocatesNothing(t *testing.T) {
 		al.Free(r)
 	}); n != 0 {
 		t.Fatalf("%v allocs per alloc/free", n)
+	}
+}
+
+func TestAllocatorShare(t *testing.T) {
+	a, _ := NewArena(10 * PageSize)
+	c := DefaultClasses()
+	one, two := NewAllocator(a, c, 3), NewAllocator(a, c, 7)
+	for _, tc := range []struct {
+		al   *Allocator
+		want int
+	}{{one, 3}, {two, 7}} {
+		for tc.al.OwnedPages() < 20 {
+			if _, ok := tc.al.Alloc(c.Largest()); !ok {
+				break
+			}
+		}
+		if tc.al.OwnedPages() != tc.want || tc.al.MaxPages() != tc.want {
+			t.Fatalf("owned %d, want %d", tc.al.OwnedPages(), tc.want)
+		}
+	}
+	if a.PagesTaken() != 10 {
+		t.Fatalf("taken %d", a.PagesTaken())
 	}
 }

@@ -74,7 +74,7 @@ func TestPageBudgetConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			al := NewAllocator(a, c)
+			al := NewAllocator(a, c, 0)
 			for n := 0; n < 4*pages; n++ {
 				if _, ok := al.Alloc(big); !ok {
 					break
