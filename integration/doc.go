@@ -8,6 +8,16 @@
 // comparison is the point of this package. Every test only touches loopback,
 // bounds its loops by count and time, and reaps the processes it starts.
 //
+// Knobs (environment variables):
+//
+//	LEASECACHED_INTEGRATION_SELFTEST=1  start a second memcached in place of
+//	                                    leasecached: every test must pass, which
+//	                                    validates the harness and the scripts.
+//	LEASECACHED_INTEGRATION_DUMP=1      log memcached's replies for each case.
+//
+// Under -race the daemon is built with -race as well, and a data race it
+// reports fails the test during which it happened.
+//
 // The package has no non-test code; this file exists to carry the package
 // comment.
 package integration

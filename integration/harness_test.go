@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -42,6 +43,9 @@ const (
 )
 
 const memcachedBinary = "memcached"
+
+// raceReport is what a -race binary prints when it detects a data race.
+const raceReport = "WARNING: DATA RACE"
 
 // selfTestEnv, when set, makes startLeasecached start a second memcached:
 // it validates the harness and the scripts (everything must pass then) while
@@ -90,7 +94,11 @@ func buildDaemon(out string) error {
 	if err != nil {
 		return fmt.Errorf("locate module root: %w", err)
 	}
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/leasecached")
+	args := []string{"build", "-o", out}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "./cmd/leasecached")...)
 	cmd.Dir = root
 	var output bytes.Buffer
 	cmd.Stdout = &output
@@ -263,6 +271,9 @@ func launch(name, path string, port int, args []string) (*daemon, error) {
 // test failed, the daemon's output is logged to help diagnose it.
 func (d *daemon) kill(t testing.TB) {
 	d.forceStop()
+	if strings.Contains(d.out.String(), raceReport) {
+		t.Errorf("%s reported a data race during this test", d.name)
+	}
 	if t.Failed() {
 		if out := d.out.String(); out != "" {
 			t.Logf("%s output:\n%s", d.name, truncate([]byte(out), 4000))

@@ -104,18 +104,22 @@ type reply struct {
 // timeout. Reading runs concurrently with writing so that a server that
 // answers while we still send can never deadlock the test.
 func (r *rawConn) exchange(script []byte, mode sendMode, sentinel []byte, timeout time.Duration) reply {
-	deadline := time.Now().Add(timeout)
-	_ = r.c.SetDeadline(deadline)
+	// The deadline is pushed forward while writing progresses, so that a
+	// slow chunked send on a loaded machine is not mistaken for a silent
+	// server: the timeout is the wait for the reply after the last byte.
+	_ = r.c.SetDeadline(time.Now().Add(timeout))
 	got := make(chan reply, 1)
 	go func() { got <- readUntil(r.c, sentinel) }()
-	werr := r.write(script, mode)
+	werr := r.write(script, mode, timeout)
+	_ = r.c.SetReadDeadline(time.Now().Add(timeout))
 	rep := <-got
 	rep.writeErr = werr
 	return rep
 }
 
-// write sends script cut according to mode.
-func (r *rawConn) write(script []byte, mode sendMode) error {
+// write sends script cut according to mode, extending the connection's
+// deadline by timeout before each piece.
+func (r *rawConn) write(script []byte, mode sendMode, timeout time.Duration) error {
 	if mode == wholeWrite {
 		_, err := r.c.Write(script)
 		return err
@@ -131,6 +135,7 @@ func (r *rawConn) write(script []byte, mode sendMode) error {
 			pause = chunkPause
 		}
 		n = min(n, len(script))
+		_ = r.c.SetDeadline(time.Now().Add(timeout))
 		if _, err := r.c.Write(script[:n]); err != nil {
 			return err
 		}
