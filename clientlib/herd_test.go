@@ -1,5 +1,218 @@
 package clientlib_test
 
-const herdChildEnv = "CLIENTLIB_HERD_CHILD"
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
 
-func runHerdChild() int { return 0 }
+	"github.com/leasecached/leasecached/clientlib"
+)
+
+// The fleet herd test: several client processes hammer a few hot keys that keep expiring while each
+// fill is slow. Every fill, in any process, is reported to the parent, which plays the source of
+// truth. With leases there must be one fill per key per expiry in the whole fleet.
+const (
+	herdChildEnv     = "CLIENTLIB_HERD_CHILD"         // set in a child: its value is the server list
+	herdRunEnv       = "CLIENTLIB_HERD_RUN"           // how long a child runs
+	herdProcesses    = 4                              // client processes
+	herdGoroutines   = 50                             // goroutines per process
+	herdKeys         = 20                             // hot keys
+	herdTTL          = 2 * time.Second                // short TTL: each key expires about every 2 s
+	herdFillTime     = 100 * time.Millisecond         // a slow source
+	herdRun          = 4500 * time.Millisecond        // load duration in each child
+	herdMaxCalls     = 200000                         // per goroutine, so the loop is bounded by count too
+	herdCallTimeout  = 2 * time.Second                // each GetOrFill's deadline
+	herdChildTimeout = 30 * time.Second               // the parent kills a child that runs longer
+	herdMinFillGap   = herdTTL - 500*time.Millisecond // two fills of a key closer than this were one expiry's herd
+)
+
+// TestFleetHerd: 3 leasecached processes, 4 client processes of 50 goroutines, 20 hot keys with a
+// 2 s TTL, fills of 100 ms: one fill per key per expiry in total.
+func TestFleetHerd(t *testing.T) {
+	servers := []*proc{startLeasecached(t), startLeasecached(t), startLeasecached(t)}
+	res := runHerd(t, servers)
+	t.Logf("leasecached: %s", res)
+	if res.duplicates != 0 {
+		t.Fatalf("%d fills were duplicates within one expiry (want one fill per key per expiry)", res.duplicates)
+	}
+	if res.errors != 0 {
+		t.Fatalf("%d GetOrFill calls failed", res.errors)
+	}
+	// Expect about one fill per key per TTL over the run, plus the first one.
+	maxFills := herdKeys * (int(herdRun/herdTTL) + 2)
+	if res.fills < herdKeys || res.fills > maxFills {
+		t.Fatalf("%d fills for %d keys over %v with TTL %v, want %d..%d", res.fills, herdKeys, herdRun, herdTTL, herdKeys, maxFills)
+	}
+}
+
+// TestFleetHerdWithoutLeases is the control: against memcached (no lease-get, so GetOrFill falls back
+// to get+fill+set with only in-process single-flight) the same load fills keys once per process per
+// expiry. It shows the herd test can see a herd.
+func TestFleetHerdWithoutLeases(t *testing.T) {
+	if testing.Short() {
+		t.Skip("control experiment")
+	}
+	servers := []*proc{startMemcached(t), startMemcached(t), startMemcached(t)}
+	res := runHerd(t, servers)
+	t.Logf("memcached, no leases: %s", res)
+	if res.duplicates == 0 {
+		t.Fatalf("no duplicate fills without leases: the herd test cannot detect a herd")
+	}
+}
+
+type herdResult struct {
+	calls, errors, fills, duplicates int
+	perProcess                       []int
+	coalesced, waits                 int
+	fallbacks, stored, rejected      int
+}
+
+func (r herdResult) String() string {
+	return fmt.Sprintf("%d GetOrFill calls by %d processes x %d goroutines on %d keys, %d fills in total "+
+		"(per process %v), %d duplicate fills within one expiry, %d calls coalesced in-process, %d hot-miss waits, "+
+		"%d fallbacks, %d lease-sets stored, %d rejected, %d errors",
+		r.calls, herdProcesses, herdGoroutines, herdKeys, r.fills, r.perProcess, r.duplicates, r.coalesced, r.waits,
+		r.fallbacks, r.stored, r.rejected, r.errors)
+}
+
+func runHerd(t *testing.T, servers []*proc) herdResult {
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.Addr
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), herdChildTimeout)
+	defer cancel()
+	fills := map[string][]time.Time{} // key -> fill start times, across the fleet
+	res := herdResult{perProcess: make([]int, herdProcesses)}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for p := range herdProcesses {
+		cmd := exec.CommandContext(ctx, self, "-test.run=^$")
+		cmd.Env = append(os.Environ(), herdChildEnv+"="+strings.Join(addrs, ","), herdRunEnv+"="+herdRun.String())
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				f := strings.Fields(sc.Text())
+				mu.Lock()
+				switch {
+				case len(f) == 3 && f[0] == "FILL":
+					ns, _ := strconv.ParseInt(f[2], 10, 64)
+					fills[f[1]] = append(fills[f[1]], time.Unix(0, ns))
+					res.fills++
+					res.perProcess[p]++
+				case len(f) == 8 && f[0] == "DONE":
+					res.calls += atoi(f[1])
+					res.errors += atoi(f[2])
+					res.coalesced += atoi(f[3])
+					res.waits += atoi(f[4])
+					res.fallbacks += atoi(f[5])
+					res.stored += atoi(f[6])
+					res.rejected += atoi(f[7])
+				}
+				mu.Unlock()
+			}
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("herd child %d: %v", p, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, times := range fills {
+		sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
+		for i := 1; i < len(times); i++ {
+			if times[i].Sub(times[i-1]) < herdMinFillGap {
+				res.duplicates++
+			}
+		}
+	}
+	return res
+}
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+// runHerdChild is a client process of the herd test. It prints "FILL <key> <unix-ns>" for each fill
+// it runs and, at the end, "DONE <calls> <errors> <coalesced> <hot-miss waits> <fallbacks> <lease-sets
+// stored> <lease-sets rejected>".
+func runHerdChild() int {
+	run, err := time.ParseDuration(os.Getenv(herdRunEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "herd child:", err)
+		return 2
+	}
+	c, err := clientlib.NewFromAddrs(strings.Split(os.Getenv(herdChildEnv), ",")...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "herd child:", err)
+		return 2
+	}
+	defer c.Close()
+	var outMu sync.Mutex
+	out := bufio.NewWriter(os.Stdout)
+	fill := func(ctx context.Context, key string) ([]byte, error) {
+		var line bytes.Buffer
+		fmt.Fprintf(&line, "FILL %s %d\n", key, time.Now().UnixNano())
+		outMu.Lock()
+		out.Write(line.Bytes())
+		outMu.Unlock()
+		select {
+		case <-time.After(herdFillTime):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return []byte("value of " + key), nil
+	}
+	opts := &clientlib.FillOptions{TTL: herdTTL}
+	var calls, errs atomic.Int64
+	end := time.Now().Add(run)
+	var wg sync.WaitGroup
+	for range herdGoroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < herdMaxCalls && time.Now().Before(end); i++ {
+				key := "hot:" + strconv.Itoa(rand.IntN(herdKeys))
+				ctx, cancel := context.WithTimeout(context.Background(), herdCallTimeout)
+				v, err := c.GetOrFill(ctx, key, fill, opts)
+				cancel()
+				calls.Add(1)
+				if err != nil || string(v.Data) != "value of "+key {
+					errs.Add(1)
+					fmt.Fprintln(os.Stderr, "herd child: GetOrFill:", key, err)
+				}
+				time.Sleep(time.Millisecond) // a service does other work between reads
+			}
+		}()
+	}
+	wg.Wait()
+	s := c.Stats()
+	outMu.Lock()
+	fmt.Fprintf(out, "DONE %d %d %d %d %d %d %d\n", calls.Load(), errs.Load(), s.CallersCoalesced, s.HotMissWaits,
+		s.Fallbacks, s.LeaseSetsStored, s.LeaseSetsRejected)
+	out.Flush()
+	outMu.Unlock()
+	return 0
+}

@@ -46,7 +46,7 @@ func TestPointsPerNode(t *testing.T) {
 	}{
 		{[]int{1}, 160},
 		{[]int{1, 1, 1}, 480},
-		{[]int{0, 0}, 320}, // weight below 1 counts as 1
+		{[]int{0, 0}, 320},               // weight below 1 counts as 1
 		{[]int{1, 2, 3}, 80 + 160 + 240}, // floor(w/6 * 40 * 3) * 4 each
 		{[]int{1, 1, 2}, 120 + 120 + 240},
 	}
