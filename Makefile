@@ -1,0 +1,47 @@
+# leasecached: the two set-up commands are `make run` and `make test` (see README.md).
+
+GO       ?= go
+BIN      := bin/leasecached
+PORT     ?= 11211
+ARGS     ?=
+# apt-get needs root; use sudo when we are not root and sudo exists.
+SUDO     := $(if $(filter 0,$(shell id -u)),,sudo)
+# Debian packages the tests talk to: the real memcached (differential tests).
+TEST_DEPS := memcached
+
+.PHONY: all build run test test-deps vet fmt-check unit fuzz-smoke bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/leasecached
+
+## run: build and start the server on port $(PORT) (127.0.0.1, 64 MB, one event loop per CPU).
+run: build
+	./$(BIN) -p $(PORT) $(ARGS)
+
+## test: install what the tests need, then vet, format check, and every test with the race detector.
+test: test-deps fmt-check vet
+	$(GO) test -race -count=1 -timeout 540s ./...
+
+test-deps:
+	@missing=""; for p in $(TEST_DEPS); do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing test dependencies:$$missing"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## fuzz-smoke: a short run of every parser fuzz target (longer: FUZZTIME=10m make fuzz-smoke).
+FUZZTIME ?= 30s
+fuzz-smoke:
+	$(GO) test ./protocol -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+
+clean:
+	rm -rf bin

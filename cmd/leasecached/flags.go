@@ -1,0 +1,68 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/leasecached/leasecached/server"
+)
+
+// Limits on flag values. memcached refuses an item size limit below 1 KiB, above 1 GiB, or above half the
+// memory limit (an item that big would leave no room for a second one); we use the same bounds.
+const (
+	minItemSize  = 1 << 10
+	maxItemSize  = 1 << 30
+	maxMemoryMB  = 1 << 20 // 1 TiB
+	maxThreads   = 256
+	maxConnLimit = 1 << 20
+)
+
+// parseSize reads a byte count with an optional k/m/g suffix (either case), as memcached's -I does.
+func parseSize(s string) (int64, error) {
+	if s == "" {
+		return 0, fmt.Errorf("empty size")
+	}
+	mult := int64(1)
+	switch strings.ToLower(s[len(s)-1:]) {
+	case "k":
+		mult = 1 << 10
+	case "m":
+		mult = 1 << 20
+	case "g":
+		mult = 1 << 30
+	}
+	digits := s
+	if mult != 1 {
+		digits = s[:len(s)-1]
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("invalid size %q (want a positive number with optional k, m or g suffix)", s)
+	}
+	if n > maxItemSize/mult {
+		return 0, fmt.Errorf("size %q too large", s)
+	}
+	return n * mult, nil
+}
+
+func validate(cfg server.Config, memMB int64) error {
+	switch {
+	case cfg.Port < 1 || cfg.Port > 65535:
+		return fmt.Errorf("-p/--port %d: must be between 1 and 65535", cfg.Port)
+	case cfg.Listen == "":
+		return fmt.Errorf("-l/--listen: empty address")
+	case memMB < 1 || memMB > maxMemoryMB:
+		return fmt.Errorf("-m/--memory-limit %d: must be between 1 and %d megabytes", memMB, maxMemoryMB)
+	case cfg.ConnLimit < 1 || cfg.ConnLimit > maxConnLimit:
+		return fmt.Errorf("-c/--conn-limit %d: must be between 1 and %d", cfg.ConnLimit, maxConnLimit)
+	case cfg.Threads < 1 || cfg.Threads > maxThreads:
+		return fmt.Errorf("-t/--threads %d: must be between 1 and %d", cfg.Threads, maxThreads)
+	case cfg.MaxItemSize < minItemSize:
+		return fmt.Errorf("-I/--max-item-size %d: must be at least %d bytes", cfg.MaxItemSize, minItemSize)
+	case int64(cfg.MaxItemSize) > cfg.MemoryLimit/2:
+		return fmt.Errorf("-I/--max-item-size %d: cannot be more than half the memory limit (%d bytes)",
+			cfg.MaxItemSize, cfg.MemoryLimit)
+	}
+	return nil
+}

@@ -1,0 +1,125 @@
+// Command leasecached is the cache daemon: a memcached-compatible server with Facebook-style leases.
+// Flags use memcached's names (-p, -l, -m, -c, -t, -I, -v) so it drops into existing deployments.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/leasecached/leasecached/server"
+	"github.com/leasecached/leasecached/shard"
+)
+
+// stopTimeout bounds a clean shutdown: connections get this long to be closed after SIGINT/SIGTERM.
+const stopTimeout = 5 * time.Second
+
+func main() {
+	if err := newApp().Run(os.Args); err != nil {
+		fmt.Fprintf(os.Stderr, "leasecached: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func newApp() *cli.App {
+	var verbose int
+	// cli's default --version has the alias -v, which memcached users know as "verbose".
+	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version and exit"}
+	cli.VersionPrinter = func(c *cli.Context) {
+		fmt.Fprintf(c.App.Writer, "leasecached %s (memcached %s protocol)\n", server.Version, server.ProtocolVersion)
+	}
+	return &cli.App{
+		Name:                   "leasecached",
+		Usage:                  "a memcached-compatible cache server with leases",
+		Version:                server.Version,
+		HideHelpCommand:        true,
+		UseShortOptionHandling: true,
+		// One line, not the usage screen: scripts and service managers log the reason, and a person can
+		// ask for --help.
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error { return err },
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "port", Aliases: []string{"p"}, Value: server.DefaultPort, Usage: "TCP port to listen on"},
+			&cli.StringFlag{Name: "listen", Aliases: []string{"l"}, Value: server.DefaultListen,
+				Usage: "interface to listen on (default loopback only; 0.0.0.0 listens on every interface)"},
+			&cli.Int64Flag{Name: "memory-limit", Aliases: []string{"m"}, Value: server.DefaultMemoryMB,
+				Usage: "item memory in megabytes"},
+			&cli.IntFlag{Name: "conn-limit", Aliases: []string{"c"}, Value: server.DefaultConnLimit,
+				Usage: "max simultaneous connections"},
+			&cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Value: runtime.NumCPU(),
+				Usage: "number of event loops"},
+			&cli.StringFlag{Name: "max-item-size", Aliases: []string{"I"}, Value: "1m",
+				Usage: "largest item stored, with k/m suffix (1k to 1g)"},
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Count: &verbose,
+				Usage: "log more (-vv: also connections)"},
+		},
+		Action: func(c *cli.Context) error {
+			cfg, err := configFrom(c, verbose)
+			if err != nil {
+				return err
+			}
+			return serve(cfg)
+		},
+	}
+}
+
+func serve(cfg server.Config) error {
+	store, err := shard.New(shard.Config{MemoryLimit: cfg.MemoryLimit, MaxItemSize: cfg.MaxItemSize})
+	if err != nil {
+		return fmt.Errorf("storage: %w", err)
+	}
+	defer store.Close()
+
+	srv := server.New(cfg, store)
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer cancel()
+
+	done := make(chan error, 1)
+	go func() { done <- srv.Run() }()
+
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer stopCancel()
+	if err := srv.Stop(stopCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		cfg.Logger.Printf("stop: %v", err)
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-stopCtx.Done():
+		return errors.New("stop: connections still open after " + stopTimeout.String())
+	}
+}
+
+func configFrom(c *cli.Context, verbose int) (server.Config, error) {
+	if c.NArg() > 0 {
+		return server.Config{}, fmt.Errorf("unexpected argument %q", c.Args().First())
+	}
+	cfg := server.Config{
+		Listen:    c.String("listen"),
+		Port:      c.Int("port"),
+		Threads:   c.Int("threads"),
+		ConnLimit: c.Int("conn-limit"),
+		Verbosity: verbose,
+		Logger:    log.New(os.Stderr, "leasecached: ", log.LstdFlags),
+	}
+	memMB := c.Int64("memory-limit")
+	itemSize, err := parseSize(c.String("max-item-size"))
+	if err != nil {
+		return cfg, fmt.Errorf("-I/--max-item-size: %w", err)
+	}
+	cfg.MaxItemSize = int(itemSize)
+	cfg.MemoryLimit = memMB << 20
+	return cfg, validate(cfg, memMB)
+}

@@ -1,0 +1,198 @@
+package server
+
+import (
+	"strconv"
+
+	"github.com/leasecached/leasecached/protocol"
+	"github.com/leasecached/leasecached/shard"
+)
+
+type outcome uint8
+
+const (
+	keepOpen outcome = iota
+	closeConn
+)
+
+// Fixed replies that have no home in protocol/ because they are this server's policy, in memcached's words.
+var (
+	replyNonNumeric     = []byte("CLIENT_ERROR cannot increment or decrement non-numeric value\r\n")
+	replyTooLarge       = []byte("SERVER_ERROR object too large for cache\r\n")
+	replyNoMemory       = []byte("SERVER_ERROR out of memory storing object\r\n")
+	replyShutdown       = []byte("ERROR: shutdown not enabled\r\n")
+	replyMetaNoop       = []byte("MN\r\n")
+	replyVersion        = []byte("VERSION " + ProtocolVersion + "\r\n")
+	replyInternalResult = []byte("SERVER_ERROR unexpected storage result\r\n")
+)
+
+// storeModes maps each storage command to the store's mode; a table keeps execute() free of a second switch.
+var storeModes = [...]shard.Mode{
+	protocol.CmdSet:     shard.ModeSet,
+	protocol.CmdAdd:     shard.ModeAdd,
+	protocol.CmdReplace: shard.ModeReplace,
+	protocol.CmdAppend:  shard.ModeAppend,
+	protocol.CmdPrepend: shard.ModePrepend,
+	protocol.CmdCas:     shard.ModeCas,
+}
+
+// execute runs one parsed request and appends its reply (unless noreply) to cn.out.
+func (cn *conn) execute(req *protocol.Request) outcome {
+	switch req.Cmd {
+	case protocol.CmdGet, protocol.CmdGets, protocol.CmdGat, protocol.CmdGats:
+		cn.retrieve(req)
+	case protocol.CmdSet, protocol.CmdAdd, protocol.CmdReplace, protocol.CmdAppend, protocol.CmdPrepend, protocol.CmdCas:
+		cn.storeCmd(req)
+	case protocol.CmdIncr, protocol.CmdDecr:
+		cn.arith(req)
+	case protocol.CmdTouch:
+		cn.local[statCmdTouch]++
+		res := cn.srv.store.Touch(req.Key(), req.Exptime)
+		cn.countHit(res == shard.Touched, statTouchHits, statTouchMisses)
+		cn.reply(req, resultReply(res))
+	case protocol.CmdDelete:
+		res := cn.srv.store.Delete(req.Key())
+		cn.countHit(res == shard.Deleted, statDeleteHits, statDeleteMisses)
+		cn.reply(req, resultReply(res))
+	case protocol.CmdFlushAll:
+		cn.local[statCmdFlush]++
+		cn.srv.store.FlushAll(req.Exptime)
+		cn.reply(req, protocol.ReplyOK)
+	case protocol.CmdVersion:
+		cn.out = append(cn.out, replyVersion...)
+	case protocol.CmdVerbosity:
+		if len(req.Args) > 0 {
+			if v, err := strconv.Atoi(string(req.Args[0])); err == nil {
+				cn.srv.verbosity.Store(int32(v))
+			}
+		}
+		cn.reply(req, protocol.ReplyOK)
+	case protocol.CmdStats:
+		cn.statsCmd(req)
+	case protocol.CmdQuit:
+		return closeConn
+	case protocol.CmdShutdown:
+		cn.out = append(cn.out, replyShutdown...)
+	case protocol.CmdMetaNoop:
+		cn.out = append(cn.out, replyMetaNoop...)
+	default:
+		cn.out = append(cn.out, protocol.ReplyError...)
+	}
+	return keepOpen
+}
+
+// reply appends msg unless the client asked for noreply.
+func (cn *conn) reply(req *protocol.Request, msg []byte) {
+	if !req.Noreply {
+		cn.out = append(cn.out, msg...)
+	}
+}
+
+func (cn *conn) countHit(hit bool, hitStat, missStat statID) {
+	if hit {
+		cn.local[hitStat]++
+	} else {
+		cn.local[missStat]++
+	}
+}
+
+// retrieve serves get, gets, gat and gats: one VALUE block per hit, misses silent, one END.
+func (cn *conn) retrieve(req *protocol.Request) {
+	touch := req.Cmd == protocol.CmdGat || req.Cmd == protocol.CmdGats
+	withCas := req.Cmd == protocol.CmdGets || req.Cmd == protocol.CmdGats
+	store := cn.srv.store
+	for _, key := range req.Keys {
+		var (
+			info shard.Info
+			ok   bool
+		)
+		if touch {
+			cn.local[statCmdTouch]++
+			cn.scratch, info, ok = store.GetAndTouch(cn.scratch[:0], key, req.Exptime)
+			cn.countHit(ok, statTouchHits, statTouchMisses)
+		} else {
+			cn.scratch, info, ok = store.Get(cn.scratch[:0], key)
+		}
+		cn.local[statCmdGet]++
+		cn.countHit(ok, statGetHits, statGetMisses)
+		if !ok {
+			continue
+		}
+		if withCas {
+			cn.out = protocol.AppendValueCas(cn.out, key, info.Flags, cn.scratch, info.Cas)
+		} else {
+			cn.out = protocol.AppendValue(cn.out, key, info.Flags, cn.scratch)
+		}
+	}
+	cn.out = append(cn.out, protocol.ReplyEnd...)
+}
+
+// storeCmd serves set, add, replace, append, prepend and cas.
+func (cn *conn) storeCmd(req *protocol.Request) {
+	cn.local[statCmdSet]++
+	res := cn.srv.store.Store(storeModes[req.Cmd], req.Key(), req.Flags, req.Exptime, req.Data, req.Cas)
+	if req.Cmd == protocol.CmdCas {
+		switch res {
+		case shard.Stored:
+			cn.local[statCasHits]++
+		case shard.Exists:
+			cn.local[statCasBadval]++
+		case shard.NotFound:
+			cn.local[statCasMisses]++
+		}
+	}
+	switch res {
+	case shard.TooLarge:
+		cn.local[statStoreTooLarge]++
+	case shard.NoMemory:
+		cn.local[statStoreNoMemory]++
+	}
+	cn.reply(req, resultReply(res))
+}
+
+// arith serves incr and decr.
+func (cn *conn) arith(req *protocol.Request) {
+	incr := req.Cmd == protocol.CmdIncr
+	val, res := cn.srv.store.Arith(req.Key(), incr, req.Delta)
+	hitStat, missStat := statDecrHits, statDecrMisses
+	if incr {
+		hitStat, missStat = statIncrHits, statIncrMisses
+	}
+	if res == shard.NotFound {
+		cn.local[missStat]++
+	} else if res == shard.Stored {
+		cn.local[hitStat]++
+	}
+	if req.Noreply {
+		return
+	}
+	if res == shard.Stored {
+		cn.out = protocol.AppendUint(cn.out, val)
+		return
+	}
+	cn.out = append(cn.out, resultReply(res)...)
+}
+
+// resultReply is the memcached reply line for a store result.
+func resultReply(res shard.Result) []byte {
+	switch res {
+	case shard.Stored:
+		return protocol.ReplyStored
+	case shard.NotStored:
+		return protocol.ReplyNotStored
+	case shard.Exists:
+		return protocol.ReplyExists
+	case shard.NotFound:
+		return protocol.ReplyNotFound
+	case shard.Deleted:
+		return protocol.ReplyDeleted
+	case shard.Touched:
+		return protocol.ReplyTouched
+	case shard.TooLarge:
+		return replyTooLarge
+	case shard.NoMemory:
+		return replyNoMemory
+	case shard.NonNumeric:
+		return replyNonNumeric
+	}
+	return replyInternalResult
+}

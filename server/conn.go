@@ -1,0 +1,103 @@
+package server
+
+import (
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/leasecached/leasecached/protocol"
+)
+
+// Buffer bounds per connection. Replies are flushed to gnet once they pass flushThreshold so a huge multi-get
+// does not build one giant slice, and buffers that grew past keepBufferCap for one big request are dropped
+// afterwards so an idle connection does not pin megabytes.
+const (
+	flushThreshold = 256 << 10
+	keepBufferCap  = 1 << 20
+	initialOutCap  = 4 << 10
+)
+
+// conn is one client connection's state. It is only touched from its event loop.
+type conn struct {
+	srv     *Server
+	parser  protocol.Parser
+	req     protocol.Request
+	out     []byte // replies not yet handed to gnet
+	scratch []byte // value bytes copied out of the store
+	swallow int    // bytes still to discard after a refused data block (memcached's conn_swallow)
+	local   counters
+}
+
+func newConn(s *Server) *conn {
+	return &conn{
+		srv:    s,
+		parser: protocol.Parser{MaxItemSize: s.cfg.MaxItemSize},
+		out:    make([]byte, 0, initialOutCap),
+	}
+}
+
+// serve executes every complete request in c's input, in order, and writes their replies in one batch.
+func (cn *conn) serve(c gnet.Conn) gnet.Action {
+	buf, _ := c.Peek(-1)
+	pos := 0
+	action := gnet.None
+	for pos < len(buf) {
+		if cn.swallow > 0 {
+			k := min(cn.swallow, len(buf)-pos)
+			pos += k
+			cn.swallow -= k
+			continue
+		}
+		n, err := cn.parser.Parse(buf[pos:], &cn.req)
+		if err != nil {
+			pos += n
+			perr, ok := err.(*protocol.Error)
+			if !ok {
+				// The parser promises *protocol.Error; anything else is a bug we must not answer with a guess.
+				cn.out = append(cn.out, "SERVER_ERROR internal parser error\r\n"...)
+				action = gnet.Close
+				break
+			}
+			cn.out = append(cn.out, perr.Reply...)
+			cn.swallow = perr.Swallow
+			if perr.Close {
+				action = gnet.Close
+				break
+			}
+			continue
+		}
+		if n == 0 {
+			break // incomplete request: wait for more bytes
+		}
+		pos += n
+		if cn.execute(&cn.req) == closeConn {
+			action = gnet.Close
+			break
+		}
+		if len(cn.out) >= flushThreshold {
+			cn.flush(c)
+		}
+	}
+	cn.local[statBytesRead] += uint64(pos)
+	if pos > 0 {
+		_, _ = c.Discard(pos)
+	}
+	cn.flush(c)
+	cn.srv.stats.merge(&cn.local)
+	return action
+}
+
+// flush hands the batched replies to gnet, which writes what the socket takes and buffers the rest.
+func (cn *conn) flush(c gnet.Conn) {
+	if len(cn.out) == 0 {
+		return
+	}
+	cn.local[statBytesWritten] += uint64(len(cn.out))
+	_, _ = c.Write(cn.out)
+	if cap(cn.out) > keepBufferCap {
+		cn.out = make([]byte, 0, initialOutCap)
+	} else {
+		cn.out = cn.out[:0]
+	}
+	if cap(cn.scratch) > keepBufferCap {
+		cn.scratch = nil
+	}
+}

@@ -1,0 +1,165 @@
+// Package server is leasecached's network front end: a gnet/v2 event-loop TCP server that feeds each
+// connection's bytes to the protocol parser, runs the parsed commands against the shard store and writes
+// the replies back in request order.
+//
+// The contract with gnet: every slice gnet hands us (Peek) is valid only inside OnTraffic, so a command is
+// parsed, executed and its reply encoded before the input is discarded, and nothing is kept from the input
+// except through the store (which copies). Replies of one OnTraffic call are batched into a single write.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/leasecached/leasecached/shard"
+)
+
+// ProtocolVersion is what `version` and `stats` report. Clients gate features (meta commands) on it, so it
+// names the memcached release whose text protocol we implement rather than our own release number.
+const ProtocolVersion = "1.6.18"
+
+// Version is leasecached's own release, printed by --version and reported as stat leasecached_version.
+const Version = "0.1.0"
+
+// Defaults match memcached's where memcached has the setting.
+const (
+	DefaultPort        = 11211
+	DefaultListen      = "127.0.0.1"
+	DefaultMemoryMB    = 64
+	DefaultConnLimit   = 1024
+	DefaultMaxItemSize = 1 << 20
+)
+
+// tooManyConns is what memcached (maxconns_fast, the 1.6 default) writes to a connection it refuses.
+var tooManyConns = []byte("ERROR Too many open connections\r\n")
+
+// Config is the daemon's settings as given on the command line.
+type Config struct {
+	Listen      string
+	Port        int
+	Threads     int
+	ConnLimit   int
+	MaxItemSize int
+	MemoryLimit int64 // bytes
+	Verbosity   int
+	Logger      *log.Logger
+}
+
+// Server is the gnet event handler. One Server serves one listener.
+type Server struct {
+	gnet.BuiltinEventEngine
+
+	cfg     Config
+	store   *shard.Store
+	stats   serverStats
+	started time.Time
+	pid     int
+	logger  *log.Logger
+
+	eng       atomic.Pointer[gnet.Engine]
+	ready     chan struct{}
+	verbosity atomic.Int32
+}
+
+// New returns a server for cfg over store. The store's lifetime is the caller's.
+func New(cfg Config, store *shard.Store) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = log.New(os.Stderr, "leasecached: ", log.LstdFlags)
+	}
+	s := &Server{cfg: cfg, store: store, started: time.Now(), pid: os.Getpid(), logger: cfg.Logger,
+		ready: make(chan struct{})}
+	s.verbosity.Store(int32(cfg.Verbosity))
+	return s
+}
+
+// Addr is the listen address in gnet's URL form.
+func (s *Server) Addr() string {
+	return "tcp://" + net.JoinHostPort(s.cfg.Listen, strconv.Itoa(s.cfg.Port))
+}
+
+// Run serves until Stop is called or the listener fails. It returns nil after a clean Stop.
+func (s *Server) Run() error {
+	threads := s.cfg.Threads
+	if threads <= 0 {
+		threads = 1
+	}
+	err := gnet.Run(s, s.Addr(),
+		gnet.WithMulticore(true),
+		gnet.WithNumEventLoop(threads),
+		gnet.WithReuseAddr(true),
+		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithLogger(gnetLogger{l: s.logger, verbosity: &s.verbosity}),
+	)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("serve %s: %w", s.Addr(), err)
+	}
+	return nil
+}
+
+// Ready is closed once the listener accepts connections.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// Stop closes the listener and every connection, waiting at most until ctx ends.
+func (s *Server) Stop(ctx context.Context) error {
+	eng := s.eng.Load()
+	if eng == nil {
+		return errors.New("stop: server not running")
+	}
+	return eng.Stop(ctx)
+}
+
+// OnBoot records the engine so Stop can reach it.
+func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
+	s.eng.Store(&eng)
+	close(s.ready)
+	if s.verbosity.Load() > 0 {
+		s.logger.Printf("listening on %s with %d event loops", s.Addr(), s.cfg.Threads)
+	}
+	return gnet.None
+}
+
+// OnOpen admits a connection unless the connection limit is reached; memcached answers the refused one
+// with an error line before closing it, so clients see why.
+func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	if s.stats.currConns.Load() >= int64(s.cfg.ConnLimit) {
+		s.stats.rejectedConns.Add(1)
+		return tooManyConns, gnet.Close
+	}
+	s.stats.currConns.Add(1)
+	s.stats.totalConns.Add(1)
+	c.SetContext(newConn(s))
+	if s.verbosity.Load() > 1 {
+		s.logger.Printf("new connection from %s", c.RemoteAddr())
+	}
+	return nil, gnet.None
+}
+
+// OnClose releases the connection's state.
+func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
+	if _, ok := c.Context().(*conn); ok {
+		s.stats.currConns.Add(-1)
+		c.SetContext(nil)
+	}
+	if s.verbosity.Load() > 1 {
+		s.logger.Printf("connection from %s closed: %v", c.RemoteAddr(), err)
+	}
+	return gnet.None
+}
+
+// OnTraffic parses and executes every complete request buffered on c.
+func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
+	cn, ok := c.Context().(*conn)
+	if !ok {
+		return gnet.Close
+	}
+	return cn.serve(c)
+}

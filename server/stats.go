@@ -1,0 +1,282 @@
+package server
+
+import (
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/leasecached/leasecached/protocol"
+)
+
+// statID names one server-side counter. Connections count into a private array while they work and merge
+// it into the shared one once per read event, so a busy event loop does one atomic add per counter per
+// batch instead of one per command.
+type statID uint8
+
+const (
+	statCmdGet statID = iota
+	statCmdSet
+	statCmdFlush
+	statCmdTouch
+	statCmdMeta
+	statGetHits
+	statGetMisses
+	statDeleteMisses
+	statDeleteHits
+	statIncrMisses
+	statIncrHits
+	statDecrMisses
+	statDecrHits
+	statCasMisses
+	statCasHits
+	statCasBadval
+	statTouchHits
+	statTouchMisses
+	statStoreTooLarge
+	statStoreNoMemory
+	statBytesRead
+	statBytesWritten
+	numStats
+)
+
+// statNames are memcached's names, in memcached's order within the general `stats` block.
+var statNames = [numStats]string{
+	statCmdGet:        "cmd_get",
+	statCmdSet:        "cmd_set",
+	statCmdFlush:      "cmd_flush",
+	statCmdTouch:      "cmd_touch",
+	statCmdMeta:       "cmd_meta",
+	statGetHits:       "get_hits",
+	statGetMisses:     "get_misses",
+	statDeleteMisses:  "delete_misses",
+	statDeleteHits:    "delete_hits",
+	statIncrMisses:    "incr_misses",
+	statIncrHits:      "incr_hits",
+	statDecrMisses:    "decr_misses",
+	statDecrHits:      "decr_hits",
+	statCasMisses:     "cas_misses",
+	statCasHits:       "cas_hits",
+	statCasBadval:     "cas_badval",
+	statTouchHits:     "touch_hits",
+	statTouchMisses:   "touch_misses",
+	statStoreTooLarge: "store_too_large",
+	statStoreNoMemory: "store_no_memory",
+	statBytesRead:     "bytes_read",
+	statBytesWritten:  "bytes_written",
+}
+
+type counters [numStats]uint64
+
+type serverStats struct {
+	counts        [numStats]atomic.Uint64
+	currConns     atomic.Int64
+	totalConns    atomic.Uint64
+	rejectedConns atomic.Uint64
+}
+
+// merge adds a connection's private counts to the shared ones and zeroes them.
+func (st *serverStats) merge(local *counters) {
+	for i, v := range local {
+		if v != 0 {
+			st.counts[i].Add(v)
+			local[i] = 0
+		}
+	}
+}
+
+func (st *serverStats) reset() {
+	for i := range st.counts {
+		st.counts[i].Store(0)
+	}
+	st.totalConns.Store(0)
+	st.rejectedConns.Store(0)
+}
+
+func (st *serverStats) get(id statID) uint64 { return st.counts[id].Load() }
+
+// statsCmd serves `stats` and its sub-commands.
+func (cn *conn) statsCmd(req *protocol.Request) {
+	if len(req.Args) == 0 {
+		cn.srv.stats.merge(&cn.local)
+		cn.out = cn.srv.appendGeneralStats(cn.out)
+		cn.out = append(cn.out, protocol.ReplyEnd...)
+		return
+	}
+	switch string(req.Args[0]) {
+	case "settings":
+		cn.out = cn.srv.appendSettingsStats(cn.out)
+	case "items":
+		cn.out = cn.srv.appendItemStats(cn.out)
+	case "slabs":
+		cn.out = cn.srv.appendSlabStats(cn.out)
+	case "sizes":
+		cn.out = append(cn.out, "STAT sizes_status disabled\r\n"...)
+	case "reset":
+		cn.local = counters{}
+		cn.srv.stats.reset()
+		cn.srv.store.ResetStats()
+		cn.out = append(cn.out, "RESET\r\n"...)
+		return
+	default:
+		cn.out = append(cn.out, protocol.ReplyError...)
+		return
+	}
+	cn.out = append(cn.out, protocol.ReplyEnd...)
+}
+
+func stat(dst []byte, name, value string) []byte {
+	dst = append(dst, "STAT "...)
+	dst = append(dst, name...)
+	dst = append(dst, ' ')
+	dst = append(dst, value...)
+	return append(dst, "\r\n"...)
+}
+
+func statUint(dst []byte, name string, v uint64) []byte {
+	dst = append(dst, "STAT "...)
+	dst = append(dst, name...)
+	dst = append(dst, ' ')
+	dst = strconv.AppendUint(dst, v, 10)
+	return append(dst, "\r\n"...)
+}
+
+func statInt(dst []byte, name string, v int64) []byte {
+	dst = append(dst, "STAT "...)
+	dst = append(dst, name...)
+	dst = append(dst, ' ')
+	dst = strconv.AppendInt(dst, v, 10)
+	return append(dst, "\r\n"...)
+}
+
+// rusageSeconds formats a CPU time the way memcached does: seconds with six decimals.
+func rusageSeconds(tv syscall.Timeval) string {
+	return strconv.FormatInt(int64(tv.Sec), 10) + "." + leftPad(strconv.FormatInt(int64(tv.Usec), 10), 6)
+}
+
+func leftPad(s string, n int) string {
+	for len(s) < n {
+		s = "0" + s
+	}
+	return s
+}
+
+// appendGeneralStats writes the general block with memcached's names and order, so existing monitoring
+// (which looks names up, but sometimes scrapes in order) keeps working.
+func (s *Server) appendGeneralStats(dst []byte) []byte {
+	now := time.Now()
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	st := &s.stats
+	ss := s.store.Stats()
+
+	dst = statInt(dst, "pid", int64(s.pid))
+	dst = statInt(dst, "uptime", int64(now.Sub(s.started)/time.Second))
+	dst = statInt(dst, "time", now.Unix())
+	dst = stat(dst, "version", ProtocolVersion)
+	dst = stat(dst, "leasecached_version", Version)
+	dst = statInt(dst, "pointer_size", int64(8*unsafe.Sizeof(uintptr(0))))
+	dst = stat(dst, "rusage_user", rusageSeconds(ru.Utime))
+	dst = stat(dst, "rusage_system", rusageSeconds(ru.Stime))
+	dst = statInt(dst, "max_connections", int64(s.cfg.ConnLimit))
+	dst = statInt(dst, "curr_connections", st.currConns.Load())
+	dst = statUint(dst, "total_connections", st.totalConns.Load())
+	dst = statUint(dst, "rejected_connections", st.rejectedConns.Load())
+	dst = statInt(dst, "connection_structures", st.currConns.Load())
+	for id := statCmdGet; id <= statCmdMeta; id++ {
+		dst = statUint(dst, statNames[id], st.get(id))
+	}
+	dst = statUint(dst, "get_hits", st.get(statGetHits))
+	dst = statUint(dst, "get_misses", st.get(statGetMisses))
+	for id := statDeleteMisses; id <= statStoreNoMemory; id++ {
+		dst = statUint(dst, statNames[id], st.get(id))
+	}
+	dst = statUint(dst, "auth_cmds", 0)
+	dst = statUint(dst, "auth_errors", 0)
+	dst = statUint(dst, "bytes_read", st.get(statBytesRead))
+	dst = statUint(dst, "bytes_written", st.get(statBytesWritten))
+	dst = statInt(dst, "limit_maxbytes", s.cfg.MemoryLimit)
+	dst = statUint(dst, "accepting_conns", 1)
+	dst = statInt(dst, "threads", int64(s.cfg.Threads))
+	dst = statUint(dst, "conn_yields", 0)
+	dst = statInt(dst, "hash_bytes", ss.HashBytes)
+	dst = statInt(dst, "bytes", ss.Bytes)
+	dst = statInt(dst, "curr_items", ss.CurrItems)
+	dst = statUint(dst, "total_items", ss.TotalItems)
+	dst = statUint(dst, "expired_unfetched", ss.ExpiredUnfetched)
+	dst = statUint(dst, "evicted_unfetched", ss.EvictedUnfetched)
+	dst = statUint(dst, "evictions", ss.Evictions)
+	dst = statUint(dst, "reclaimed", ss.Reclaimed)
+	dst = statUint(dst, "crawler_reclaimed", ss.CrawlerReclaimed)
+	dst = statUint(dst, "slabs_moved", ss.SlabsMoved)
+	return dst
+}
+
+func (s *Server) appendSettingsStats(dst []byte) []byte {
+	dst = statInt(dst, "maxbytes", s.cfg.MemoryLimit)
+	dst = statInt(dst, "maxconns", int64(s.cfg.ConnLimit))
+	dst = statInt(dst, "tcpport", int64(s.cfg.Port))
+	dst = statInt(dst, "udpport", 0)
+	dst = stat(dst, "inter", s.cfg.Listen)
+	dst = statInt(dst, "verbosity", int64(s.verbosity.Load()))
+	dst = statInt(dst, "oldest", 0)
+	dst = stat(dst, "evictions", "on")
+	dst = stat(dst, "domain_socket", "NULL")
+	dst = stat(dst, "shutdown_command", "no")
+	dst = statInt(dst, "num_threads", int64(s.cfg.Threads))
+	dst = stat(dst, "cas_enabled", "yes")
+	dst = stat(dst, "binding_protocol", "ascii")
+	dst = statInt(dst, "item_size_max", int64(s.cfg.MaxItemSize))
+	dst = stat(dst, "maxconns_fast", "yes")
+	dst = stat(dst, "flush_enabled", "yes")
+	dst = stat(dst, "hash_algorithm", "xxhash")
+	return dst
+}
+
+// appendItemStats is `stats items`: per class with items, memcached's "items:<class>:<name>" lines.
+func (s *Server) appendItemStats(dst []byte) []byte {
+	for _, c := range s.store.Stats().Classes {
+		if c.Number == 0 {
+			continue
+		}
+		p := "items:" + strconv.Itoa(c.ID) + ":"
+		dst = statInt(dst, p+"number", c.Number)
+		dst = statInt(dst, p+"age", c.Age)
+		dst = statInt(dst, p+"mem_requested", c.MemRequested)
+		dst = statUint(dst, p+"evicted", c.Evicted)
+		dst = statUint(dst, p+"evicted_nonzero", c.EvictedNonzero)
+		dst = statInt(dst, p+"evicted_time", c.EvictedTime)
+		dst = statUint(dst, p+"outofmemory", c.OutOfMemory)
+		dst = statUint(dst, p+"reclaimed", c.Reclaimed)
+		dst = statUint(dst, p+"expired_unfetched", c.ExpiredUnfetched)
+		dst = statUint(dst, p+"evicted_unfetched", c.EvictedUnfetched)
+		dst = statUint(dst, p+"crawler_reclaimed", c.CrawlerReclaimed)
+	}
+	return dst
+}
+
+// appendSlabStats is `stats slabs`: per class that owns pages, memcached's "<class>:<name>" lines, then the
+// totals.
+func (s *Server) appendSlabStats(dst []byte) []byte {
+	ss := s.store.Stats()
+	active := 0
+	for _, c := range ss.Classes {
+		if c.TotalPages == 0 {
+			continue
+		}
+		active++
+		p := strconv.Itoa(c.ID) + ":"
+		dst = statInt(dst, p+"chunk_size", int64(c.ChunkSize))
+		dst = statInt(dst, p+"chunks_per_page", int64(c.ChunksPerPage))
+		dst = statInt(dst, p+"total_pages", int64(c.TotalPages))
+		dst = statInt(dst, p+"total_chunks", int64(c.TotalChunks))
+		dst = statInt(dst, p+"used_chunks", int64(c.UsedChunks))
+		dst = statInt(dst, p+"free_chunks", int64(c.FreeChunks))
+		dst = statInt(dst, p+"free_chunks_end", int64(c.FreeChunksEnd))
+		dst = statInt(dst, p+"mem_requested", c.MemRequested)
+	}
+	dst = statInt(dst, "active_slabs", int64(active))
+	dst = statInt(dst, "total_malloced", ss.TotalMalloced)
+	return dst
+}
