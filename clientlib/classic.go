@@ -3,7 +3,6 @@ package clientlib
 import (
 	"bytes"
 	"context"
-	"strconv"
 	"time"
 )
 
@@ -23,18 +22,16 @@ var (
 
 // Get returns the item for key, or ErrCacheMiss. The item's CAS field is set (the command is gets).
 func (c *Client) Get(ctx context.Context, key string) (*Item, error) {
-	return c.getOne(ctx, "gets ", key, "")
+	return c.getOne(ctx, "gets ", key, false, 0)
 }
 
 // GetAndTouch returns the item for key and resets its TTL in the same round trip (gats).
 func (c *Client) GetAndTouch(ctx context.Context, key string, ttl time.Duration) (*Item, error) {
-	return c.getOne(ctx, "gats ", key, ttlArg(exptime(ttl, c.now)))
+	return c.getOne(ctx, "gats ", key, true, exptime(ttl, c.now))
 }
 
-// ttlArg is an exptime followed by a space, for gats.
-func ttlArg(exp int64) string { return strconv.FormatInt(exp, 10) + " " }
-
-func (c *Client) getOne(ctx context.Context, cmd, key, arg string) (*Item, error) {
+// getOne sends "<cmd>[<exp> ]<key>" (gets, or gats with its exptime) and reads one VALUE or none.
+func (c *Client) getOne(ctx context.Context, cmd, key string, hasExp bool, exp int64) (*Item, error) {
 	srv, err := c.pick(key)
 	if err != nil {
 		return nil, err
@@ -42,7 +39,10 @@ func (c *Client) getOne(ctx context.Context, cmd, key, arg string) (*Item, error
 	var it *Item
 	err = c.do(ctx, srv, func(cn *conn) error {
 		cn.w.WriteString(cmd)
-		cn.w.WriteString(arg)
+		if hasExp {
+			cn.writeInt(exp)
+			cn.w.WriteByte(' ')
+		}
 		cn.w.WriteString(key)
 		cn.w.Write(crlf)
 		if err := cn.flush(); err != nil {
@@ -165,16 +165,16 @@ func (cn *conn) readStoreReply() error {
 
 // Delete removes the key; ErrCacheMiss if it was absent.
 func (c *Client) Delete(ctx context.Context, key string) error {
-	return c.simple(ctx, key, "delete ", "", replyDeleted)
+	return c.simple(ctx, key, "delete ", false, 0, replyDeleted)
 }
 
 // Touch resets the key's TTL without fetching it; ErrCacheMiss if absent.
 func (c *Client) Touch(ctx context.Context, key string, ttl time.Duration) error {
-	return c.simple(ctx, key, "touch ", " "+strconv.FormatInt(exptime(ttl, c.now), 10), replyTouched)
+	return c.simple(ctx, key, "touch ", true, exptime(ttl, c.now), replyTouched)
 }
 
-// simple sends "<cmd><key><suffix>" and expects want or NOT_FOUND.
-func (c *Client) simple(ctx context.Context, key, cmd, suffix string, want []byte) error {
+// simple sends "<cmd><key>[ <arg>]" and expects want or NOT_FOUND.
+func (c *Client) simple(ctx context.Context, key, cmd string, hasArg bool, arg int64, want []byte) error {
 	srv, err := c.pick(key)
 	if err != nil {
 		return err
@@ -182,7 +182,10 @@ func (c *Client) simple(ctx context.Context, key, cmd, suffix string, want []byt
 	return c.do(ctx, srv, func(cn *conn) error {
 		cn.w.WriteString(cmd)
 		cn.w.WriteString(key)
-		cn.w.WriteString(suffix)
+		if hasArg {
+			cn.w.WriteByte(' ')
+			cn.writeInt(arg)
+		}
 		cn.w.Write(crlf)
 		if err := cn.flush(); err != nil {
 			return err

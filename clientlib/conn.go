@@ -23,6 +23,7 @@ type conn struct {
 	nc  net.Conn
 	r   *bufio.Reader
 	w   *bufio.Writer
+	num [24]byte // scratch for formatting numbers: a local array would escape through bufio.Writer.Write
 }
 
 func newConn(srv *server, nc net.Conn) *conn {

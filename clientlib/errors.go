@@ -60,10 +60,9 @@ func (e *connError) Error() string { return fmt.Sprintf("clientlib: %s %s: %v", 
 func (e *connError) Unwrap() error { return e.err }
 
 // resumable reports whether err leaves the connection in a known state (a complete, recognised reply).
+// The conn layer returns *connError unwrapped, so a type assertion suffices (and, unlike errors.As,
+// costs no allocation on the hot path).
 func resumable(err error) bool {
-	if err == nil {
-		return true
-	}
-	var ce *connError
-	return !errors.As(err, &ce)
+	_, broken := err.(*connError)
+	return !broken
 }

@@ -169,13 +169,11 @@ func (cn *conn) parseValue(line []byte, maxSize int) (valueHeader, error) {
 // Request writers. bufio.Writer errors are sticky and surface at flush.
 
 func (cn *conn) writeUint(n uint64) {
-	var b [20]byte
-	cn.w.Write(strconv.AppendUint(b[:0], n, 10))
+	cn.w.Write(strconv.AppendUint(cn.num[:0], n, 10))
 }
 
 func (cn *conn) writeInt(n int64) {
-	var b [21]byte
-	cn.w.Write(strconv.AppendInt(b[:0], n, 10))
+	cn.w.Write(strconv.AppendInt(cn.num[:0], n, 10))
 }
 
 func (cn *conn) writeData(v []byte) {
