@@ -112,6 +112,9 @@ func (c *Client) do(ctx context.Context, srv *server, fn func(cn *conn) error) e
 	cn, err := srv.pool.get(ctx, srv)
 	if err != nil {
 		if !resumable(err) {
+			if ctxErr := callerDone(ctx); ctxErr != nil {
+				return ctxErr
+			}
 			c.failed(srv)
 		}
 		return err
@@ -125,7 +128,7 @@ func (c *Client) do(ctx context.Context, srv *server, fn func(cn *conn) error) e
 		return err
 	}
 	srv.pool.put(cn, false)
-	if ctxErr := ctx.Err(); ctxErr != nil || !undisturbed {
+	if ctxErr := callerDone(ctx); ctxErr != nil || !undisturbed {
 		if ctxErr == nil {
 			ctxErr = context.Canceled
 		}
@@ -133,6 +136,19 @@ func (c *Client) do(ctx context.Context, srv *server, fn func(cn *conn) error) e
 	}
 	c.failed(srv)
 	return err
+}
+
+// callerDone reports the context's error, counting a deadline that has passed as expired even
+// before the context's own timer has fired: the socket deadline set from it can fire first, and that
+// timeout is the caller's, not the server's.
+func callerDone(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // failed records a network failure and ejects srv once FailureLimit are consecutive.

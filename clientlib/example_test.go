@@ -12,7 +12,9 @@ import (
 )
 
 // loadUser stands in for a database query.
-func loadUser(ctx context.Context, id string) ([]byte, error) { return []byte(`{"id":"` + id + `"}`), nil }
+func loadUser(ctx context.Context, id string) ([]byte, error) {
+	return []byte(`{"id":"` + id + `"}`), nil
+}
 
 func ExampleNew() {
 	c, err := clientlib.New(clientlib.Config{
