@@ -41,7 +41,8 @@ const (
 type FillFunc func(ctx context.Context, key string) ([]byte, error)
 
 // FillOptions tune GetOrFill. Zero fields take the client's defaults (Config.Fill), and those take
-// the package defaults. When callers coalesce, the options of the caller that started the fill apply.
+// the package defaults (so a call cannot turn off a boolean, or pick FallbackFill, that the client's
+// defaults turned on). When callers coalesce, the options of the caller that started the fill apply.
 type FillOptions struct {
 	// TTL of the value written after a fill; 0 means DefaultFillTTL, NeverExpire means no expiry.
 	TTL time.Duration
@@ -166,6 +167,9 @@ var ErrFillPanicked = errors.New("clientlib: fill panicked")
 func (c *Client) GetOrFill(ctx context.Context, key string, fill FillFunc, opts *FillOptions) (Value, error) {
 	if !validKey(key) {
 		return Value{}, ErrMalformedKey
+	}
+	if err := ctx.Err(); err != nil {
+		return Value{}, err // do not start a fill nobody is waiting for
 	}
 	o := c.cfg.Fill
 	if opts != nil {

@@ -43,6 +43,9 @@ func TestFleetHerd(t *testing.T) {
 	servers := []*proc{startLeasecached(t), startLeasecached(t), startLeasecached(t)}
 	res := runHerd(t, servers)
 	t.Logf("leasecached: %s", res)
+	if res.stored == 0 {
+		t.Fatalf("no lease-set was stored: the server does not grant leases (lease-get unimplemented?)")
+	}
 	if res.duplicates != 0 {
 		t.Fatalf("%d fills were duplicates within one expiry (want one fill per key per expiry)", res.duplicates)
 	}
