@@ -24,6 +24,8 @@ type diffCase struct {
 	// the sentinel: for input after which the sentinel would be read as
 	// part of a bad line.
 	noSentinel bool
+	// halfClose sends FIN after the (single) step and reads to EOF.
+	halfClose bool
 	// timeout per step; 0 means defaultReplyTimeout.
 	timeout time.Duration
 	// wholeOnly: memcached's own answer depends on how the bytes are cut
@@ -51,7 +53,7 @@ func runDifferential(t *testing.T, mc, lc *daemon, cases []diffCase) {
 			for _, mode := range modes {
 				prefix := runPrefix(i, mode)
 				sr := scriptRun{steps: c.steps, mode: mode, prefix: prefix,
-					chunk: c.chunk, noSentinel: c.noSentinel, timeout: c.timeout}
+					chunk: c.chunk, noSentinel: c.noSentinel, halfClose: c.halfClose, timeout: c.timeout}
 				want, got := runBoth(mc, lc, sr)
 				if mode == wholeWrite {
 					if os.Getenv(dumpEnv) != "" {

@@ -150,6 +150,17 @@ func classicCases() []diffCase {
 			strings.Repeat("m", mebibyte) + "\r\nget $ka\r\nappend $ka 0 0 2\r\nzz\r\ngets $kb\r\n")},
 		{name: "get 100 keys long line", steps: one(manyKeysScript())},
 
+		// --- number syntax and separators ----------------------------------
+		{name: "numbers with signs zeros and hex", steps: one("set $ka 007 +0 01\r\nx\r\nget $ka\r\nset $kb +1 0 1\r\nb\r\nget $kb\r\n" +
+			"set $kc 0 0 +1\r\nc\r\nget $kc\r\nset $kd 0x10 0 1\r\nd\r\nset $ke 0 0 0x1\r\ne\r\n" +
+			"set $kn 0 0 1\r\n5\r\nincr $kn +1\r\nincr $kn -0\r\nincr $kn 007\r\ndecr $kn 0x1\r\ntouch $kn +100\r\ntouch $kn -0\r\nget $kn\r\n")},
+		{name: "trailing spaces", steps: one("set $ka 0 0 1 \r\nx\r\nget $ka \r\nincr $ka 1 \r\ntouch $ka 10 \r\ndelete $ka \r\nget $ka\r\n" +
+			"set $ka 0 0 1  noreply \r\ny\r\nget $ka\r\n")},
+		{name: "tab is not a separator", steps: one("set $ka 0 0 1\r\nx\r\nget\t$ka\r\nget $ka\t\r\nset\t$kb 0 0 1\r\nb\r\n")},
+		{name: "gat noreply is a key", steps: one("set $ka 0 0 1\r\nx\r\ngat 0 $ka noreply\r\n")},
+		{name: "half close answers everything", halfClose: true, steps: one("set $ka 0 0 1\r\nx\r\nget $ka\r\nget $ka $ka\r\nincr $ka 1\r\n")},
+		{name: "large replies", chunk: 64 << 10, steps: one(largeRepliesScript())},
+
 		// --- framing limits ------------------------------------------------
 		{name: "line that never ends", noSentinel: true, timeout: defaultReplyTimeout,
 			steps: one("set " + strings.Repeat("x", neverEndingLine))},
@@ -186,6 +197,22 @@ func pipelineScript() string {
 			fmt.Fprintf(&b, "decr %s 1\r\n", k)
 		}
 	}
+	return b.String()
+}
+
+// largeRepliesScript stores a few 1 MiB values and fetches them all, twice,
+// in one write: the replies far exceed socket buffers, so the server must
+// cope with a client whose receive window is full.
+func largeRepliesScript() string {
+	var b strings.Builder
+	const n = 4
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("$kbig%d", i)
+		fmt.Fprintf(&b, "set %s %d 0 %d\r\n%s\r\n", keys[i], i, mebibyte, strings.Repeat(string(rune('A'+i)), mebibyte))
+	}
+	get := "get " + strings.Join(keys, " ") + "\r\n"
+	b.WriteString(get + get)
 	return b.String()
 }
 

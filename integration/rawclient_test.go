@@ -68,6 +68,9 @@ type rawConn struct {
 	// of this size (used for multi-megabyte scripts, where byte-at-a-time
 	// would take too long).
 	fixedChunk int
+	// halfClose shuts the write side (sends FIN) after each script: the
+	// server must still answer everything before it closes.
+	halfClose bool
 }
 
 // dialRaw connects to d; the connection is closed in t.Cleanup.
@@ -111,6 +114,11 @@ func (r *rawConn) exchange(script []byte, mode sendMode, sentinel []byte, timeou
 	got := make(chan reply, 1)
 	go func() { got <- readUntil(r.c, sentinel) }()
 	werr := r.write(script, mode, timeout)
+	if r.halfClose && werr == nil {
+		if tc, ok := r.c.(*net.TCPConn); ok {
+			werr = tc.CloseWrite()
+		}
+	}
 	_ = r.c.SetReadDeadline(time.Now().Add(timeout))
 	rep := <-got
 	rep.writeErr = werr

@@ -69,6 +69,7 @@ type scriptRun struct {
 	prefix     string
 	chunk      int           // > 0: non-whole modes send pieces of this size
 	noSentinel bool          // do not append the sentinel; read to EOF/timeout
+	halfClose  bool          // send FIN after the script (implies noSentinel)
 	timeout    time.Duration // per step
 }
 
@@ -88,6 +89,7 @@ func runScript(d *daemon, sr scriptRun) []byte {
 	}
 	defer rc.c.Close()
 	rc.fixedChunk = sr.chunk
+	rc.halfClose = sr.halfClose
 	timeout := sr.timeout
 	if timeout == 0 {
 		timeout = defaultReplyTimeout
@@ -106,7 +108,7 @@ func runScript(d *daemon, sr scriptRun) []byte {
 		}
 		script := []byte(expand(step, sr.prefix, cas, now))
 		sentinel := sentinelReply
-		if sr.noSentinel {
+		if sr.noSentinel || sr.halfClose {
 			sentinel = nil
 		} else {
 			script = append(script, sentinelCmd...)
