@@ -16,6 +16,10 @@ type Error struct {
 	Swallow int
 	// Close asks the caller to flush pending replies and close the connection.
 	Close bool
+	// DropKey, when not nil, is a key whose stored value the caller must delete: memcached removes
+	// the old value of a "set" (and of any "ms") refused as too large, so a reader never sees data
+	// older than a write that failed. It aliases the input buffer, like Request's slices.
+	DropKey []byte
 }
 
 // Error describes the protocol error for logs. It allocates; the hot path never calls it.
@@ -66,6 +70,7 @@ var (
 // with 1.6.18: "set k abc 0 5 noreply" answers nothing, then the data line is parsed as a command).
 var (
 	errUnknown         = &Error{Reply: replyError}
+	errHTTP            = &Error{Close: true}
 	errBadFormat       = &Error{Reply: replyBadFormat}
 	errBadFormatQuiet  = &Error{}
 	errBadDataChunk    = &Error{Reply: replyBadDataChunk}

@@ -26,14 +26,15 @@ func frameLine(buf []byte) (line []byte, next int, st lineStatus) {
 	if nl < 0 {
 		end = len(buf)
 	}
-	if end > MaxLineLength {
-		limit := MaxMultiKeyLineLength
-		if !isMultiKeyLine(buf[:end]) {
-			limit = MaxLineLength
-		}
-		if end > limit {
-			return nil, 0, lineTooLong
-		}
+	// memcached gives up on a line only while its newline has not arrived: a complete line of any
+	// length up to its read buffer is processed (a 3000-byte junk line answers ERROR), but more than
+	// MaxLineLength bytes without a newline close the connection unless it is a multi-key fetch.
+	limit := MaxMultiKeyLineLength
+	if nl < 0 && !isMultiKeyLine(buf[:end]) {
+		limit = MaxLineLength
+	}
+	if end > limit {
+		return nil, 0, lineTooLong
 	}
 	if nl < 0 {
 		return nil, 0, lineNeedMore

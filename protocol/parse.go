@@ -44,6 +44,9 @@ func (p *Parser) Parse(buf []byte, req *Request) (n int, err error) {
 	switch kind {
 	case kindUnknown:
 		perr = errUnknown
+		if isHTTPRequest(toks) {
+			perr = errHTTP
+		}
 	case kindFetch:
 		perr = parseFetch(req, toks)
 	case kindStorage:
@@ -83,4 +86,12 @@ func (p *Parser) maxItemSize() int {
 func (p *Parser) swallowError(reply []byte, swallow int) *Error {
 	p.swallow = Error{Reply: reply, Swallow: swallow}
 	return &p.swallow
+}
+
+// isHTTPRequest reports whether an unknown command line looks like HTTP ("GET / HTTP/1.1"): memcached
+// closes such connections without a reply rather than answer every header line with ERROR (verified
+// with 1.6.18: the last token starting "HTTP/" is what it checks).
+func isHTTPRequest(toks [][]byte) bool {
+	last := toks[len(toks)-1]
+	return len(last) >= 5 && string(last[:5]) == "HTTP/"
 }

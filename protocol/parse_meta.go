@@ -33,7 +33,9 @@ func (p *Parser) parseMetaSet(buf []byte, next int, req *Request, toks [][]byte)
 		return p.swallowBlock(buf, next, n, v.reply)
 	}
 	if p.tooLarge(v.nkey, v.clientFlags, n) {
-		return p.swallowBlock(buf, next, n, replyTooLarge)
+		n, err := p.swallowBlock(buf, next, n, replyTooLarge)
+		p.swallow.DropKey = key
+		return n, err
 	}
 	data, end, st := dataBlock(buf, next, n)
 	switch st {

@@ -65,7 +65,11 @@ func (p *Parser) parseStorage(buf []byte, next int, req *Request, toks [][]byte)
 		if noreply {
 			reply = nil
 		}
-		return p.swallowBlock(buf, next, n, reply)
+		n, err := p.swallowBlock(buf, next, n, reply)
+		if req.Cmd == CmdSet {
+			p.swallow.DropKey = key
+		}
+		return n, err
 	}
 	data, end, st := dataBlock(buf, next, n)
 	switch st {

@@ -360,7 +360,11 @@ func TestParseLongLines(t *testing.T) {
 	}{
 		{"2048 unterminated", strings.Repeat("x", MaxLineLength), ""},
 		{"2049 unterminated", strings.Repeat("x", MaxLineLength+1), "SILENT CLOSE"},
-		{"2049 terminated (deliberate deviation)", "version " + strings.Repeat("x", MaxLineLength) + "\r\n", "SILENT CLOSE"},
+		// A complete line is processed whatever its length, as memcached does when it arrives whole.
+		{"2049 terminated unknown command", "foo " + strings.Repeat("x", MaxLineLength) + "\r\n", "ERR ERROR"},
+		{"HTTP request line", "GET / HTTP/1.1\r\n", "SILENT CLOSE"},
+		{"lone HTTP token", "HTTP/1.0\r\n", "SILENT CLOSE"},
+		{"HTTP token not last", "foo HTTP/1.0 x\r\n", "ERR ERROR"},
 		{"get exempt", "get " + strings.Repeat("k", 3000), ""},
 		{"100 spaces then get", strings.Repeat(" ", 100) + "get " + strings.Repeat("k", 3000), ""},
 		{"101 spaces then get", strings.Repeat(" ", 101) + "get " + strings.Repeat("k", 3000), "SILENT CLOSE"},
@@ -440,5 +444,34 @@ func TestErrorString(t *testing.T) {
 		if e.Error() != want {
 			t.Errorf("%q, want %q", e.Error(), want)
 		}
+	}
+}
+
+func TestTooLargeDropsKey(t *testing.T) {
+	cases := []struct {
+		name, in string
+		drop     string // "" means no key to drop
+	}{
+		{"set drops the old value", "set k 0 0 2000\r\n", "k"},
+		{"add keeps it", "add k 0 0 2000\r\n", ""},
+		{"replace keeps it", "replace k 0 0 2000\r\n", ""},
+		{"append keeps it", "append k 0 0 2000\r\n", ""},
+		{"cas keeps it", "cas k 0 0 2000 5\r\n", ""},
+		{"lease-set keeps it", "lease-set k 5 0 0 2000\r\n", ""},
+		{"ms drops it in any mode", "ms k 2000 ME\r\n", "k"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := Parser{MaxItemSize: 1024}
+			var req Request
+			_, err := p.Parse([]byte(tc.in), &req)
+			e, ok := err.(*Error)
+			if !ok || e.Swallow != 2002 {
+				t.Fatalf("want a too-large error swallowing 2002 bytes, got %v", err)
+			}
+			if string(e.DropKey) != tc.drop {
+				t.Fatalf("DropKey %q, want %q", e.DropKey, tc.drop)
+			}
+		})
 	}
 }
