@@ -48,6 +48,12 @@ func (s *Store) get(dst, key []byte, touch bool, exptime int64) ([]byte, Info, b
 	sh.mu.Lock()
 	ref, b := sh.find(h, key, now)
 	if ref == slab.NilRef {
+		switch sh.missCause {
+		case causeExpire:
+			sh.stats.getExpired++
+		case causeFlush:
+			sh.stats.getFlushed++
+		}
 		sh.mu.Unlock()
 		return dst, Info{}, false
 	}

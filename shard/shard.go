@@ -17,6 +17,10 @@ type shard struct {
 	stats shardStats
 	cls   []classStats // per size class, indexed like slab classes
 
+	// missCause is why the last find came back empty while an item was indexed (expired or
+	// flushed), so a fetch can count get_expired / get_flushed as memcached does.
+	missCause cause
+
 	reclaimCur    slab.Cursor
 	reclaimOldest []uint32 // per class: oldest store time seen in the current reclaimer pass
 
@@ -37,6 +41,7 @@ func (sh *shard) chunk(r slab.Ref) []byte { return sh.al.Chunk(r) }
 // find returns key's live item, or NilRef. A dead (expired or flushed) item
 // met on the way is removed, as memcached does lazily on access.
 func (sh *shard) find(h uint64, key []byte, now int64) (slab.Ref, []byte) {
+	sh.missCause = causeNone
 	p := sh.idx.probe(h)
 	for {
 		_, ref, ok := sh.idx.next(&p)
@@ -48,6 +53,7 @@ func (sh *shard) find(h uint64, key []byte, now int64) (slab.Ref, []byte) {
 			continue
 		}
 		if why := sh.st.dead(b, now); why != causeNone {
+			sh.missCause = why
 			sh.mutate(h, ref, slab.NilRef, why, now)
 			return slab.NilRef, nil
 		}

@@ -13,6 +13,8 @@ type shardStats struct {
 	evictedUnfetched uint64
 	crawlerReclaimed uint64
 	slabsMoved       uint64
+	getExpired       uint64
+	getFlushed       uint64
 }
 
 // classStats are one size class's item counters within a shard.
@@ -42,6 +44,8 @@ type Stats struct {
 	EvictedUnfetched uint64
 	CrawlerReclaimed uint64 // dead items freed by the background reclaimer
 	SlabsMoved       uint64
+	GetExpired       uint64 // fetches that found the key expired
+	GetFlushed       uint64 // fetches that found the key flushed by flush_all
 	LimitMaxbytes    int64
 	HashBytes        int64
 	TotalMalloced    int64 // pages taken * page size
@@ -97,6 +101,8 @@ func (s *Store) Stats() Stats {
 		out.EvictedUnfetched += st.evictedUnfetched
 		out.CrawlerReclaimed += st.crawlerReclaimed
 		out.SlabsMoved += st.slabsMoved
+		out.GetExpired += st.getExpired
+		out.GetFlushed += st.getFlushed
 		out.HashBytes += sh.idx.bytes()
 		for id := range out.Classes {
 			c, a, o := &sh.cls[id], sh.al.Stats(id), &out.Classes[id]
