@@ -50,6 +50,7 @@ func (cn *conn) execute(req *protocol.Request) outcome {
 		cn.countHit(res == shard.Touched, statTouchHits, statTouchMisses)
 		cn.reply(req, resultReply(res))
 	case protocol.CmdDelete:
+		cn.srv.detail.record(req.Key(), prefixDel, false)
 		res := cn.srv.store.Delete(req.Key())
 		cn.countHit(res == shard.Deleted, statDeleteHits, statDeleteMisses)
 		cn.reply(req, resultReply(res))
@@ -105,15 +106,17 @@ func (cn *conn) retrieve(req *protocol.Request) {
 			info shard.Info
 			ok   bool
 		)
+		// memcached counts gat/gats only as touches, never in cmd_get/get_hits/get_misses.
 		if touch {
 			cn.local[statCmdTouch]++
 			cn.scratch, info, ok = store.GetAndTouch(cn.scratch[:0], key, req.Exptime)
 			cn.countHit(ok, statTouchHits, statTouchMisses)
 		} else {
 			cn.scratch, info, ok = store.Get(cn.scratch[:0], key)
+			cn.local[statCmdGet]++
+			cn.countHit(ok, statGetHits, statGetMisses)
 		}
-		cn.local[statCmdGet]++
-		cn.countHit(ok, statGetHits, statGetMisses)
+		cn.srv.detail.record(key, prefixGet, ok)
 		if !ok {
 			continue
 		}
@@ -129,6 +132,7 @@ func (cn *conn) retrieve(req *protocol.Request) {
 // storeCmd serves set, add, replace, append, prepend and cas.
 func (cn *conn) storeCmd(req *protocol.Request) {
 	cn.local[statCmdSet]++
+	cn.srv.detail.record(req.Key(), prefixSet, false)
 	res := cn.srv.store.Store(storeModes[req.Cmd], req.Key(), req.Flags, req.Exptime, req.Data, req.Cas)
 	if req.Cmd == protocol.CmdCas {
 		switch res {

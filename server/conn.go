@@ -1,6 +1,9 @@
 package server
 
 import (
+	"sync/atomic"
+	"time"
+
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/leasecached/leasecached/protocol"
@@ -24,6 +27,10 @@ type conn struct {
 	scratch []byte // value bytes copied out of the store
 	swallow int    // bytes still to discard after a refused data block (memcached's conn_swallow)
 	local   counters
+
+	fd      int          // socket descriptor, the connection's name in `stats conns`
+	remote  string       // peer address, captured once at open
+	lastCmd atomic.Int64 // unix seconds of the last read event, for `stats conns`
 }
 
 func newConn(s *Server) *conn {
@@ -56,6 +63,9 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 				action = gnet.Close
 				break
 			}
+			if perr.DropKey != nil {
+				cn.srv.store.Delete(perr.DropKey)
+			}
 			cn.out = append(cn.out, perr.Reply...)
 			cn.swallow = perr.Swallow
 			if perr.Close {
@@ -82,6 +92,7 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 	}
 	cn.flush(c)
 	cn.srv.stats.merge(&cn.local)
+	cn.lastCmd.Store(time.Now().Unix())
 	return action
 }
 

@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -65,6 +66,8 @@ type Server struct {
 	pid     int
 	logger  *log.Logger
 
+	detail    prefixStats
+	conns     sync.Map // *conn -> *conn, for `stats conns`
 	eng       atomic.Pointer[gnet.Engine]
 	ready     chan struct{}
 	verbosity atomic.Int32
@@ -136,7 +139,12 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	}
 	s.stats.currConns.Add(1)
 	s.stats.totalConns.Add(1)
-	c.SetContext(newConn(s))
+	cn := newConn(s)
+	cn.fd = c.Fd()
+	cn.remote = c.RemoteAddr().String()
+	cn.lastCmd.Store(time.Now().Unix())
+	s.conns.Store(cn, cn)
+	c.SetContext(cn)
 	if s.verbosity.Load() > 1 {
 		s.logger.Printf("new connection from %s", c.RemoteAddr())
 	}
@@ -145,7 +153,8 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 
 // OnClose releases the connection's state.
 func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
-	if _, ok := c.Context().(*conn); ok {
+	if cn, ok := c.Context().(*conn); ok {
+		s.conns.Delete(cn)
 		s.stats.currConns.Add(-1)
 		c.SetContext(nil)
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -113,10 +114,18 @@ func (cn *conn) statsCmd(req *protocol.Request) {
 		cn.out = cn.srv.appendSlabStats(cn.out)
 	case "sizes":
 		cn.out = append(cn.out, "STAT sizes_status disabled\r\n"...)
+	case "conns":
+		cn.out = cn.srv.appendConnStats(cn.out)
+	case "extstore":
+		// No external storage: an empty listing, as memcached without extstore answers.
+	case "detail":
+		cn.detailCmd(req)
+		return
 	case "reset":
 		cn.local = counters{}
 		cn.srv.stats.reset()
 		cn.srv.store.ResetStats()
+		cn.srv.detail.reset()
 		cn.out = append(cn.out, "RESET\r\n"...)
 		return
 	default:
@@ -189,6 +198,8 @@ func (s *Server) appendGeneralStats(dst []byte) []byte {
 	}
 	dst = statUint(dst, "get_hits", st.get(statGetHits))
 	dst = statUint(dst, "get_misses", st.get(statGetMisses))
+	dst = statUint(dst, "get_expired", ss.GetExpired)
+	dst = statUint(dst, "get_flushed", ss.GetFlushed)
 	for id := statDeleteMisses; id <= statStoreNoMemory; id++ {
 		dst = statUint(dst, statNames[id], st.get(id))
 	}
@@ -278,5 +289,48 @@ func (s *Server) appendSlabStats(dst []byte) []byte {
 	}
 	dst = statInt(dst, "active_slabs", int64(active))
 	dst = statInt(dst, "total_malloced", ss.TotalMalloced)
+	return dst
+}
+
+var replyDetailUsage = []byte("CLIENT_ERROR usage: stats detail on|off|dump\r\n")
+
+// detailCmd is `stats detail on|off|dump`.
+func (cn *conn) detailCmd(req *protocol.Request) {
+	arg := ""
+	if len(req.Args) == 2 {
+		arg = string(req.Args[1])
+	}
+	switch arg {
+	case "on":
+		cn.srv.detail.on.Store(true)
+		cn.out = append(cn.out, protocol.ReplyOK...)
+	case "off":
+		cn.srv.detail.on.Store(false)
+		cn.out = append(cn.out, protocol.ReplyOK...)
+	case "dump":
+		cn.out = cn.srv.detail.appendDump(cn.out)
+		cn.out = append(cn.out, protocol.ReplyEnd...)
+	default:
+		cn.out = append(cn.out, replyDetailUsage...)
+	}
+}
+
+// appendConnStats is `stats conns`: the listener, then one block per open connection, in memcached's
+// "<fd>:<name>" form.
+func (s *Server) appendConnStats(dst []byte) []byte {
+	listen := "tcp:" + net.JoinHostPort(s.cfg.Listen, strconv.Itoa(s.cfg.Port))
+	now := time.Now().Unix()
+	dst = stat(dst, "0:addr", listen)
+	dst = stat(dst, "0:state", "conn_listening")
+	dst = statInt(dst, "0:secs_since_last_cmd", 0)
+	s.conns.Range(func(k, v any) bool {
+		cn := v.(*conn)
+		p := strconv.Itoa(cn.fd) + ":"
+		dst = stat(dst, p+"addr", "tcp:"+cn.remote)
+		dst = stat(dst, p+"listen_addr", listen)
+		dst = stat(dst, p+"state", "conn_parse_cmd")
+		dst = statInt(dst, p+"secs_since_last_cmd", now-cn.lastCmd.Load())
+		return true
+	})
 	return dst
 }
