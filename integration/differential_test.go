@@ -146,6 +146,7 @@ func classicCases() []diffCase {
 
 		// --- pipelining and sizes ------------------------------------------
 		{name: "pipeline 50 mixed", steps: one(pipelineScript())},
+		{name: "pipeline 5000 commands", chunk: bigChunk, steps: one(strings.Repeat("set $ka 0 0 2\r\nab\r\nget $ka $kb\r\nincr $ka 1\r\nappend $ka 0 0 1\r\nc\r\ndelete $ka\r\n", 1000))},
 		{name: "1 MiB value in 1 KiB pieces", chunk: bigChunk, steps: one("set $ka 9 0 " + fmt.Sprint(mebibyte) + "\r\n" +
 			strings.Repeat("m", mebibyte) + "\r\nget $ka\r\nappend $ka 0 0 2\r\nzz\r\ngets $kb\r\n")},
 		{name: "get 100 keys long line", steps: one(manyKeysScript())},
