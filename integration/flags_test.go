@@ -101,9 +101,9 @@ func TestSIGTERM(t *testing.T) {
 		t.Errorf("set before SIGTERM: got %q", rep.data)
 	}
 	start := time.Now()
-	err, exited := lc.terminate(sigtermTimeout)
+	exited, err := lc.terminate(sigtermTimeout)
 	if !exited {
-		t.Fatalf("leasecached did not exit within %v of SIGTERM", sigtermTimeout)
+		t.Fatalf("leasecached did not exit within %v of SIGTERM (%v)", sigtermTimeout, err)
 	}
 	if err != nil {
 		t.Errorf("leasecached exited with %v after SIGTERM, want status 0 (output: %s)", err, lc.out.String())
