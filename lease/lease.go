@@ -146,15 +146,14 @@ func (t *Table) Acquire(h uint64, now int64) (token uint64, granted bool) {
 }
 
 // Consume is a lease-set: it reports whether token is the key's current valid lease and, if so, uses it
-// up, so the same token cannot store twice. The owner stores the value only when this returns true.
+// up, so the same token cannot store twice. The owner stores the value only when this returns true, and
+// counts SetsStored / SetsRejected itself, since only it knows whether the store then succeeded.
 func (t *Table) Consume(h, token uint64, now int64) bool {
 	e, ok := t.leases[h]
 	if !ok || e.token != token || token < firstToken || e.deadline <= now {
-		t.Counters.SetsRejected++
 		return false
 	}
 	delete(t.leases, h)
-	t.Counters.SetsStored++
 	return true
 }
 

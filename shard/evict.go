@@ -58,22 +58,30 @@ func (sh *shard) sweep(id int, now int64) bool {
 		if why := sh.st.dead(b, now); why != causeNone {
 			sh.stats.reclaimed++
 			sh.cls[sh.al.ClassOf(head)].reclaimed++
-			sh.unlink(head, why, now)
+			sh.release(head, why, now)
 			return true
 		}
 		if b[offState]&flagVisited != 0 {
 			b[offState] &^= flagVisited
 			continue
 		}
-		sh.unlink(head, causeEvict, now)
+		sh.release(head, causeEvict, now)
 		return true
 	}
 	return false
 }
 
-// unlink removes the indexed item at head.
+// unlink removes the indexed item at head. An expired one may stay on as a stale value (ghost.go).
 func (sh *shard) unlink(head slab.Ref, why cause, now int64) {
 	sh.mutate(sh.hashOf(head), head, slab.NilRef, why, now)
+}
+
+// release removes the item at head to reuse its memory now: unlike unlink it never keeps a stale value,
+// since the caller needs the chunks back.
+func (sh *shard) release(head slab.Ref, why cause, now int64) {
+	sh.noGhost = true
+	sh.unlink(head, why, now)
+	sh.noGhost = false
 }
 
 // movePage gives class to a page taken from the class with the most pages,
@@ -136,6 +144,6 @@ func (sh *shard) evictPage(p uint32, now int64) {
 		if why == causeNone {
 			why = causeEvict
 		}
-		sh.unlink(head, why, now)
+		sh.release(head, why, now)
 	}
 }

@@ -19,6 +19,9 @@ func newStore(t testing.TB, cfg Config) (*Store, *clock) {
 	if cfg.Now == nil {
 		cfg.Now = c.now
 	}
+	if cfg.NowNano == nil {
+		cfg.NowNano = func() int64 { return c.now() * int64(time.Second) }
+	}
 	if cfg.MemoryLimit == 0 {
 		cfg.MemoryLimit = 64 << 20
 	}

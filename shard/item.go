@@ -58,6 +58,10 @@ const (
 	flagVisited = 0x08 // CLOCK reference bit: set on hit, cleared by the hand
 	flagFetched = 0x10 // read at least once (for *_unfetched stats)
 	flagPinned  = 0x20 // in use by the operation holding the shard lock: never evict
+	// flagGhost marks a stale value kept after a delete or an expiry for lease-get (leases.md rule 4).
+	// A ghost is indexed in the shard's ghost index, never the main one, so no other command sees it;
+	// its exptime holds the end of its stale window.
+	flagGhost = 0x40
 )
 
 var le = binary.LittleEndian

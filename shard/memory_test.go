@@ -22,7 +22,8 @@ func TestMemoryLimitEvicts(t *testing.T) {
 		}
 	}
 	st := s.Stats()
-	if st.TotalMalloced > 8<<20 || s.arena.PagesTaken() != 8 {
+	// 1/64 of the limit is lease bookkeeping, so the arena holds the 7 whole pages left.
+	if st.TotalMalloced > 8<<20 || s.arena.PagesTaken() != 7 {
 		t.Fatalf("malloced %d pages %d", st.TotalMalloced, s.arena.PagesTaken())
 	}
 	if st.Evictions == 0 || st.EvictedUnfetched != st.Evictions {
@@ -44,8 +45,9 @@ func TestMemoryLimitEvicts(t *testing.T) {
 	if int64(present) != st.CurrItems || uint64(present)+st.Evictions != n {
 		t.Fatalf("present %d curr %d evictions %d", present, st.CurrItems, st.Evictions)
 	}
-	// Most of the memory holds items: the compact header pays off.
-	if present < 50_000 {
+	// Most of the memory holds items: the compact header pays off (7 pages of 1 MiB, 144-byte chunks:
+	// at most 7*7281 = 50967; below 45000 something wastes memory).
+	if present < 45_000 {
 		t.Fatalf("only %d items fit in 8 MiB", present)
 	}
 	t.Logf("%d of %d 100-byte items resident in 8 MiB, %d evicted", present, n, st.Evictions)
@@ -59,7 +61,7 @@ func TestMemoryLimitEvicts(t *testing.T) {
 		}
 	}
 	st = s.Stats()
-	if st.SlabsMoved == 0 || s.arena.PagesTaken() != 8 {
+	if st.SlabsMoved == 0 || s.arena.PagesTaken() != 7 {
 		t.Fatalf("slabs moved %d pages %d", st.SlabsMoved, s.arena.PagesTaken())
 	}
 	hits := 0

@@ -28,13 +28,22 @@ const (
 // every write/delete/flush, keeping the last value as stale on delete or
 // expiry, all atomically with the item change because we hold the lock.
 func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
+	// Lease invalidation happens here, under the same lock as the item change, so no lease-set can
+	// observe the key between "changed" and "lease cancelled" (the stale-set race leases exist for).
+	sh.invalidateLeases(h, why)
 	switch {
 	case old == slab.NilRef && nu == slab.NilRef:
-		return // flush_all: items die lazily via Store.dead; nothing to unlink now
+		return // flush_all: items and stale values die lazily via Store.dead; nothing to unlink now
 	case old == nu:
 		return // in place: index and accounting unchanged
 	}
+	if old != slab.NilRef && isGhost(sh.chunk(old)) {
+		// A stale value leaving (window over, flushed, evicted): it was accounted out when it became one.
+		sh.freeGhost(h, old)
+		return
+	}
 	if nu != slab.NilRef {
+		sh.dropGhost(h, itemKey(sh.chunk(nu)), now)
 		sh.account(nu, +1)
 		sh.stats.totalItems++
 	}
@@ -58,7 +67,24 @@ func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
 	}
 	sh.account(old, -1)
 	sh.recordRemoval(old, why, now)
+	if nu == slab.NilRef && sh.toGhost(h, old, why, now) {
+		return
+	}
 	sh.freeItem(old)
+}
+
+// invalidateLeases applies leases.md rule 3: every change or removal of a key's value by a client
+// cancels its outstanding lease, flush_all cancels all. Evictions and expiries are not client writes and
+// leave leases alone (a refill in progress for an expired key is exactly what a lease is for).
+func (sh *shard) invalidateLeases(h uint64, why cause) {
+	switch why {
+	case causeStore, causeDelete, causeRejected:
+		sh.leases.Invalidate(h, sh.st.nowNano())
+	case causeFlush:
+		if h == 0 {
+			sh.leases.InvalidateAll(sh.st.nowNano())
+		}
+	}
 }
 
 // account adds (dir=+1) or removes (dir=-1) an item from the occupancy stats.

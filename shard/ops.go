@@ -87,6 +87,9 @@ func (s *Store) Store(mode Mode, key []byte, flags uint32, exptime int64, value 
 }
 
 func (sh *shard) store(h uint64, mode Mode, key []byte, flags, exp uint32, value []byte, cas uint64, now int64) Result {
+	// Every write command cancels the key's lease whatever its outcome: the writer changed the source
+	// of truth, so a fill that started before it must not land (leases.md rule 3).
+	sh.invalidateLeases(h, causeStore)
 	if sh.st.tooLarge(len(key), len(value), flags) {
 		if mode == ModeSet {
 			sh.dropStale(h, key, now)
@@ -186,6 +189,9 @@ func (s *Store) Delete(key []byte) Result {
 	now := s.now()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	// A delete of a key that is not cached is the common case of the stale-set race (the reader that
+	// holds the lease missed it): the lease must die even though no item does.
+	sh.invalidateLeases(h, causeDelete)
 	old, _ := sh.find(h, key, now)
 	if old == slab.NilRef {
 		return NotFound
@@ -232,6 +238,7 @@ func (s *Store) Arith(key []byte, incr bool, delta uint64) (uint64, Result) {
 	now := s.now()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	sh.invalidateLeases(h, causeStore)
 	ref, b := sh.find(h, key, now)
 	if ref == slab.NilRef {
 		return 0, NotFound

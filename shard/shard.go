@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"github.com/leasecached/leasecached/lease"
 	"sync"
 
 	"github.com/leasecached/leasecached/slab"
@@ -14,12 +15,20 @@ type shard struct {
 	al  *slab.Allocator
 	idx index
 
+	// ghosts indexes this shard's stale values (items with flagGhost); leases are its lease table.
+	// Both change only under mu, in the same critical section as the item they concern.
+	ghosts index
+	leases *lease.Table
+
 	stats shardStats
 	cls   []classStats // per size class, indexed like slab classes
 
 	// missCause is why the last find came back empty while an item was indexed (expired or
 	// flushed), so a fetch can count get_expired / get_flushed as memcached does.
 	missCause cause
+	// noGhost is set while memory is being reclaimed for reuse: removed items must be freed, not kept
+	// as stale values.
+	noGhost bool
 
 	reclaimCur    slab.Cursor
 	reclaimOldest []uint32 // per class: oldest store time seen in the current reclaimer pass
@@ -31,6 +40,8 @@ func (sh *shard) init(s *Store, pages int) {
 	sh.st = s
 	sh.al = slab.NewAllocator(s.arena, s.classes, pages)
 	sh.idx = newIndex(indexInitialSlots)
+	sh.ghosts = newIndex(ghostIndexInitialSlots)
+	sh.leases = lease.NewTable(s.tokens, s.leaseWindow, s.leaseEntries)
 	sh.cls = make([]classStats, s.classes.Count())
 	sh.reclaimOldest = make([]uint32, s.classes.Count())
 }

@@ -1,6 +1,9 @@
 package shard
 
-import "github.com/leasecached/leasecached/slab"
+import (
+	"github.com/leasecached/leasecached/lease"
+	"github.com/leasecached/leasecached/slab"
+)
 
 // shardStats are one shard's counters (guarded by the shard lock).
 type shardStats struct {
@@ -15,6 +18,7 @@ type shardStats struct {
 	slabsMoved       uint64
 	getExpired       uint64
 	getFlushed       uint64
+	staleItems       int64 // ghosts held for lease-get
 }
 
 // classStats are one size class's item counters within a shard.
@@ -46,6 +50,9 @@ type Stats struct {
 	SlabsMoved       uint64
 	GetExpired       uint64 // fetches that found the key expired
 	GetFlushed       uint64 // fetches that found the key flushed by flush_all
+	StaleItems       int64  // deleted/expired values kept for lease-get (not in CurrItems)
+	Leases           lease.Counters
+	LeasesHeld       int // lease table entries, lapsed ones not yet swept included
 	LimitMaxbytes    int64
 	HashBytes        int64
 	TotalMalloced    int64 // pages taken * page size
@@ -103,6 +110,9 @@ func (s *Store) Stats() Stats {
 		out.SlabsMoved += st.slabsMoved
 		out.GetExpired += st.getExpired
 		out.GetFlushed += st.getFlushed
+		out.StaleItems += st.staleItems
+		out.Leases.Add(sh.leases.Counters)
+		out.LeasesHeld += sh.leases.Len()
 		out.HashBytes += sh.idx.bytes()
 		for id := range out.Classes {
 			c, a, o := &sh.cls[id], sh.al.Stats(id), &out.Classes[id]
@@ -136,7 +146,8 @@ func (s *Store) ResetStats() {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.stats = shardStats{currItems: sh.stats.currItems, bytes: sh.stats.bytes}
+		sh.stats = shardStats{currItems: sh.stats.currItems, bytes: sh.stats.bytes, staleItems: sh.stats.staleItems}
+		sh.leases.Counters = lease.Counters{}
 		for id := range sh.cls {
 			c := &sh.cls[id]
 			*c = classStats{number: c.number, memRequested: c.memRequested, oldest: c.oldest}

@@ -22,6 +22,7 @@ package shard
 
 import (
 	"fmt"
+	"github.com/leasecached/leasecached/lease"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -53,6 +54,15 @@ type Config struct {
 	Shards          int           // 0: automatic
 	Now             func() int64  // unix seconds; nil: time.Now().Unix
 	ReclaimInterval time.Duration // 0: DefaultReclaimInterval; < 0: no reclaimer
+
+	// LeaseWindow is how long a granted lease stays valid (0: lease.DefaultWindow).
+	LeaseWindow time.Duration
+	// StaleWindow is how long a deleted or expired value is kept for lease-get (0:
+	// lease.DefaultStaleWindow; < 0: keep none). Whole seconds, rounded up: item times are seconds.
+	StaleWindow time.Duration
+	// NowNano is the lease clock, unix nanoseconds (nil: time.Now().UnixNano). Lease windows are
+	// timed finer than item exptimes so sub-second windows work.
+	NowNano func() int64
 }
 
 // Info is an item's metadata as returned by reads.
@@ -72,6 +82,12 @@ type Store struct {
 	arena       *slab.Arena
 	classes     *slab.Classes
 	shards      []shard
+
+	nowNano      func() int64
+	tokens       *lease.Tokens
+	leaseWindow  time.Duration
+	leaseEntries int   // per shard
+	staleSecs    int64 // 0: no stale values
 
 	cas        atomic.Uint64 // last CAS unique handed out
 	oldestLive atomic.Int64  // flush_all: items stored at or before it are gone (0 = none)
@@ -93,7 +109,9 @@ func New(cfg Config) (*Store, error) {
 	if int64(cfg.MaxItemSize) > cfg.MemoryLimit && cfg.MemoryLimit > 0 {
 		return nil, fmt.Errorf("shard: max item size %d exceeds the memory limit %d", cfg.MaxItemSize, cfg.MemoryLimit)
 	}
-	arena, err := slab.NewArena(cfg.MemoryLimit)
+	// Lease bookkeeping lives on the Go heap, so its bound is carved out of -m rather than added to it.
+	arenaBytes, leaseBudget := splitMemory(cfg.MemoryLimit)
+	arena, err := slab.NewArena(arenaBytes)
 	if err != nil {
 		return nil, fmt.Errorf("shard: %w", err)
 	}
@@ -102,7 +120,7 @@ func New(cfg Config) (*Store, error) {
 	case n < 0 || n > MaxShards:
 		return nil, fmt.Errorf("shard: shard count %d outside [0, %d]", n, MaxShards)
 	case n == 0:
-		n = autoShards(arena.MaxPages())
+		n = min(autoShards(int(cfg.MemoryLimit/slab.PageSize)), arena.MaxPages())
 	case n > arena.MaxPages():
 		return nil, fmt.Errorf("shard: %d shards but only %d pages of memory: each shard needs a page", n, arena.MaxPages())
 	}
@@ -112,15 +130,29 @@ func New(cfg Config) (*Store, error) {
 	if cfg.ReclaimInterval == 0 {
 		cfg.ReclaimInterval = DefaultReclaimInterval
 	}
+	if cfg.NowNano == nil {
+		cfg.NowNano = func() int64 { return time.Now().UnixNano() }
+	}
+	if cfg.LeaseWindow <= 0 {
+		cfg.LeaseWindow = lease.DefaultWindow
+	}
+	if cfg.StaleWindow == 0 {
+		cfg.StaleWindow = lease.DefaultStaleWindow
+	}
 	s := &Store{
-		now:         cfg.Now,
-		maxItemSize: cfg.MaxItemSize,
-		limit:       cfg.MemoryLimit,
-		arena:       arena,
-		classes:     slab.DefaultClasses(),
-		shards:      make([]shard, n),
-		stop:        make(chan struct{}),
-		done:        make(chan struct{}),
+		now:          cfg.Now,
+		nowNano:      cfg.NowNano,
+		tokens:       lease.NewTokens(uint64(cfg.NowNano())),
+		leaseWindow:  cfg.LeaseWindow,
+		staleSecs:    int64((max(cfg.StaleWindow, 0) + time.Second - 1) / time.Second),
+		leaseEntries: int(max(leaseBudget/lease.EntryBytes/int64(n), 1)),
+		maxItemSize:  cfg.MaxItemSize,
+		limit:        cfg.MemoryLimit,
+		arena:        arena,
+		classes:      slab.DefaultClasses(),
+		shards:       make([]shard, n),
+		stop:         make(chan struct{}),
+		done:         make(chan struct{}),
 	}
 	s.started = cfg.Now() - processStartSkew
 	// Each shard gets a fixed share of the pages (the remainder spread over

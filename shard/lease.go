@@ -1,0 +1,93 @@
+package shard
+
+import "github.com/leasecached/leasecached/slab"
+
+// LeaseKind is what a lease-get found for one key (leases.md, "lease-get").
+type LeaseKind uint8
+
+const (
+	LeaseHit     LeaseKind = iota // a fresh item: VALUE
+	LeaseGranted                  // a miss, and this caller now holds the key's lease: LVALUE <token>
+	LeaseHotMiss                  // a miss while another caller holds the lease: LVALUE 1
+)
+
+// LeaseResult describes a lease-get of one key. On a miss, Stale says whether the appended value is the
+// key's stale value (with its flags in Info); without one nothing is appended and Info is zero.
+type LeaseResult struct {
+	Kind  LeaseKind
+	Token uint64
+	Info  Info
+	Stale bool
+}
+
+// LeaseGet is lease-get for one key: on a hit it appends the value to dst like Get; on a miss it grants
+// the key's lease or reports a hot miss, appending the stale value when one is held. The grant, the
+// stale read and any concurrent write of the key are serialized by the shard lock.
+func (s *Store) LeaseGet(dst, key []byte) ([]byte, LeaseResult) {
+	if !validKey(key) {
+		return dst, LeaseResult{Kind: LeaseHotMiss, Token: 1}
+	}
+	h := hashKey(key)
+	sh := s.shardOf(h)
+	now := s.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if ref, b := sh.find(h, key, now); ref != slab.NilRef {
+		b[offState] |= flagVisited | flagFetched
+		return appendValue(sh.al, dst, b), LeaseResult{Kind: LeaseHit, Info: infoOf(b)}
+	}
+	var res LeaseResult
+	token, granted := sh.leases.Acquire(h, s.nowNano())
+	res.Token = token
+	res.Kind = LeaseHotMiss
+	if granted {
+		res.Kind = LeaseGranted
+	}
+	if ref, b := sh.findGhost(h, key, now); ref != slab.NilRef {
+		res.Stale = true
+		res.Info = infoOf(b)
+		res.Info.Exptime = 0 // the ghost's exptime is its stale deadline, not the item's
+		sh.leases.Counters.StaleServed++
+		dst = appendValue(sh.al, dst, b)
+	}
+	return dst, res
+}
+
+// LeaseSet is lease-set: it stores the value as set does only if token is key's current valid lease,
+// consuming it; otherwise NotStored and the cache is left exactly as it was.
+func (s *Store) LeaseSet(key []byte, token uint64, flags uint32, exptime int64, value []byte) Result {
+	if !validKey(key) {
+		return NotStored
+	}
+	h := hashKey(key)
+	sh := s.shardOf(h)
+	now := s.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if !sh.leases.Consume(h, token, s.nowNano()) {
+		sh.leases.Counters.SetsRejected++
+		return NotStored
+	}
+	res := sh.store(h, ModeSet, key, flags, absExptime(exptime, now), value, 0, now)
+	if res == Stored {
+		sh.leases.Counters.SetsStored++
+	} else {
+		sh.leases.Counters.SetsRejected++
+	}
+	return res
+}
+
+// Discard removes key's value without keeping it as a stale value: the server's answer to a set refused
+// before it reached the store (too large), mirroring memcached's "avoid stale data" unlink.
+func (s *Store) Discard(key []byte) {
+	if !validKey(key) {
+		return
+	}
+	h := hashKey(key)
+	sh := s.shardOf(h)
+	now := s.now()
+	sh.mu.Lock()
+	sh.invalidateLeases(h, causeRejected)
+	sh.dropStale(h, key, now)
+	sh.mu.Unlock()
+}
