@@ -16,11 +16,6 @@ const (
 
 // Fixed replies that have no home in protocol/ because they are this server's policy, in memcached's words.
 var (
-	replyNonNumeric     = []byte("CLIENT_ERROR cannot increment or decrement non-numeric value\r\n")
-	replyTooLarge       = []byte("SERVER_ERROR object too large for cache\r\n")
-	replyNoMemory       = []byte("SERVER_ERROR out of memory storing object\r\n")
-	replyShutdown       = []byte("ERROR: shutdown not enabled\r\n")
-	replyMetaNoop       = []byte("MN\r\n")
 	replyVersion        = []byte("VERSION " + ProtocolVersion + "\r\n")
 	replyInternalResult = []byte("SERVER_ERROR unexpected storage result\r\n")
 )
@@ -72,9 +67,13 @@ func (cn *conn) execute(req *protocol.Request) outcome {
 	case protocol.CmdQuit:
 		return closeConn
 	case protocol.CmdShutdown:
-		cn.out = append(cn.out, replyShutdown...)
+		cn.out = append(cn.out, protocol.ReplyShutdownDisabled...)
 	case protocol.CmdMetaNoop:
-		cn.out = append(cn.out, replyMetaNoop...)
+		cn.out = append(cn.out, protocol.ReplyMN...)
+	case protocol.CmdLeaseGet:
+		cn.leaseGet(req)
+	case protocol.CmdLeaseSet:
+		cn.leaseSet(req)
 	default:
 		cn.out = append(cn.out, protocol.ReplyError...)
 	}
@@ -144,13 +143,17 @@ func (cn *conn) storeCmd(req *protocol.Request) {
 			cn.local[statCasMisses]++
 		}
 	}
+	cn.countStoreFailure(res)
+	cn.reply(req, resultReply(res))
+}
+
+func (cn *conn) countStoreFailure(res shard.Result) {
 	switch res {
 	case shard.TooLarge:
 		cn.local[statStoreTooLarge]++
 	case shard.NoMemory:
 		cn.local[statStoreNoMemory]++
 	}
-	cn.reply(req, resultReply(res))
 }
 
 // arith serves incr and decr.
@@ -192,11 +195,11 @@ func resultReply(res shard.Result) []byte {
 	case shard.Touched:
 		return protocol.ReplyTouched
 	case shard.TooLarge:
-		return replyTooLarge
+		return protocol.ReplyServerErrorTooLarge
 	case shard.NoMemory:
-		return replyNoMemory
+		return protocol.ReplyServerErrorOOMStore
 	case shard.NonNumeric:
-		return replyNonNumeric
+		return protocol.ReplyClientErrorNonNumber
 	}
 	return replyInternalResult
 }

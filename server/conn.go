@@ -64,7 +64,7 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 				break
 			}
 			if perr.DropKey != nil {
-				cn.srv.store.Delete(perr.DropKey)
+				cn.srv.store.Discard(perr.DropKey)
 			}
 			cn.out = append(cn.out, perr.Reply...)
 			cn.swallow = perr.Swallow

@@ -53,6 +53,8 @@ type Config struct {
 	MemoryLimit int64 // bytes
 	Verbosity   int
 	Logger      *log.Logger
+	LeaseWindow time.Duration // how long a granted lease is valid
+	StaleWindow time.Duration // how long a deleted or expired value is kept for lease-get (< 0: none)
 }
 
 // Server is the gnet event handler. One Server serves one listener.

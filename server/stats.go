@@ -220,6 +220,14 @@ func (s *Server) appendGeneralStats(dst []byte) []byte {
 	dst = statUint(dst, "evictions", ss.Evictions)
 	dst = statUint(dst, "reclaimed", ss.Reclaimed)
 	dst = statUint(dst, "crawler_reclaimed", ss.CrawlerReclaimed)
+	dst = statUint(dst, "lease_grants", ss.Leases.Grants)
+	dst = statUint(dst, "lease_hot_misses", ss.Leases.HotMisses)
+	dst = statUint(dst, "lease_stale_served", ss.Leases.StaleServed)
+	dst = statUint(dst, "lease_sets_stored", ss.Leases.SetsStored)
+	dst = statUint(dst, "lease_sets_rejected", ss.Leases.SetsRejected)
+	dst = statUint(dst, "lease_invalidations", ss.Leases.Invalidations)
+	dst = statInt(dst, "lease_outstanding", int64(ss.LeasesHeld))
+	dst = statInt(dst, "lease_stale_items", ss.StaleItems)
 	dst = statUint(dst, "slabs_moved", ss.SlabsMoved)
 	return dst
 }
@@ -239,6 +247,8 @@ func (s *Server) appendSettingsStats(dst []byte) []byte {
 	dst = stat(dst, "cas_enabled", "yes")
 	dst = stat(dst, "binding_protocol", "ascii")
 	dst = statInt(dst, "item_size_max", int64(s.cfg.MaxItemSize))
+	dst = stat(dst, "lease_window", s.cfg.LeaseWindow.String())
+	dst = stat(dst, "stale_window", s.cfg.StaleWindow.String())
 	dst = stat(dst, "maxconns_fast", "yes")
 	dst = stat(dst, "flush_enabled", "yes")
 	dst = stat(dst, "hash_algorithm", "xxhash")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/leasecached/leasecached/server"
 )
@@ -16,6 +17,9 @@ const (
 	maxMemoryMB  = 1 << 20 // 1 TiB
 	maxThreads   = 256
 	maxConnLimit = 1 << 20
+	// maxWindow bounds --lease-window and --stale-window: a lease or stale value held for longer than a
+	// day is a configuration mistake, not a cache policy.
+	maxWindow = 24 * time.Hour
 )
 
 // parseSize reads a byte count with an optional k/m/g suffix (either case), as memcached's -I does.
@@ -60,6 +64,10 @@ func validate(cfg server.Config, memMB int64) error {
 		return fmt.Errorf("-t/--threads %d: must be between 1 and %d", cfg.Threads, maxThreads)
 	case cfg.MaxItemSize < minItemSize:
 		return fmt.Errorf("-I/--max-item-size %d: must be at least %d bytes", cfg.MaxItemSize, minItemSize)
+	case cfg.LeaseWindow <= 0 || cfg.LeaseWindow > maxWindow:
+		return fmt.Errorf("--lease-window %s: must be above 0 and at most %s", cfg.LeaseWindow, maxWindow)
+	case cfg.StaleWindow < 0 || cfg.StaleWindow > maxWindow:
+		return fmt.Errorf("--stale-window %s: must be between 0 and %s", cfg.StaleWindow, maxWindow)
 	case int64(cfg.MaxItemSize) > cfg.MemoryLimit/2:
 		return fmt.Errorf("-I/--max-item-size %d: cannot be more than half the memory limit (%d bytes)",
 			cfg.MaxItemSize, cfg.MemoryLimit)

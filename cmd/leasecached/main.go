@@ -15,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/leasecached/leasecached/lease"
 	"github.com/leasecached/leasecached/server"
 	"github.com/leasecached/leasecached/shard"
 )
@@ -57,6 +58,10 @@ func newApp() *cli.App {
 				Usage: "number of event loops"},
 			&cli.StringFlag{Name: "max-item-size", Aliases: []string{"I"}, Value: "1m",
 				Usage: "largest item stored, with k/m suffix (1k to 1g)"},
+			&cli.DurationFlag{Name: "lease-window", Value: lease.DefaultWindow,
+				Usage: "how long a lease granted by lease-get stays valid"},
+			&cli.DurationFlag{Name: "stale-window", Value: lease.DefaultStaleWindow,
+				Usage: "how long a deleted or expired value is kept for lease-get (0: none)"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Count: &verbose,
 				Usage: "log more (-vv: also connections)"},
 		},
@@ -71,7 +76,12 @@ func newApp() *cli.App {
 }
 
 func serve(cfg server.Config) error {
-	store, err := shard.New(shard.Config{MemoryLimit: cfg.MemoryLimit, MaxItemSize: cfg.MaxItemSize})
+	stale := cfg.StaleWindow
+	if stale == 0 {
+		stale = -1 // shard.Config's 0 means "default"; the flag's 0 means "keep none"
+	}
+	store, err := shard.New(shard.Config{MemoryLimit: cfg.MemoryLimit, MaxItemSize: cfg.MaxItemSize,
+		LeaseWindow: cfg.LeaseWindow, StaleWindow: stale})
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
 	}
@@ -107,12 +117,14 @@ func configFrom(c *cli.Context, verbose int) (server.Config, error) {
 		return server.Config{}, fmt.Errorf("unexpected argument %q", c.Args().First())
 	}
 	cfg := server.Config{
-		Listen:    c.String("listen"),
-		Port:      c.Int("port"),
-		Threads:   c.Int("threads"),
-		ConnLimit: c.Int("conn-limit"),
-		Verbosity: verbose,
-		Logger:    log.New(os.Stderr, "leasecached: ", log.LstdFlags),
+		Listen:      c.String("listen"),
+		Port:        c.Int("port"),
+		Threads:     c.Int("threads"),
+		ConnLimit:   c.Int("conn-limit"),
+		Verbosity:   verbose,
+		LeaseWindow: c.Duration("lease-window"),
+		StaleWindow: c.Duration("stale-window"),
+		Logger:      log.New(os.Stderr, "leasecached: ", log.LstdFlags),
 	}
 	memMB := c.Int64("memory-limit")
 	itemSize, err := parseSize(c.String("max-item-size"))

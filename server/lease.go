@@ -1,0 +1,35 @@
+package server
+
+import (
+	"github.com/leasecached/leasecached/protocol"
+	"github.com/leasecached/leasecached/shard"
+)
+
+// leaseGet serves lease-get (shared/spec/leases.md): per key, in request order, VALUE on a hit, LVALUE
+// with a fresh token or the hot-miss token 1 on a miss (carrying the stale value when one is held), then
+// one END. A lease-get miss is never silent.
+func (cn *conn) leaseGet(req *protocol.Request) {
+	for _, key := range req.Keys {
+		var res shard.LeaseResult
+		cn.scratch, res = cn.srv.store.LeaseGet(cn.scratch[:0], key)
+		cn.local[statCmdGet]++
+		cn.countHit(res.Kind == shard.LeaseHit, statGetHits, statGetMisses)
+		cn.srv.detail.record(key, prefixGet, res.Kind == shard.LeaseHit)
+		if res.Kind == shard.LeaseHit {
+			cn.out = protocol.AppendValue(cn.out, key, res.Info.Flags, cn.scratch)
+			continue
+		}
+		// Without a stale value scratch is empty and Info zero: "LVALUE <key> <token> 0 0" and an empty line.
+		cn.out = protocol.AppendLValue(cn.out, key, res.Token, res.Info.Flags, cn.scratch)
+	}
+	cn.out = append(cn.out, protocol.ReplyEnd...)
+}
+
+// leaseSet serves lease-set: STORED only with the key's current valid token, NOT_STORED otherwise.
+func (cn *conn) leaseSet(req *protocol.Request) {
+	cn.local[statCmdSet]++
+	cn.srv.detail.record(req.Key(), prefixSet, false)
+	res := cn.srv.store.LeaseSet(req.Key(), req.Cas, req.Flags, req.Exptime, req.Data)
+	cn.countStoreFailure(res)
+	cn.reply(req, resultReply(res))
+}
