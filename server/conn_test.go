@@ -1,0 +1,191 @@
+package server
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/leasecached/leasecached/protocol"
+	"github.com/leasecached/leasecached/shard"
+)
+
+// fakeConn is the part of gnet.Conn that conn.serve uses: an inbound buffer that keeps what serve does not
+// discard (as gnet does between read events) and an outbound buffer.
+type fakeConn struct {
+	gnet.Conn // nil: any other method panics, which is what a test wants to know
+	in, out   bytes.Buffer
+}
+
+func (f *fakeConn) Peek(n int) ([]byte, error)  { return f.in.Bytes(), nil }
+func (f *fakeConn) Discard(n int) (int, error)  { f.in.Next(n); return n, nil }
+func (f *fakeConn) Write(p []byte) (int, error) { return f.out.Write(p) }
+
+func newTestServer(t testing.TB) *Server {
+	t.Helper()
+	store, err := shard.New(shard.Config{MemoryLimit: 64 << 20, ReclaimInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	return New(Config{Listen: "127.0.0.1", Port: 1, Threads: 1, ConnLimit: 10, MaxItemSize: 1 << 20,
+		MemoryLimit: 64 << 20, Logger: log.New(io.Discard, "", 0)}, store)
+}
+
+// feed sends input to a connection in the given pieces, one read event each, and returns all replies and
+// the action of the last event.
+func feed(cn *conn, fc *fakeConn, pieces ...string) (string, gnet.Action) {
+	var act gnet.Action
+	for _, p := range pieces {
+		fc.in.WriteString(p)
+		act = cn.serve(fc)
+	}
+	return fc.out.String(), act
+}
+
+func TestServeScripts(t *testing.T) {
+	big := strings.Repeat("v", 300_000)
+	cases := []struct {
+		name   string
+		pieces []string
+		want   string
+		close  bool
+	}{
+		{"pipelined in one read", []string{"set a 0 0 1\r\nx\r\nget a\r\ndelete a\r\nget a\r\n"},
+			"STORED\r\nVALUE a 0 1\r\nx\r\nEND\r\nDELETED\r\nEND\r\n", false},
+		{"request split across reads", []string{"se", "t a 0 0 5\r", "\nhel", "lo\r", "\nget a\r\n"},
+			"STORED\r\nVALUE a 0 5\r\nhello\r\nEND\r\n", false},
+		{"too large value swallowed across reads, connection kept", []string{
+			"set big 0 0 2000000\r\n" + strings.Repeat("x", 1000), strings.Repeat("x", 1_999_000) + "\r\n", "mn\r\n"},
+			"SERVER_ERROR object too large for cache\r\nMN\r\n", false},
+		{"noreply is silent", []string{"set a 0 0 1 noreply\r\nx\r\ndelete a noreply\r\nmn\r\n"}, "MN\r\n", false},
+		{"quit closes without a reply", []string{"quit\r\nget a\r\n"}, "", true},
+		{"unknown command", []string{"bogus\r\n"}, "ERROR\r\n", false},
+		{"replies past the flush threshold arrive whole and in order", []string{
+			"set b 0 0 300000\r\n" + big + "\r\nget b b\r\nmn\r\n"},
+			"STORED\r\nVALUE b 0 300000\r\n" + big + "\r\nVALUE b 0 300000\r\n" + big + "\r\nEND\r\nMN\r\n", false},
+		{"version", []string{"version\r\n"}, "VERSION " + ProtocolVersion + "\r\n", false},
+		{"shutdown refused", []string{"shutdown\r\n"}, "ERROR: shutdown not enabled\r\n", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestServer(t)
+			cn, fc := newConn(s), &fakeConn{}
+			got, act := feed(cn, fc, tc.pieces...)
+			if got != tc.want {
+				t.Fatalf("replies\n got %q\nwant %q", trim(got), trim(tc.want))
+			}
+			if (act == gnet.Close) != tc.close {
+				t.Fatalf("action %v, want close=%v", act, tc.close)
+			}
+		})
+	}
+}
+
+func trim(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
+}
+
+func TestServeLease(t *testing.T) {
+	s := newTestServer(t)
+	cn, fc := newConn(s), &fakeConn{}
+	got, _ := feed(cn, fc, "lease-get k\r\n")
+	var token uint64
+	if _, err := fmt.Sscanf(got, "LVALUE k %d 0 0\r\n\r\nEND\r\n", &token); err != nil || token < 2 {
+		t.Fatalf("grant reply %q (token %d, %v)", got, token, err)
+	}
+	fc.out.Reset()
+	got, _ = feed(cn, fc, "lease-get k\r\nlease-set k 1 0 0 1\r\nx\r\n")
+	if got != "LVALUE k 1 0 0\r\n\r\nEND\r\nNOT_STORED\r\n" {
+		t.Fatalf("hot miss / bad token: %q", got)
+	}
+	fc.out.Reset()
+	line := "lease-set k " + strconv.FormatUint(token, 10) + " 3 0 2\r\nhi\r\nlease-get k\r\n"
+	if got, _ = feed(cn, fc, line); got != "STORED\r\nVALUE k 3 2\r\nhi\r\nEND\r\n" {
+		t.Fatalf("lease-set with the token: %q", got)
+	}
+}
+
+// The request path allocates nothing per request once a connection's buffers have grown.
+func TestExecuteAllocatesNothing(t *testing.T) {
+	s := newTestServer(t)
+	cn := newConn(s)
+	reqs := []string{
+		"set k 0 0 5\r\nhello\r\n", "get k\r\n", "gets k\r\n", "lease-get k\r\n", "lease-get miss\r\n",
+		"incr n 1\r\n", "touch k 0\r\n", "delete nope\r\n", "get a b c d e f g h i j\r\n",
+	}
+	for _, r := range reqs {
+		in := []byte(r)
+		run := func() {
+			n, err := cn.parser.Parse(in, &cn.req)
+			if err != nil || n != len(in) {
+				t.Fatalf("%q: n=%d err=%v", r, n, err)
+			}
+			cn.execute(&cn.req)
+			cn.out = cn.out[:0]
+		}
+		run() // warm buffers
+		if a := testing.AllocsPerRun(200, run); a != 0 {
+			t.Errorf("%q: %.1f allocations per request", strings.TrimSpace(r), a)
+		}
+	}
+}
+
+func TestResultReplyCoversEveryResult(t *testing.T) {
+	for r := shard.Stored; r <= shard.NonNumeric; r++ {
+		if bytes.Equal(resultReply(r), replyInternalResult) {
+			t.Errorf("result %v has no reply", r)
+		}
+	}
+	if !bytes.Equal(resultReply(shard.Stored), protocol.ReplyStored) {
+		t.Error("Stored must answer STORED")
+	}
+}
+
+func BenchmarkGetHit(b *testing.B) {
+	s := newTestServer(b)
+	cn := newConn(s)
+	cn.parser.Parse([]byte("set k 0 0 100\r\n"+strings.Repeat("v", 100)+"\r\n"), &cn.req)
+	cn.execute(&cn.req)
+	in := []byte("get k\r\n")
+	b.ReportAllocs()
+	for b.Loop() {
+		cn.parser.Parse(in, &cn.req)
+		cn.execute(&cn.req)
+		cn.out = cn.out[:0]
+	}
+}
+
+func BenchmarkLeaseGetHit(b *testing.B) {
+	s := newTestServer(b)
+	cn := newConn(s)
+	cn.parser.Parse([]byte("set k 0 0 100\r\n"+strings.Repeat("v", 100)+"\r\n"), &cn.req)
+	cn.execute(&cn.req)
+	in := []byte("lease-get k\r\n")
+	b.ReportAllocs()
+	for b.Loop() {
+		cn.parser.Parse(in, &cn.req)
+		cn.execute(&cn.req)
+		cn.out = cn.out[:0]
+	}
+}
+
+func BenchmarkSet(b *testing.B) {
+	s := newTestServer(b)
+	cn := newConn(s)
+	in := []byte("set k 0 0 100\r\n" + strings.Repeat("v", 100) + "\r\n")
+	b.ReportAllocs()
+	for b.Loop() {
+		cn.parser.Parse(in, &cn.req)
+		cn.execute(&cn.req)
+		cn.out = cn.out[:0]
+	}
+}
