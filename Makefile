@@ -6,8 +6,9 @@ PORT     ?= 11211
 ARGS     ?=
 # apt-get needs root; use sudo when we are not root and sudo exists.
 SUDO     := $(if $(filter 0,$(shell id -u)),,sudo)
-# Debian packages the tests talk to: the real memcached (differential tests).
-TEST_DEPS := memcached
+# Debian packages the tests talk to: the real memcached (differential tests) and twemproxy
+# (nutcracker: clientlib's ketama placement must agree with it).
+TEST_DEPS := memcached nutcracker
 
 .PHONY: all build run test test-deps vet fmt-check unit fuzz-smoke bench clean
 
@@ -25,7 +26,9 @@ test: test-deps fmt-check vet
 	$(GO) test -race -count=1 -timeout 540s ./...
 
 test-deps:
-	@missing=""; for p in $(TEST_DEPS); do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for p in $(TEST_DEPS); do \
+		command -v $$p >/dev/null 2>&1 || [ -x /usr/sbin/$$p ] || [ -x /usr/bin/$$p ] || missing="$$missing $$p"; \
+	done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing test dependencies:$$missing"; \
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
