@@ -1,0 +1,8 @@
+package main
+
+import (
+	"context"
+	"io"
+)
+
+func compareMain(ctx context.Context, args []string, out io.Writer) error { return nil }

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+)
+
+// statsTimeout bounds one "stats" exchange.
+const statsTimeout = 5 * time.Second
+
+// serverStats fetches the general "stats" of a server as name -> value.
+func serverStats(addr string) (map[string]string, error) {
+	c, err := net.DialTimeout("tcp", addr, statsTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(statsTimeout)); err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	if _, err := c.Write([]byte("stats\r\n")); err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	rr := newReplyReader(c)
+	out := map[string]string{}
+	for {
+		l, err := rr.line()
+		if err != nil {
+			return nil, fmt.Errorf("stats: %w", err)
+		}
+		if bytes.Equal(l, replyEnd) {
+			return out, nil
+		}
+		if e := checkErrorLine(l); e != nil {
+			return nil, fmt.Errorf("stats: %w", e)
+		}
+		f := bytes.Fields(l)
+		if len(f) >= 3 && string(f[0]) == "STAT" {
+			out[string(f[1])] = string(bytes.Join(f[2:], []byte(" ")))
+		}
+	}
+}
+
+// statUint reads a numeric stat, 0 when absent or not a number.
+func statUint(st map[string]string, name string) uint64 {
+	v, _ := strconv.ParseUint(st[name], 10, 64)
+	return v
+}
