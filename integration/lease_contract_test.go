@@ -64,7 +64,9 @@ type leaseCase struct {
 func on(send, want string) leaseStep { return leaseStep{send: send, want: want} }
 
 // onConn is a step on another connection.
-func onConn(conn int, send, want string) leaseStep { return leaseStep{conn: conn, send: send, want: want} }
+func onConn(conn int, send, want string) leaseStep {
+	return leaseStep{conn: conn, send: send, want: want}
+}
 
 // Reply fragments the cases are written with.
 const (
