@@ -2,7 +2,338 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
 	"io"
+	"os"
+	"slices"
+	"time"
 )
 
-func compareMain(ctx context.Context, args []string, out io.Writer) error { return nil }
+// The comparison's key sets: one per value size, written once into every server before the runs, in
+// separate key ranges so the runs with 100-byte values never read 4 KB ones.
+const (
+	compareKeys     = 100000
+	compareKeySize  = 14
+	smallValue      = 100
+	largeValue      = 4096
+	smallKeyBase    = 0
+	largeKeyBase    = 10000000
+	compareConns    = 50
+	compareZipfS    = 0.99
+	leaseCostBudget = 0.05 // the issue: a lease-get hit costs within 5% of a get hit
+	// compareMaxTime bounds the whole comparison, whatever the flags ask.
+	compareMaxTime = 30 * time.Minute
+)
+
+// workload is one row of the comparison table.
+type workload struct {
+	Name      string
+	Pipeline  int
+	MultiGet  int
+	GetRatio  float64
+	ValueSize int
+	Dist      string
+	GetCmd    string
+}
+
+func compareWorkloads() []workload {
+	var ws []workload
+	for _, p := range []int{1, 16} {
+		ws = append(ws,
+			workload{Name: "90/10 100B uniform", Pipeline: p, MultiGet: 1, GetRatio: 0.9, ValueSize: smallValue, Dist: "uniform"},
+			workload{Name: "50/50 100B uniform", Pipeline: p, MultiGet: 1, GetRatio: 0.5, ValueSize: smallValue, Dist: "uniform"},
+			workload{Name: "90/10 4KB uniform", Pipeline: p, MultiGet: 1, GetRatio: 0.9, ValueSize: largeValue, Dist: "uniform"},
+			workload{Name: "get x10 100B uniform", Pipeline: p, MultiGet: 10, GetRatio: 1, ValueSize: smallValue, Dist: "uniform"},
+			workload{Name: "90/10 100B zipf .99", Pipeline: p, MultiGet: 1, GetRatio: 0.9, ValueSize: smallValue, Dist: "zipf"},
+		)
+	}
+	for i := range ws {
+		ws[i].GetCmd = "get"
+		ws[i].Name = fmt.Sprintf("p%-2d %s", ws[i].Pipeline, ws[i].Name)
+	}
+	return ws
+}
+
+// leaseWorkloads compare get hits with lease-get hits on leasecached: 100% hits, same keys.
+func leaseWorkloads() []workload {
+	var ws []workload
+	for _, p := range []int{1, 16} {
+		for _, cmd := range []string{"get", "lease-get"} {
+			ws = append(ws, workload{Name: fmt.Sprintf("p%-2d %s hit", p, cmd), Pipeline: p, MultiGet: 1,
+				GetRatio: 1, ValueSize: smallValue, Dist: "uniform", GetCmd: cmd})
+		}
+	}
+	return ws
+}
+
+func (w workload) loadConfig(s *runningServer, d time.Duration, seed uint64) loadConfig {
+	base := uint64(smallKeyBase)
+	if w.ValueSize == largeValue {
+		base = largeKeyBase
+	}
+	return loadConfig{Addr: s.addr, Conns: compareConns, Pipeline: w.Pipeline, MultiGet: w.MultiGet,
+		GetRatio: w.GetRatio, ValueSize: w.ValueSize, KeySize: compareKeySize, Keys: compareKeys, KeyBase: base,
+		Dist: w.Dist, ZipfS: compareZipfS, Duration: d, GetCmd: w.GetCmd, ServerPID: s.pid, Seed: seed}
+}
+
+type compareOptions struct {
+	memcached, leasecached, third string
+	lim                           serverLimits
+	reps                          int
+	duration                      time.Duration
+	jsonOut                       string
+	maxTime                       time.Duration
+	skipLease                     bool
+}
+
+func compareMain(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	o := compareOptions{}
+	fs.StringVar(&o.memcached, "memcached", "memcached", "memcached binary")
+	fs.StringVar(&o.leasecached, "leasecached", "bin/leasecached", "leasecached binary")
+	fs.StringVar(&o.third, "third", "", `a third server's command, e.g. "pogocache -p {port}" ({port} {threads} {mem} {conns})`)
+	fs.IntVar(&o.lim.Threads, "threads", 2, "-t of every server")
+	fs.IntVar(&o.lim.MemMB, "mem", 1024, "-m of every server")
+	fs.IntVar(&o.lim.ConnLimit, "conn-limit", 4096, "-c of every server")
+	fs.IntVar(&o.reps, "reps", 3, "repetitions of each run (the table shows medians)")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of one run")
+	quick := fs.Bool("quick", false, "one repetition of 1.5 s each (about a minute)")
+	fs.StringVar(&o.jsonOut, "json-out", "", "append every run's JSON line to this file")
+	fs.DurationVar(&o.maxTime, "max-time", 20*time.Minute, "give up after this long")
+	fs.BoolVar(&o.skipLease, "skip-lease", false, "skip the lease-get vs get comparison")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *quick {
+		o.reps, o.duration = 1, 1500*time.Millisecond
+	}
+	if o.reps < 1 || o.duration <= 0 || o.maxTime <= 0 {
+		return fmt.Errorf("compare: -reps, -duration and -max-time must be positive")
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(o.maxTime, compareMaxTime))
+	defer cancel()
+	return runCompare(ctx, o, out)
+}
+
+func runCompare(ctx context.Context, o compareOptions, out io.Writer) error {
+	logDir, err := os.MkdirTemp("", "leasecached-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(logDir)
+	var jsonOut io.Writer = io.Discard
+	if o.jsonOut != "" {
+		f, err := os.OpenFile(o.jsonOut, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return fmt.Errorf("json-out: %w", err)
+		}
+		defer f.Close()
+		jsonOut = f
+	}
+
+	specs := []serverSpec{memcachedSpec(o.memcached), leasecachedSpec(o.leasecached)}
+	if o.third != "" {
+		specs = append(specs, serverSpec{Name: "third", Command: o.third})
+	}
+	servers := make([]*runningServer, 0, len(specs))
+	defer func() {
+		for _, s := range servers {
+			if err := s.stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "leasecached-bench: %v\n", err)
+			}
+		}
+	}()
+	for _, sp := range specs {
+		s, err := startServer(ctx, sp, o.lim, logDir)
+		if err != nil {
+			return err
+		}
+		servers = append(servers, s)
+		for _, set := range []struct {
+			base  uint64
+			value int
+		}{{smallKeyBase, smallValue}, {largeKeyBase, largeValue}} {
+			fr, err := runFill(ctx, fillConfig{Addr: s.addr, Conns: defaultFillConns, Batch: defaultFillBatch,
+				Keys: compareKeys, KeyBase: set.base, KeySize: compareKeySize, ValueSize: set.value,
+				MaxTime: defaultFillMaxTime})
+			if err != nil {
+				return fmt.Errorf("%s: prefill: %w", s.name, err)
+			}
+			if fr.Stored != compareKeys {
+				return fmt.Errorf("%s: prefill stored %d of %d %d-byte values", s.name, fr.Stored, compareKeys, set.value)
+			}
+		}
+	}
+	fmt.Fprintf(os.Stderr, "servers: %s\n", describeServers(servers))
+
+	ws := compareWorkloads()
+	results, err := runMatrix(ctx, ws, servers, o, jsonOut)
+	if err != nil {
+		return err
+	}
+	printCompareTable(out, o, ws, servers, results)
+
+	if !o.skipLease {
+		var lc *runningServer
+		for _, s := range servers {
+			if s.name == "leasecached" {
+				lc = s
+			}
+		}
+		lw := leaseWorkloads()
+		lres, err := runMatrix(ctx, lw, []*runningServer{lc}, o, jsonOut)
+		if err != nil {
+			return err
+		}
+		printLeaseTable(out, lw, lres)
+	}
+	return nil
+}
+
+func describeServers(ss []*runningServer) string {
+	s := ""
+	for _, x := range ss {
+		s += fmt.Sprintf("%s on %s (pid %d, log %s)  ", x.name, x.addr, x.pid, x.logPath)
+	}
+	return s
+}
+
+// runMatrix runs every workload against every server, reps times, interleaved (rep, workload, server)
+// so that drift on the machine (thermal, other tenants) spreads over all servers alike.
+func runMatrix(ctx context.Context, ws []workload, servers []*runningServer, o compareOptions,
+	jsonOut io.Writer) (map[string]map[string][]*loadResult, error) {
+	res := map[string]map[string][]*loadResult{}
+	total := o.reps * len(ws) * len(servers)
+	n := 0
+	for rep := 0; rep < o.reps; rep++ {
+		for _, w := range ws {
+			for _, s := range servers {
+				if !s.alive() {
+					return nil, fmt.Errorf("%s exited during the benchmark (log %s): %s", s.name, s.logPath,
+						lastLines(s.logSince(0), 5))
+				}
+				n++
+				r, err := runLoad(ctx, w.loadConfig(s, o.duration, uint64(rep+1)))
+				if err != nil {
+					return nil, fmt.Errorf("%s, %s: %w", w.Name, s.name, err)
+				}
+				r.Label, r.Server = w.Name, s.name
+				fmt.Fprintf(os.Stderr, "[%d/%d] %-26s %-12s %9.0f ops/s  p99 %7.0fus  server %5.2f us/op  generator %.2f cores\n",
+					n, total, w.Name, s.name, r.OpsPerSec, r.P99us, r.ServerCPUUsPerOp, r.GenCores)
+				if b, err := json.Marshal(r); err == nil {
+					fmt.Fprintf(jsonOut, "%s\n", b)
+				}
+				if res[w.Name] == nil {
+					res[w.Name] = map[string][]*loadResult{}
+				}
+				res[w.Name][s.name] = append(res[w.Name][s.name], r)
+			}
+		}
+	}
+	return res, nil
+}
+
+// median of one metric over the repetitions.
+func median(rs []*loadResult, f func(*loadResult) float64) float64 {
+	if len(rs) == 0 {
+		return 0
+	}
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+func opsOf(r *loadResult) float64 { return r.OpsPerSec }
+func p99Of(r *loadResult) float64 { return r.P99us }
+func cpuOf(r *loadResult) float64 { return r.ServerCPUUsPerOp }
+func genOf(r *loadResult) float64 { return r.GenCores }
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+// shortName labels table columns: mc, lc, 3rd.
+func shortName(n string) string {
+	switch n {
+	case "memcached":
+		return "mc"
+	case "leasecached":
+		return "lc"
+	}
+	return "3rd"
+}
+
+func printCompareTable(out io.Writer, o compareOptions, ws []workload, servers []*runningServer,
+	res map[string]map[string][]*loadResult) {
+	fmt.Fprintf(out, "\nleasecached (lc) vs memcached (mc): -t %d -m %d -c %d, %d connections, %d keys of %d bytes, "+
+		"medians of %d x %v\n", o.lim.Threads, o.lim.MemMB, o.lim.ConnLimit, compareConns, compareKeys,
+		compareKeySize, o.reps, o.duration)
+	fmt.Fprintf(out, "ops/s = requests/s (a 10-key get is one request); p99 = latency per request at p1, per batch "+
+		"of 16 at p16; us/op = server CPU microseconds per request (/proc utime+stime); x/mc = ratio to memcached; "+
+		"gen = generator cores used (max over servers)\n\n")
+	header := []string{"workload"}
+	for _, metric := range []string{"ops/s", "p99 us", "us/op"} {
+		for _, s := range servers {
+			header = append(header, shortName(s.name)+" "+metric)
+		}
+		for _, s := range servers[1:] {
+			header = append(header, shortName(s.name)+"/mc")
+		}
+	}
+	header = append(header, "gen")
+	var rows [][]string
+	for _, w := range ws {
+		row := []string{w.Name}
+		for _, m := range []struct {
+			f      func(*loadResult) float64
+			format string
+		}{{opsOf, "%.0f"}, {p99Of, "%.0f"}, {cpuOf, "%.2f"}} {
+			base := median(res[w.Name][servers[0].name], m.f)
+			for _, s := range servers {
+				row = append(row, fmt.Sprintf(m.format, median(res[w.Name][s.name], m.f)))
+			}
+			for _, s := range servers[1:] {
+				row = append(row, ratio(median(res[w.Name][s.name], m.f), base))
+			}
+		}
+		gen := 0.0
+		for _, s := range servers {
+			gen = max(gen, median(res[w.Name][s.name], genOf))
+		}
+		row = append(row, fmt.Sprintf("%.2f", gen))
+		rows = append(rows, row)
+	}
+	table(out, header, rows)
+}
+
+func printLeaseTable(out io.Writer, lw []workload, res map[string]map[string][]*loadResult) {
+	fmt.Fprintf(out, "\nlease-get hit vs get hit on leasecached (100%% hits, %d connections, 100-byte values; "+
+		"budget: within %.0f%%)\n\n", compareConns, leaseCostBudget*100)
+	header := []string{"pipeline", "get ops/s", "lease ops/s", "lease/get", "get us/op", "lease us/op", "lease/get",
+		"get p99", "lease p99", "cost within budget"}
+	var rows [][]string
+	for i := 0; i+1 < len(lw); i += 2 {
+		g, l := res[lw[i].Name]["leasecached"], res[lw[i+1].Name]["leasecached"]
+		gc, lcost := median(g, cpuOf), median(l, cpuOf)
+		verdict := "yes"
+		if gc > 0 && lcost > gc*(1+leaseCostBudget) {
+			verdict = fmt.Sprintf("NO (+%.1f%%)", (lcost/gc-1)*100)
+		}
+		rows = append(rows, []string{fmt.Sprintf("p%d", lw[i].Pipeline),
+			fmt.Sprintf("%.0f", median(g, opsOf)), fmt.Sprintf("%.0f", median(l, opsOf)),
+			ratio(median(l, opsOf), median(g, opsOf)),
+			fmt.Sprintf("%.2f", gc), fmt.Sprintf("%.2f", lcost), ratio(lcost, gc),
+			fmt.Sprintf("%.0f", median(g, p99Of)), fmt.Sprintf("%.0f", median(l, p99Of)), verdict})
+	}
+	table(out, header, rows)
+}

@@ -15,7 +15,7 @@ const (
 	dialTimeout = 5 * time.Second
 	// replyGrace is how long after the planned end of a run a reply may still take before the run fails
 	// (a stuck server must not hang the harness).
-	replyGrace = 10 * time.Second
+	replyGrace  = 10 * time.Second
 	maxConns    = 10000
 	maxPipeline = 4096
 	maxMultiGet = 100
