@@ -315,6 +315,11 @@ func contractCases() []leaseCase {
 			on("lease-set $ka $T1 4 0 2 noreply\r\nzz\r\nget $ka\r\n", valueBlock("$ka", 4, "hi")+end),
 			on("lease-set $kb 99 0 0 2 noreply\r\nzz\r\nget $kb\r\n", end),
 		}},
+		{"an oversized lease-set is refused like set's and its data swallowed", []leaseStep{
+			on(lget("$ka"), lvalue("$ka", "$T1", 0, "")+end),
+			on(lset("$ka", "$T1", 0, 0, strings.Repeat("z", leaseSetTooLarge)), "SERVER_ERROR object too large for cache\r\n"),
+			on("get $ka\r\n", end),
+		}},
 		{"lease-set honours flags and exptime like set", []leaseStep{
 			on(lget("$ka"), lvalue("$ka", "$T1", 0, "")+end),
 			on(lset("$ka", "$T1", 4294967295, 100, "big flags"), stored),
