@@ -70,6 +70,16 @@ func (cn *conn) execute(req *protocol.Request) outcome {
 		cn.out = append(cn.out, protocol.ReplyShutdownDisabled...)
 	case protocol.CmdMetaNoop:
 		cn.out = append(cn.out, protocol.ReplyMN...)
+	case protocol.CmdMetaGet:
+		cn.metaGet(req)
+	case protocol.CmdMetaSet:
+		cn.metaSet(req)
+	case protocol.CmdMetaDelete:
+		cn.metaDelete(req)
+	case protocol.CmdMetaArithmetic:
+		cn.metaArith(req)
+	case protocol.CmdMetaDebug:
+		cn.metaDebug(req)
 	case protocol.CmdLeaseGet:
 		cn.leaseGet(req)
 	case protocol.CmdLeaseSet:

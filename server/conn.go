@@ -27,6 +27,7 @@ type conn struct {
 	scratch []byte // value bytes copied out of the store
 	swallow int    // bytes still to discard after a refused data block (memcached's conn_swallow)
 	local   counters
+	metaKey [protocol.KeyMaxLength]byte // a meta command's base64-decoded key (flag b)
 
 	fd      int          // socket descriptor, the connection's name in `stats conns`
 	remote  string       // peer address, captured once at open

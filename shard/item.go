@@ -7,17 +7,19 @@ import (
 	"github.com/leasecached/leasecached/slab"
 )
 
-// Item layout inside its head chunk (26 bytes of header where memcached
+// Item layout inside its head chunk (27 bytes of header where memcached
 // spends 56), little endian:
 //
 //	0  cas      uint64  (while the chunk is free: slab's free-list link)
 //	8  exptime  uint32  absolute unix seconds, 0 = never
-//	12 time     uint32  unix seconds of the last store (flush_all compares it)
+//	12 time     uint32  unix seconds of the last store or access bump
+//	                    (memcached's it->time: flush_all, mg l and me la= read it)
 //	16 flags    uint32
 //	20 vlen     uint32
 //	24 state    uint8   kind + bits below (slab.StateOffset; 0 = free chunk)
 //	25 klen     uint8
-//	26 [next    ref, 8 bytes, only when chained]
+//	26 meta     uint8   meta-protocol bits (metaStale, ...)
+//	27 [next    ref, 8 bytes, only when chained]
 //	.. key, then value (no trailing \r\n)
 //
 // An item whose header+key+value exceeds slab.ChunkMax is a chain: the head
@@ -38,7 +40,8 @@ const (
 	offVlen    = 20
 	offState   = slab.StateOffset
 	offKlen    = 25
-	headerSize = 26
+	offMeta    = 26
+	headerSize = 27
 	chainLink  = 8 // next-part ref after the header of a chained head
 
 	offPartNext = 0
@@ -64,6 +67,14 @@ const (
 	flagGhost = 0x40
 )
 
+// Meta byte: memcached's item flags that only the meta commands read or write. They live apart from the
+// state byte, which has no room left, and are never confused with lease stale values (flagGhost).
+const (
+	metaStale     = 0x01 // ITEM_STALE: md I marked it; mg shows X and hands out a token
+	metaTokenSent = 0x02 // ITEM_TOKEN_SENT: a client won the recache token (W); others see Z
+	metaKeyBinary = 0x04 // ITEM_KEY_BINARY: stored by ms with b, so k shows the key in base64
+)
+
 var le = binary.LittleEndian
 
 func itemCas(b []byte) uint64       { return le.Uint64(b[offCas:]) }
@@ -73,6 +84,7 @@ func itemFlags(b []byte) uint32     { return le.Uint32(b[offFlags:]) }
 func itemVlen(b []byte) int         { return int(le.Uint32(b[offVlen:])) }
 func itemKlen(b []byte) int         { return int(b[offKlen]) }
 func itemChained(b []byte) bool     { return b[offState]&flagChained != 0 }
+func itemMeta(b []byte) byte        { return b[offMeta] }
 func setItemCas(b []byte, v uint64) { le.PutUint64(b[offCas:], v) }
 func setItemExp(b []byte, v uint32) { le.PutUint32(b[offExp:], v) }
 
@@ -102,6 +114,7 @@ func writeHeader(b []byte, cas uint64, exp, now uint32, flags uint32, key []byte
 	le.PutUint32(b[offFlags:], flags)
 	le.PutUint32(b[offVlen:], uint32(vlen))
 	b[offKlen] = uint8(len(key))
+	b[offMeta] = 0
 	copy(b[keyOff(b):], key)
 }
 

@@ -13,6 +13,8 @@ const (
 	causeEvict          // memory pressure
 	causeExpire         // exptime passed (lazy, reclaimer, or reused memory)
 	causeFlush          // flush_all made the item invisible; also the flush_all event itself
+	causeTouch          // mg T changed only the exptime (in place): like touch, no lease effect
+	causeVivify         // mg N linked an empty placeholder: a read, so the key's lease stands
 )
 
 // mutate is the single choke point for changes to the shard's items, always

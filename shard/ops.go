@@ -60,7 +60,7 @@ func (s *Store) get(dst, key []byte, touch bool, exptime int64) ([]byte, Info, b
 	if touch {
 		setItemExp(b, absExptime(exptime, now))
 	}
-	b[offState] |= flagVisited | flagFetched
+	bump(b, now)
 	info := infoOf(b)
 	dst = appendValue(sh.al, dst, b)
 	sh.mu.Unlock()
@@ -87,14 +87,35 @@ func (s *Store) Store(mode Mode, key []byte, flags uint32, exptime int64, value 
 }
 
 func (sh *shard) store(h uint64, mode Mode, key []byte, flags, exp uint32, value []byte, cas uint64, now int64) Result {
+	res, _ := sh.storeItem(h, key, value, &storeReq{mode: mode, flags: flags, exp: exp, cas: cas}, now)
+	return res
+}
+
+// storeReq is one store's parameters beyond the key and value.
+type storeReq struct {
+	mode  Mode
+	flags uint32
+	exp   uint32 // absolute
+	cas   uint64
+	// stale is ms's I flag in CAS mode: a CAS older than the item's still stores, keeping the item's
+	// exptime and marking the new value stale (memcached's CAS_STALE).
+	stale bool
+	// meta are the meta bits of the new item (metaKeyBinary for ms with b). Append and prepend build
+	// their item afresh as memcached does, without them.
+	meta byte
+}
+
+// storeItem runs one store and reports its result and, when Stored, the new item's CAS.
+func (sh *shard) storeItem(h uint64, key, value []byte, rq *storeReq, now int64) (Result, uint64) {
 	// Every write command cancels the key's lease whatever its outcome: the writer changed the source
 	// of truth, so a fill that started before it must not land (leases.md rule 3).
 	sh.invalidateLeases(h, causeStore)
+	mode, flags, exp, cas, meta := rq.mode, rq.flags, rq.exp, rq.cas, rq.meta
 	if sh.st.tooLarge(len(key), len(value), flags) {
 		if mode == ModeSet {
 			sh.dropStale(h, key, now)
 		}
-		return TooLarge
+		return TooLarge, 0
 	}
 	old, ob := sh.find(h, key, now)
 	vlen := len(value)
@@ -102,30 +123,34 @@ func (sh *shard) store(h uint64, mode Mode, key []byte, flags, exp uint32, value
 	case ModeAdd:
 		if old != slab.NilRef {
 			ob[offState] |= flagVisited // memcached bumps the existing item
-			return NotStored
+			return NotStored, 0
 		}
 	case ModeReplace:
 		if old == slab.NilRef {
-			return NotStored
+			return NotStored, 0
 		}
 	case ModeAppend, ModePrepend:
 		if old == slab.NilRef {
-			return NotStored
+			return NotStored, 0
 		}
 		if cas != 0 && cas != itemCas(ob) {
-			return Exists
+			return Exists, 0
 		}
-		flags, exp = itemFlags(ob), itemExp(ob)
+		flags, exp, meta = itemFlags(ob), itemExp(ob), 0
 		vlen += itemVlen(ob)
 		if sh.st.tooLarge(len(key), vlen, flags) {
-			return NotStored
+			return NotStored, 0
 		}
 	case ModeCas:
 		if old == slab.NilRef {
-			return NotFound
+			return NotFound, 0
 		}
 		if cas != itemCas(ob) {
-			return Exists
+			if !rq.stale || cas == 0 || cas > itemCas(ob) {
+				return Exists, 0
+			}
+			exp = itemExp(ob)
+			meta |= metaStale | itemMeta(ob)&metaTokenSent
 		}
 	}
 
@@ -139,15 +164,17 @@ func (sh *shard) store(h uint64, mode Mode, key []byte, flags, exp uint32, value
 	if !ok {
 		switch mode {
 		case ModeAppend, ModePrepend:
-			return NotStored // memcached: the combined item could not be allocated
+			return NotStored, 0 // memcached: the combined item could not be allocated
 		case ModeSet:
 			if old != slab.NilRef {
 				sh.mutate(h, old, slab.NilRef, causeRejected, now)
 			}
 		}
-		return NoMemory
+		return NoMemory, 0
 	}
-	writeHeader(nb, sh.st.cas.Add(1), exp, uint32(now), flags, key, vlen)
+	newCas := sh.st.cas.Add(1)
+	writeHeader(nb, newCas, exp, uint32(now), flags, key, vlen)
+	nb[offMeta] = meta
 	w := newValueWriter(sh.al, nb)
 	switch mode {
 	case ModeAppend:
@@ -161,7 +188,7 @@ func (sh *shard) store(h uint64, mode Mode, key []byte, flags, exp uint32, value
 	}
 	nb[offState] &^= flagPinned
 	sh.mutate(h, old, nu, causeStore, now)
-	return Stored
+	return Stored, newCas
 }
 
 func copyValue(w *valueWriter, al *slab.Allocator, head []byte) {
@@ -216,7 +243,7 @@ func (s *Store) Touch(key []byte, exptime int64) Result {
 		return NotFound
 	}
 	setItemExp(b, absExptime(exptime, now))
-	b[offState] |= flagVisited | flagFetched
+	bump(b, now)
 	return Touched
 }
 
@@ -243,14 +270,29 @@ func (s *Store) Arith(key []byte, incr bool, delta uint64) (uint64, Result) {
 	if ref == slab.NilRef {
 		return 0, NotFound
 	}
+	out := sh.arith(h, ref, b, incr, delta, now)
+	return out.value, out.res
+}
+
+// arithOutcome is what sh.arith did.
+type arithOutcome struct {
+	res     Result
+	value   uint64
+	cas     uint64 // the CAS of the item now holding the value
+	inPlace bool   // the item at ref was rewritten (else a new item replaced it)
+}
+
+// arith applies incr/decr to the live item ref (b its head chunk), under the shard lock. Like
+// memcached's do_add_delta it leaves the fetched bit alone: an increment is not a read.
+func (sh *shard) arith(h uint64, ref slab.Ref, b []byte, incr bool, delta uint64, now int64) arithOutcome {
 	if itemChained(b) {
-		return 0, NonNumeric // memcached refuses chunked items: far too long for a number
+		return arithOutcome{res: NonNumeric} // memcached refuses chunked items: far too long for a number
 	}
 	off, vlen := dataOff(b), itemVlen(b)
 	v := b[off : off+vlen]
 	n, ok := parseCounter(v)
 	if !ok {
-		return 0, NonNumeric
+		return arithOutcome{res: NonNumeric}
 	}
 	switch {
 	case incr:
@@ -262,27 +304,30 @@ func (s *Store) Arith(key []byte, incr bool, delta uint64) (uint64, Result) {
 	}
 	var buf [maxCounterDigits]byte
 	digits := strconv.AppendUint(buf[:0], n, 10)
-	b[offState] |= flagVisited | flagFetched
+	b[offState] |= flagVisited
 	if len(digits) <= vlen {
 		copy(v, digits)
 		for i := len(digits); i < vlen; i++ {
 			v[i] = ' '
 		}
-		setItemCas(b, s.cas.Add(1))
+		cas := sh.st.cas.Add(1)
+		setItemCas(b, cas)
+		bumpIdle(b, now)
 		sh.mutate(h, ref, ref, causeStore, now)
-		return n, Stored
+		return arithOutcome{res: Stored, value: n, cas: cas, inPlace: true}
 	}
 	b[offState] |= flagPinned
-	nu, nb, ok := sh.allocItem(len(key), len(digits), now)
+	nu, nb, ok := sh.allocItem(itemKlen(b), len(digits), now)
 	b[offState] &^= flagPinned
 	if !ok {
-		return 0, NoMemory
+		return arithOutcome{res: NoMemory}
 	}
-	writeHeader(nb, s.cas.Add(1), itemExp(b), uint32(now), itemFlags(b), key, len(digits))
+	cas := sh.st.cas.Add(1)
+	writeHeader(nb, cas, itemExp(b), uint32(now), itemFlags(b), itemKey(b), len(digits))
 	copy(nb[dataOff(nb):], digits)
 	nb[offState] &^= flagPinned
 	sh.mutate(h, ref, nu, causeStore, now)
-	return n, Stored
+	return arithOutcome{res: Stored, value: n, cas: cas}
 }
 
 // parseCounter reads v the way memcached's safe_strtoull reads an item's

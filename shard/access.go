@@ -1,0 +1,27 @@
+package shard
+
+// Access bookkeeping: memcached's it->time ("last access", offTime) and ITEM_FETCHED, which the meta
+// protocol exposes (mg l and h, me la= and fetch=) and flush_all compares.
+
+// itemUpdateInterval is memcached's ITEM_UPDATE_INTERVAL: do_item_update only moves an item's time
+// forward once it is this many seconds old, so hot items do not take the LRU lock on every hit.
+const itemUpdateInterval = 60
+
+// bump records a read the way memcached 1.6's segmented LRU does (do_item_bump): the first read only
+// marks the item fetched; a read of an already fetched item moves its last-access time to now.
+// It also sets the CLOCK bit, our stand-in for memcached's LRU position.
+func bump(b []byte, now int64) {
+	if b[offState]&flagFetched != 0 {
+		le.PutUint32(b[offTime:], uint32(now))
+	}
+	b[offState] |= flagVisited | flagFetched
+}
+
+// bumpIdle is memcached's do_item_update, used by writes in place (ma): the last-access time moves
+// only when it is older than itemUpdateInterval, and the item is not marked fetched.
+func bumpIdle(b []byte, now int64) {
+	if int64(itemTime(b)) < now-itemUpdateInterval {
+		le.PutUint32(b[offTime:], uint32(now))
+	}
+	b[offState] |= flagVisited
+}
