@@ -48,3 +48,14 @@ fuzz-smoke:
 
 clean:
 	rm -rf bin
+
+## bench: leasecached vs memcached (same -t 2 -m 1024 -c 4096) on the same workload matrix, medians of
+## 3 x 5 s, one table; BENCH_QUICK=1 for a one-minute run; THIRD="pogocache -p {port}" adds a third server.
+.PHONY: bench-storage
+bench: test-deps build
+	./bench/bench.sh
+
+## bench-storage: bytes per item, RSS at the limit, hit ratio and GC, leasecached and memcached side by
+## side; BENCH_QUICK=1 for a two-minute run.
+bench-storage: test-deps build
+	./bench/storage.sh
