@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 "$GO" build -o bin/leasecached-bench ./cmd/leasecached-bench
-[ -x bin/leasecached ] || "$GO" build -o bin/leasecached ./cmd/leasecached
+"$GO" build -o bin/leasecached ./cmd/leasecached
 MEMCACHED=$(command -v memcached || true)
 if [ -z "$MEMCACHED" ]; then
 	echo "memcached is not installed: run 'make test-deps' (or apt-get install memcached)" >&2
