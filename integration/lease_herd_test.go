@@ -30,7 +30,7 @@ import (
 const (
 	herdClients = 200
 	// herdDuration bounds each strategy's run: clients start no new read after it.
-	herdDuration = 4 * time.Second
+	herdDuration = 5 * time.Second
 	// herdRefill is the database query's latency.
 	herdRefill = 100 * time.Millisecond
 	// herdTTL is the item's exptime in seconds. Exptimes have 1-s resolution, so an item stored with
@@ -321,7 +321,7 @@ func ms(d time.Duration) string {
 func TestLeaseHerd(t *testing.T) {
 	requireLeases(t)
 	if testing.Short() {
-		t.Skip("herd: about 15 s of load")
+		t.Skip("herd: about 17 s of load")
 	}
 	lc := startLeasecached(t, "-c", "1024", "--lease-window", herdLeaseWindow.String(), "--stale-window", "10s")
 	mc := startMemcached(t, "-c", "1024")
