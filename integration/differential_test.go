@@ -160,7 +160,8 @@ func classicCases() []diffCase {
 		{name: "tab is not a separator", steps: one("set $ka 0 0 1\r\nx\r\nget\t$ka\r\nget $ka\t\r\nset\t$kb 0 0 1\r\nb\r\n")},
 		{name: "gat noreply is a key", steps: one("set $ka 0 0 1\r\nx\r\ngat 0 $ka noreply\r\n")},
 		{name: "half close answers everything", halfClose: true, steps: one("set $ka 0 0 1\r\nx\r\nget $ka\r\nget $ka $ka\r\nincr $ka 1\r\n")},
-		{name: "large replies", chunk: 64 << 10, steps: one(largeRepliesScript())},
+		// 8 MiB of replies: under -race on a loaded machine this takes seconds, so allow them.
+		{name: "large replies", chunk: 64 << 10, timeout: 5 * defaultReplyTimeout, steps: one(largeRepliesScript())},
 
 		// --- framing limits ------------------------------------------------
 		{name: "line that never ends", noSentinel: true, timeout: defaultReplyTimeout,
