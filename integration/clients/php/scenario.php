@@ -17,8 +17,10 @@ const TTL_WAIT_US = 3100000;
 // Socket timeouts in milliseconds: loopback, generous.
 const TIMEOUT_MS = 5000;
 // Stats whose values are deterministic for a fixed scenario on a fresh server.
+// get_expired is not one: whether a get finds an expired item or a background
+// reaper took it first is a matter of timing, on memcached as on leasecached.
 const STABLE_STATS = ['cmd_get', 'cmd_set', 'cmd_flush', 'cmd_touch', 'get_hits', 'get_misses',
-    'get_expired', 'get_flushed', 'delete_hits', 'delete_misses', 'incr_hits', 'incr_misses',
+    'get_flushed', 'delete_hits', 'delete_misses', 'incr_hits', 'incr_misses',
     'decr_hits', 'decr_misses', 'cas_hits', 'cas_misses', 'cas_badval', 'touch_hits', 'touch_misses',
     'curr_items', 'total_items', 'threads', 'evictions', 'version', 'pointer_size', 'limit_maxbytes'];
 
@@ -170,7 +172,7 @@ op($c, 'get c after bad keys', fn() => $c->get('c'));
 
 op($nr, 'set noreply', fn() => $nr->set('nr', 'quiet'));
 op($nr, 'add noreply exists', fn() => $nr->add('nr', 'loud'));
-op($c, 'get nr', fn() => $c->get('nr'));
+op($nr, 'get nr (same connection: the noreply commands were read first)', fn() => $nr->get('nr'));
 
 op($c, 'set ttl ' . TTL, fn() => $c->set('ttl', 'short', TTL));
 op($c, 'get ttl now', fn() => $c->get('ttl'));

@@ -56,9 +56,9 @@ def main():
     op("append missing", lambda: c.append("missing", b"x"))
     op("prepend missing", lambda: c.prepend("missing", b"x"))
 
-    g = op("gets a", lambda: c.gets("a"))
-    cas1 = g[1] if g else None
-    print("cas of a -> cas=%s" % (int(cas1) if cas1 is not None else None))
+    g = c.gets("a")
+    cas1 = g[1]
+    print("gets a -> %s cas=%s" % (show(g[0]), int(cas1) if cas1 is not None else None))
     op("cas a (current)", lambda: c.cas("a", b"swapped", cas1))
     op("cas a (stale)", lambda: c.cas("a", b"again", cas1))
     op("get a after cas", lambda: c.get("a"))
@@ -117,7 +117,7 @@ def main():
 
     op("set noreply (default client)", lambda: nr.set("nr", b"quiet"))
     op("add noreply exists (default client)", lambda: nr.add("nr", b"loud"))
-    op("get nr", lambda: c.get("nr"))
+    op("get nr (same connection: the noreply commands were read first)", lambda: nr.get("nr"))
 
     op("set ttl %d" % TTL, lambda: c.set("ttl", b"short", expire=TTL))
     op("get ttl now", lambda: c.get("ttl"))
