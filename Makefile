@@ -7,8 +7,11 @@ ARGS     ?=
 # apt-get needs root; use sudo when we are not root and sudo exists.
 SUDO     := $(if $(filter 0,$(shell id -u)),,sudo)
 # Debian packages the tests talk to: the real memcached (differential tests) and twemproxy
-# (nutcracker: clientlib's ketama placement must agree with it).
-TEST_DEPS := memcached nutcracker
+# (nutcracker: clientlib's ketama placement must agree with it); the other languages' memcached
+# clients and libmemcached's tools (integration/clients_test.go, integration/clients_tools_test.go).
+TEST_DEPS := memcached nutcracker \
+	python3-pymemcache python3-memcache libcache-memcached-perl libcache-memcached-fast-perl \
+	php-cli php-memcached libmemcached-tools nodejs npm
 
 .PHONY: all build run test test-deps vet fmt-check unit fuzz-smoke bench clean
 
@@ -27,12 +30,14 @@ test: test-deps fmt-check vet
 
 test-deps:
 	@missing=""; for p in $(TEST_DEPS); do \
-		command -v $$p >/dev/null 2>&1 || [ -x /usr/sbin/$$p ] || [ -x /usr/bin/$$p ] || missing="$$missing $$p"; \
+		command -v $$p >/dev/null 2>&1 || [ -x /usr/sbin/$$p ] || [ -x /usr/bin/$$p ] || \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing test dependencies:$$missing"; \
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
+	@[ -d integration/clients/node/node_modules/memcached ] || (cd integration/clients/node && npm ci --no-audit --no-fund)
 
 vet:
 	$(GO) vet ./...
