@@ -160,7 +160,8 @@ func statKeysView(r toolRun) string {
 		}
 	}
 	slices.Sort(keys)
-	return fmt.Sprintf("%s\nversion: %s\nkeys: %s\nstderr: %s", r.exit, version, strings.Join(keys, " "), showBytes(r.stderr))
+	// One line per stat name, so that the diff names each missing or extra stat.
+	return fmt.Sprintf("%s\nversion: %s\nstderr: %s\nhas %s", r.exit, version, showBytes(r.stderr), strings.Join(keys, "\nhas "))
 }
 
 // slapView drops the timings from memslap's report.
@@ -250,9 +251,9 @@ func TestLibmemcachedTools(t *testing.T) {
 		if os.Getenv(dumpEnv) != "" {
 			t.Logf("%s (%s %s) memcached:\n%s", st.name, filepath.Base(path), strings.Join(st.args(envs[0]), " "), got[0])
 		}
-		if got[0] != got[1] {
-			t.Errorf("%s: %s %s differs\nmemcached:\n%s\nleasecached:\n%s",
-				st.name, filepath.Base(path), strings.Join(st.args(envs[1]), " "), got[0], got[1])
+		if d := lineDiff(strings.Split(got[0], "\n"), strings.Split(got[1], "\n")); d != "" {
+			t.Errorf("%s: %s %s differs (- memcached, + leasecached):\n%s",
+				st.name, filepath.Base(path), strings.Join(st.args(envs[1]), " "), d)
 		}
 	}
 }

@@ -19,10 +19,12 @@ const TIMEOUT_MS = 5000;
 // Stats whose values are deterministic for a fixed scenario on a fresh server.
 // get_expired is not one: whether a get finds an expired item or a background
 // reaper took it first is a matter of timing, on memcached as on leasecached.
+// Nor is total_items: memcached itself varies by one between runs of the same
+// scenario (an incr copies the item when another thread holds a reference to it).
 const STABLE_STATS = ['cmd_get', 'cmd_set', 'cmd_flush', 'cmd_touch', 'get_hits', 'get_misses',
     'get_flushed', 'delete_hits', 'delete_misses', 'incr_hits', 'incr_misses',
     'decr_hits', 'decr_misses', 'cas_hits', 'cas_misses', 'cas_badval', 'touch_hits', 'touch_misses',
-    'curr_items', 'total_items', 'threads', 'evictions', 'version', 'pointer_size', 'limit_maxbytes'];
+    'curr_items', 'threads', 'evictions', 'version', 'pointer_size', 'limit_maxbytes'];
 
 function show($v): string {
     if (is_array($v)) {
@@ -185,17 +187,19 @@ $st = $c->getStats();
 $s = $st ? array_values($st)[0] : [];
 $keys = array_keys($s);
 sort($keys);
-echo 'stats keys -> ' . implode(' ', $keys) . "\n";
+// One line per stat name, so that a diff names each missing or extra stat.
+foreach ($keys as $k) {
+    echo "stats has $k\n";
+}
 foreach (STABLE_STATS as $k) {
     echo "stats $k -> " . (isset($s[$k]) ? var_export($s[$k], true) : 'unset') . "\n";
 }
 op($c, 'getStats items', fn() => ($x = $c->getStats('items')) ? count(array_values($x)[0]) > 0 : $x);
+// getAllKeys walks `stats cachedump`; which keys memcached lists depends on
+// its LRU segments (timing), so only the outcome and a plausible key are shown.
 op($c, 'getAllKeys', function () use ($c) {
     $k = $c->getAllKeys();
-    if (is_array($k)) {
-        sort($k);
-    }
-    return $k;
+    return is_array($k) ? ['array', count($k) > 0, count(array_diff($k, ['arr', 'big', 'bin', 'empty', 'i', 'large', 'n', 'nr', str_repeat('k', 250)])) === 0] : $k;
 });
 op($c, 'flush', fn() => $c->flush());
 op($c, 'get c after flush', fn() => $c->get('c'));
