@@ -23,18 +23,22 @@ import (
 // fill is slow. Every fill, in any process, is reported to the parent, which plays the source of
 // truth. With leases there must be one fill per key per expiry in the whole fleet.
 const (
-	herdChildEnv     = "CLIENTLIB_HERD_CHILD"         // set in a child: its value is the server list
-	herdRunEnv       = "CLIENTLIB_HERD_RUN"           // how long a child runs
-	herdProcesses    = 4                              // client processes
-	herdGoroutines   = 50                             // goroutines per process
-	herdKeys         = 20                             // hot keys
-	herdTTL          = 2 * time.Second                // short TTL: each key expires about every 2 s
-	herdFillTime     = 100 * time.Millisecond         // a slow source
-	herdRun          = 4500 * time.Millisecond        // load duration in each child
-	herdMaxCalls     = 200000                         // per goroutine, so the loop is bounded by count too
-	herdCallTimeout  = 2 * time.Second                // each GetOrFill's deadline
-	herdChildTimeout = 30 * time.Second               // the parent kills a child that runs longer
-	herdMinFillGap   = herdTTL - 500*time.Millisecond // two fills of a key closer than this were one expiry's herd
+	herdChildEnv     = "CLIENTLIB_HERD_CHILD"  // set in a child: its value is the server list
+	herdRunEnv       = "CLIENTLIB_HERD_RUN"    // how long a child runs
+	herdProcesses    = 4                       // client processes
+	herdGoroutines   = 50                      // goroutines per process
+	herdKeys         = 20                      // hot keys
+	herdTTL          = 2 * time.Second         // short TTL: each key expires about every 2 s
+	herdFillTime     = 100 * time.Millisecond  // a slow source
+	herdRun          = 4500 * time.Millisecond // load duration in each child
+	herdMaxCalls     = 200000                  // per goroutine, so the loop is bounded by count too
+	herdCallTimeout  = 2 * time.Second         // each GetOrFill's deadline
+	herdChildTimeout = 30 * time.Second        // the parent kills a child that runs longer
+	// herdMinFillGap: two fills of a key closer than this were one expiry's herd. Exptimes are whole
+	// seconds (memcached's clock), so an item stored with TTL 2 s lives between 1 and 2 s: the gap
+	// between legitimate fills can be as short as herdTTL-1s, while a herd's fills land within a fill
+	// time of each other.
+	herdMinFillGap = herdTTL - time.Second - 300*time.Millisecond
 )
 
 // TestFleetHerd: 3 leasecached processes, 4 client processes of 50 goroutines, 20 hot keys with a
