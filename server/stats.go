@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math/bits"
 	"net"
 	"strconv"
 	"sync/atomic"
@@ -171,28 +172,34 @@ func leftPad(s string, n int) string {
 	return s
 }
 
-// appendGeneralStats writes the general block with memcached's names and order, so existing monitoring
-// (which looks names up, but sometimes scrapes in order) keeps working.
+// appendGeneralStats writes the general block with every name memcached 1.6 sends, in memcached's order,
+// so existing monitoring (which looks names up, and sometimes scrapes in order or expects a fixed set) keeps
+// working. Counters for machinery we do not have (libevent buffers, the LRU maintainer, log watchers,
+// segmented-LRU moves) are honestly zero. leasecached's own stats follow memcached's.
 func (s *Server) appendGeneralStats(dst []byte) []byte {
 	now := time.Now()
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	st := &s.stats
 	ss := s.store.Stats()
+	conns := st.currConns.Load()
 
 	dst = statInt(dst, "pid", int64(s.pid))
 	dst = statInt(dst, "uptime", int64(now.Sub(s.started)/time.Second))
 	dst = statInt(dst, "time", now.Unix())
 	dst = stat(dst, "version", ProtocolVersion)
-	dst = stat(dst, "leasecached_version", Version)
+	dst = stat(dst, "libevent", eventLibrary)
 	dst = statInt(dst, "pointer_size", int64(8*unsafe.Sizeof(uintptr(0))))
 	dst = stat(dst, "rusage_user", rusageSeconds(ru.Utime))
 	dst = stat(dst, "rusage_system", rusageSeconds(ru.Stime))
 	dst = statInt(dst, "max_connections", int64(s.cfg.ConnLimit))
-	dst = statInt(dst, "curr_connections", st.currConns.Load())
+	dst = statInt(dst, "curr_connections", conns)
 	dst = statUint(dst, "total_connections", st.totalConns.Load())
 	dst = statUint(dst, "rejected_connections", st.rejectedConns.Load())
-	dst = statInt(dst, "connection_structures", st.currConns.Load())
+	dst = statInt(dst, "connection_structures", conns)
+	dst = zeroStats(dst, "response_obj_oom", "response_obj_count", "response_obj_bytes")
+	dst = statInt(dst, "read_buf_count", conns)
+	dst = zeroStats(dst, "read_buf_bytes", "read_buf_bytes_free", "read_buf_oom", "reserved_fds")
 	for id := statCmdGet; id <= statCmdMeta; id++ {
 		dst = statUint(dst, statNames[id], st.get(id))
 	}
@@ -203,23 +210,40 @@ func (s *Server) appendGeneralStats(dst []byte) []byte {
 	for id := statDeleteMisses; id <= statStoreNoMemory; id++ {
 		dst = statUint(dst, statNames[id], st.get(id))
 	}
-	dst = statUint(dst, "auth_cmds", 0)
-	dst = statUint(dst, "auth_errors", 0)
+	dst = zeroStats(dst, "auth_cmds", "auth_errors")
 	dst = statUint(dst, "bytes_read", st.get(statBytesRead))
 	dst = statUint(dst, "bytes_written", st.get(statBytesWritten))
 	dst = statInt(dst, "limit_maxbytes", s.cfg.MemoryLimit)
 	dst = statUint(dst, "accepting_conns", 1)
+	dst = zeroStats(dst, "listen_disabled_num", "time_in_listen_disabled_us")
 	dst = statInt(dst, "threads", int64(s.cfg.Threads))
 	dst = statUint(dst, "conn_yields", 0)
+	dst = statInt(dst, "hash_power_level", int64(bits.Len64(uint64(max(ss.HashBytes/8, 1)))-1))
 	dst = statInt(dst, "hash_bytes", ss.HashBytes)
+	dst = statUint(dst, "hash_is_expanding", 0) // index growth is synchronous under the shard lock
+	dst = zeroStats(dst, "slab_reassign_rescues", "slab_reassign_chunk_rescues", "slab_reassign_evictions_nomem",
+		"slab_reassign_inline_reclaim", "slab_reassign_busy_items", "slab_reassign_busy_deletes",
+		"slab_reassign_running")
+	dst = statUint(dst, "slabs_moved", ss.SlabsMoved)
+	dst = statUint(dst, "lru_crawler_running", 0)
+	dst = statUint(dst, "lru_crawler_starts", ss.CrawlerStarts)
+	dst = zeroStats(dst, "lru_maintainer_juggles", "malloc_fails", "log_worker_dropped", "log_worker_written",
+		"log_watcher_skipped", "log_watchers", "log_watcher_sent", "unexpected_napi_ids", "round_robin_fallback")
 	dst = statInt(dst, "bytes", ss.Bytes)
 	dst = statInt(dst, "curr_items", ss.CurrItems)
 	dst = statUint(dst, "total_items", ss.TotalItems)
+	dst = statInt(dst, "slab_global_page_pool", int64(ss.PagePool))
 	dst = statUint(dst, "expired_unfetched", ss.ExpiredUnfetched)
 	dst = statUint(dst, "evicted_unfetched", ss.EvictedUnfetched)
+	dst = statUint(dst, "evicted_active", 0) // CLOCK never evicts an item with its reference bit set
 	dst = statUint(dst, "evictions", ss.Evictions)
 	dst = statUint(dst, "reclaimed", ss.Reclaimed)
 	dst = statUint(dst, "crawler_reclaimed", ss.CrawlerReclaimed)
+	dst = statUint(dst, "crawler_items_checked", ss.CrawlerChecked)
+	dst = zeroStats(dst, "lrutail_reflocked", "moves_to_cold", "moves_to_warm", "moves_within_lru")
+	dst = statUint(dst, "direct_reclaims", ss.DirectReclaims)
+	dst = statUint(dst, "lru_bumps_dropped", 0)
+	dst = stat(dst, "leasecached_version", Version)
 	dst = statUint(dst, "lease_grants", ss.Leases.Grants)
 	dst = statUint(dst, "lease_hot_misses", ss.Leases.HotMisses)
 	dst = statUint(dst, "lease_stale_served", ss.Leases.StaleServed)
@@ -228,7 +252,17 @@ func (s *Server) appendGeneralStats(dst []byte) []byte {
 	dst = statUint(dst, "lease_invalidations", ss.Leases.Invalidations)
 	dst = statInt(dst, "lease_outstanding", int64(ss.LeasesHeld))
 	dst = statInt(dst, "lease_stale_items", ss.StaleItems)
-	dst = statUint(dst, "slabs_moved", ss.SlabsMoved)
+	return dst
+}
+
+// eventLibrary stands where memcached names its libevent version.
+const eventLibrary = "gnet-v2.10.0"
+
+// zeroStats writes names with the value 0.
+func zeroStats(dst []byte, names ...string) []byte {
+	for _, n := range names {
+		dst = statUint(dst, n, 0)
+	}
 	return dst
 }
 

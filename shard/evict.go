@@ -59,6 +59,7 @@ func (sh *shard) sweep(id int, now int64) bool {
 			sh.stats.reclaimed++
 			sh.cls[sh.al.ClassOf(head)].reclaimed++
 			sh.release(head, why, now)
+			sh.stats.directReclaims++
 			return true
 		}
 		if b[offState]&flagVisited != 0 {
@@ -66,6 +67,7 @@ func (sh *shard) sweep(id int, now int64) bool {
 			continue
 		}
 		sh.release(head, causeEvict, now)
+		sh.stats.directReclaims++
 		return true
 	}
 	return false

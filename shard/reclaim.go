@@ -59,6 +59,7 @@ func (sh *shard) reclaim(now int64, budget int) {
 			if b[offState]&kindMask != kindHead || b[offState]&flagPinned != 0 {
 				continue
 			}
+			sh.stats.crawlerChecked++
 			if why := sh.st.dead(b, now); why != causeNone {
 				sh.stats.crawlerReclaimed++
 				sh.cls[sh.al.ClassOf(r)].crawlerReclaimed++
@@ -75,6 +76,7 @@ func (sh *shard) reclaim(now int64, budget int) {
 }
 
 func (sh *shard) endReclaimPass() {
+	sh.stats.crawlerStarts++
 	for id, t := range sh.reclaimOldest {
 		sh.cls[id].oldest = t
 		sh.reclaimOldest[id] = 0

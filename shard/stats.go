@@ -19,6 +19,9 @@ type shardStats struct {
 	getExpired       uint64
 	getFlushed       uint64
 	staleItems       int64 // ghosts held for lease-get
+	crawlerChecked   uint64
+	crawlerStarts    uint64
+	directReclaims   uint64
 }
 
 // classStats are one size class's item counters within a shard.
@@ -55,7 +58,11 @@ type Stats struct {
 	LeasesHeld       int // lease table entries, lapsed ones not yet swept included
 	LimitMaxbytes    int64
 	HashBytes        int64
-	TotalMalloced    int64 // pages taken * page size
+	TotalMalloced    int64  // pages taken * page size
+	PagePool         int    // pages not yet given to any class (memcached's slab_global_page_pool)
+	CrawlerChecked   uint64 // items the background reclaimer looked at
+	CrawlerStarts    uint64 // background reclaimer passes started
+	DirectReclaims   uint64 // stores that had to reclaim or evict an item to get memory
 	Shards           int
 	Classes          []ClassStats // one per size class, ascending; callers skip empty ones
 }
@@ -89,6 +96,7 @@ func (s *Store) Stats() Stats {
 	out := Stats{
 		LimitMaxbytes: s.limit,
 		TotalMalloced: int64(s.arena.PagesTaken()) * slab.PageSize,
+		PagePool:      s.arena.MaxPages() - s.arena.PagesTaken(),
 		Shards:        len(s.shards),
 		Classes:       make([]ClassStats, s.classes.Count()),
 	}
@@ -111,6 +119,9 @@ func (s *Store) Stats() Stats {
 		out.GetExpired += st.getExpired
 		out.GetFlushed += st.getFlushed
 		out.StaleItems += st.staleItems
+		out.CrawlerChecked += st.crawlerChecked
+		out.CrawlerStarts += st.crawlerStarts
+		out.DirectReclaims += st.directReclaims
 		out.Leases.Add(sh.leases.Counters)
 		out.LeasesHeld += sh.leases.Len()
 		out.HashBytes += sh.idx.bytes()
