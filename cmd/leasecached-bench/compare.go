@@ -88,6 +88,7 @@ type compareOptions struct {
 	jsonOut                       string
 	maxTime                       time.Duration
 	skipLease                     bool
+	logDir                        string
 }
 
 func compareMain(ctx context.Context, args []string, out io.Writer) error {
@@ -105,6 +106,7 @@ func compareMain(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&o.jsonOut, "json-out", "", "append every run's JSON line to this file")
 	fs.DurationVar(&o.maxTime, "max-time", 20*time.Minute, "give up after this long")
 	fs.BoolVar(&o.skipLease, "skip-lease", false, "skip the lease-get vs get comparison")
+	fs.StringVar(&o.logDir, "log-dir", "", "keep the servers' logs in this directory (default: a temporary one, removed)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -120,11 +122,12 @@ func compareMain(ctx context.Context, args []string, out io.Writer) error {
 }
 
 func runCompare(ctx context.Context, o compareOptions, out io.Writer) error {
-	logDir, err := os.MkdirTemp("", "leasecached-bench-")
+	note := machineNote()
+	logDir, cleanup, err := makeLogDir(o.logDir)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(logDir)
+	defer cleanup()
 	var jsonOut io.Writer = io.Discard
 	if o.jsonOut != "" {
 		f, err := os.OpenFile(o.jsonOut, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
@@ -184,6 +187,7 @@ func runCompare(ctx context.Context, o compareOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(out, "\n%s\n", note)
 	printCompareTable(out, o, ws, servers, results)
 
 	if !o.skipLease {

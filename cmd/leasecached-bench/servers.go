@@ -222,3 +222,19 @@ func (s *runningServer) logSince(off int64) []byte {
 	}
 	return b[off:]
 }
+
+// makeLogDir returns dir (created if needed, kept afterwards) or, when dir is empty, a temporary directory
+// that cleanup removes.
+func makeLogDir(dir string) (string, func(), error) {
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", nil, fmt.Errorf("log dir: %w", err)
+		}
+		return dir, func() {}, nil
+	}
+	tmp, err := os.MkdirTemp("", "leasecached-bench-")
+	if err != nil {
+		return "", nil, fmt.Errorf("log dir: %w", err)
+	}
+	return tmp, func() { os.RemoveAll(tmp) }, nil
+}

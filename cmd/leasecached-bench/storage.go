@@ -30,6 +30,7 @@ type storageOptions struct {
 	zipfS                         []float64
 	verify                        uint64
 	maxTime                       time.Duration
+	logDir                        string
 }
 
 // storageServerResult is everything measured on one server.
@@ -60,6 +61,7 @@ func storageMain(ctx context.Context, args []string, out io.Writer) error {
 	fs.Uint64Var(&o.hitRequests, "hit-requests", 4000000, "hit-ratio requests counted")
 	fs.Uint64Var(&o.verify, "verify", 100000, "items read back and checked byte for byte after each fill")
 	fs.DurationVar(&o.maxTime, "max-time", 30*time.Minute, "give up after this long")
+	fs.StringVar(&o.logDir, "log-dir", "", "keep the servers' logs (leasecached's gctrace) in this directory")
 	quick := fs.Bool("quick", false, "smaller runs (about two minutes): the limit fill at -m 128 with 2.5M "+
 		"items (the same 2.2x overshoot), hit ratio at -m 16")
 	if err := fs.Parse(args); err != nil {
@@ -76,17 +78,18 @@ func storageMain(ctx context.Context, args []string, out io.Writer) error {
 }
 
 func runStorage(ctx context.Context, o storageOptions, out io.Writer) error {
-	logDir, err := os.MkdirTemp("", "leasecached-bench-storage-")
+	logDir, cleanup, err := makeLogDir(o.logDir)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(logDir)
+	defer cleanup()
 	lc := leasecachedSpec(o.leasecached)
 	lc.Env = []string{"GODEBUG=gctrace=1"}
 	specs := []serverSpec{memcachedSpec(o.memcached), lc}
 	if o.third != "" {
 		specs = append(specs, serverSpec{Name: "third", Command: o.third})
 	}
+	note := machineNote()
 	var results []*storageServerResult
 	for _, sp := range specs {
 		r, err := storageOne(ctx, o, sp, logDir)
@@ -95,6 +98,7 @@ func runStorage(ctx context.Context, o storageOptions, out io.Writer) error {
 		}
 		results = append(results, r)
 	}
+	fmt.Fprintf(out, "\n%s\n", note)
 	printStorage(out, o, results)
 	return printJSON(out, map[string]any{"mode": "storage", "results": results})
 }
