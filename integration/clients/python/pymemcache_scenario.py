@@ -135,7 +135,12 @@ def main():
     op("flush_all", c.flush_all)
     op("get b after flush", lambda: c.get("b"))
     op("flush_all delay 0 noreply", lambda: c.flush_all(0, noreply=True))
-    op("version", c.version)
+    op("cache_memlimit 64", lambda: c.cache_memlimit(64))
+    op("cache_memlimit 1 (under memcached's 8 MB floor)", lambda: c.cache_memlimit(1))
+    op("shutdown (not enabled without -A)", lambda: c.shutdown())
+    op("version after shutdown", c.version)
+    op("quit", c.quit)
+    op("get b after quit (reconnects)", lambda: c.get("b"))
     for cl in (c, nr, uc):
         cl.close()
 
