@@ -251,9 +251,37 @@ func lineDiff(a, b []string) string {
 		switch {
 		case show[k]:
 			fmt.Fprintf(&sb, "%c %s\n", l.tag, l.text)
-		case k > 0 && show[k-1]:
-			sb.WriteString("  ...\n")
+		case k == 0 || show[k-1]:
+			sb.WriteString("  ...\n") // the start of a run of equal lines not shown
 		}
 	}
 	return sb.String()
+}
+
+// TestLineDiff checks the diff the client tests report with.
+func TestLineDiff(t *testing.T) {
+	split := func(s string) []string {
+		if s == "" {
+			return nil
+		}
+		return strings.Split(s, "\n")
+	}
+	cases := []struct {
+		name, a, b, want string
+	}{
+		{"equal", "x\ny", "x\ny", ""},
+		{"both empty", "", "", ""},
+		{"changed line", "a\nb\nc", "a\nB\nc", "  a\n+ B\n- b\n  c\n"},
+		{"added at end", "a", "a\nb", "  a\n+ b\n"},
+		{"removed at start", "a\nb", "b", "- a\n  b\n"},
+		{"context elided", "1\n2\n3\n4\n5\n6\n7\n8", "1\n2\n3\n4\n5\n6\n7\nX",
+			"  ...\n  6\n  7\n+ X\n- 8\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := lineDiff(split(tc.a), split(tc.b)); got != tc.want {
+				t.Errorf("lineDiff(%q, %q) =\n%q\nwant\n%q", tc.a, tc.b, got, tc.want)
+			}
+		})
+	}
 }
