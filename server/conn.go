@@ -26,6 +26,11 @@ type conn struct {
 	out     []byte // replies not yet handed to gnet
 	scratch []byte // value bytes copied out of the store
 	swallow int    // bytes still to discard after a refused data block (memcached's conn_swallow)
+	// held is the refusal of the data block being swallowed. memcached only writes it once the whole block
+	// has been read and discarded, so a client that waits for the reply before sending the rest of the
+	// block sees it no earlier than memcached would let it. Nothing else is parsed while swallowing, so
+	// holding it keeps replies in request order.
+	held    []byte
 	local   counters
 	metaKey [protocol.KeyMaxLength]byte // a meta command's base64-decoded key (flag b)
 
@@ -52,6 +57,10 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 			k := min(cn.swallow, len(buf)-pos)
 			pos += k
 			cn.swallow -= k
+			if cn.swallow == 0 {
+				cn.out = append(cn.out, cn.held...)
+				cn.held = nil
+			}
 			continue
 		}
 		n, err := cn.parser.Parse(buf[pos:], &cn.req)
@@ -67,8 +76,12 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 			if perr.DropKey != nil {
 				cn.srv.store.Discard(perr.DropKey)
 			}
-			cn.out = append(cn.out, perr.Reply...)
 			cn.swallow = perr.Swallow
+			if cn.swallow > 0 {
+				cn.held = perr.Reply // a package-level reply text: safe to keep past the next Parse
+			} else {
+				cn.out = append(cn.out, perr.Reply...)
+			}
 			if perr.Close {
 				action = gnet.Close
 				break
