@@ -35,6 +35,7 @@ const (
 	CmdMetaArithmetic
 	CmdMetaNoop
 	CmdMetaDebug
+	CmdCacheMemlimit
 
 	numCommands // sentinel: keep last
 )
@@ -70,6 +71,7 @@ var commandNames = [numCommands]string{
 	CmdMetaArithmetic: "ma",
 	CmdMetaNoop:       "mn",
 	CmdMetaDebug:      "me",
+	CmdCacheMemlimit:  "cache_memlimit",
 }
 
 // String returns the command's wire name ("get", "lease-set", "mg", ...).

@@ -15,6 +15,7 @@ const (
 	kindVerbosity         // verbosity
 	kindFreeArgs          // version, stats, quit, shutdown, mn: any arguments, kept in Args
 	kindMeta              // mg, md, ma, me
+	kindMemlimit          // cache_memlimit
 )
 
 // lookupCommand maps a command token (case-sensitive, as memcached) to its Command and parsing
@@ -79,6 +80,8 @@ func lookupCommand(name []byte) (Command, cmdKind) {
 		return CmdMetaArithmetic, kindMeta
 	case "me":
 		return CmdMetaDebug, kindMeta
+	case "cache_memlimit":
+		return CmdCacheMemlimit, kindMemlimit
 	}
 	return CmdNone, kindUnknown
 }

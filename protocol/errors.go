@@ -70,6 +70,7 @@ var (
 // with 1.6.18: "set k abc 0 5 noreply" answers nothing, then the data line is parsed as a command).
 var (
 	errUnknown         = &Error{Reply: replyError}
+	errUnknownQuiet    = &Error{}
 	errHTTP            = &Error{Close: true}
 	errBadFormat       = &Error{Reply: replyBadFormat}
 	errBadFormatQuiet  = &Error{}

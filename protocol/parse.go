@@ -67,6 +67,8 @@ func (p *Parser) Parse(buf []byte, req *Request) (n int, err error) {
 		req.Args = append(req.Args, toks[1:]...)
 	case kindMeta:
 		perr = parseMeta(req, toks)
+	case kindMemlimit:
+		perr = parseMemlimit(req, toks)
 	}
 	if perr != nil {
 		return next, perr

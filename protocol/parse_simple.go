@@ -132,6 +132,22 @@ func parseVerbosity(req *Request, toks [][]byte) *Error {
 	return nil
 }
 
+// parseMemlimit handles "cache_memlimit <megabytes> [noreply]"; the megabytes go to Delta. As in memcached,
+// noreply is looked for before the number is checked, a bad number is a plain ERROR (silent with noreply),
+// and a third token that is not noreply is ignored. The limits on the value are the server's to check.
+func parseMemlimit(req *Request, toks [][]byte) *Error {
+	if len(toks) != 2 && len(toks) != 3 {
+		return errUnknown
+	}
+	req.Noreply = hasNoreply(toks)
+	mb, ok := parseUint32(toks[1])
+	if !ok {
+		return quiet(req.Noreply, errUnknown, errUnknownQuiet)
+	}
+	req.Delta = uint64(mb)
+	return nil
+}
+
 // parseMeta frames mg, md, ma and me: key and flag tokens. Flag semantics (and their errors) are
 // the server's job; only the checks memcached makes before looking at flags live here.
 func parseMeta(req *Request, toks [][]byte) *Error {
