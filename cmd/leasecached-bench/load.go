@@ -110,6 +110,11 @@ func newLoadWorker(cfg *loadConfig, ks keySpace, vs *valueSource, n int) (*loadW
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", cfg.Addr, err)
 	}
+	return newLoadWorkerOn(cfg, ks, vs, n, conn)
+}
+
+// newLoadWorkerOn builds connection n's worker on an open connection; it closes conn on error.
+func newLoadWorkerOn(cfg *loadConfig, ks keySpace, vs *valueSource, n int, conn net.Conn) (*loadWorker, error) {
 	r := rand.New(rand.NewPCG(cfg.Seed, uint64(n)))
 	dist, err := newKeyDist(cfg.Dist, cfg.ZipfS, cfg.Keys, r)
 	if err != nil {
