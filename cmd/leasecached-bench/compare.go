@@ -290,8 +290,12 @@ func shortName(n string) string {
 
 func printCompareTable(out io.Writer, o compareOptions, ws []workload, servers []*runningServer,
 	res map[string]map[string][]*loadResult) {
-	fmt.Fprintf(out, "\nleasecached (lc) vs memcached (mc): -t %d -m %d -c %d, %d connections, %d keys of %d bytes, "+
-		"medians of %d x %v\n", o.lim.Threads, o.lim.MemMB, o.lim.ConnLimit, compareConns, compareKeys,
+	third := ""
+	if o.third != "" {
+		third = fmt.Sprintf(", 3rd = %q", o.third)
+	}
+	fmt.Fprintf(out, "\nleasecached (lc) vs memcached (mc)%s: -t %d -m %d -c %d, %d connections, %d keys of %d bytes, "+
+		"medians of %d x %v\n", third, o.lim.Threads, o.lim.MemMB, o.lim.ConnLimit, compareConns, compareKeys,
 		compareKeySize, o.reps, o.duration)
 	fmt.Fprintf(out, "ops/s = requests/s (a 10-key get is one request); p99 = latency per request at p1, per batch "+
 		"of 16 at p16; us/op = server CPU microseconds per request (/proc utime+stime); x/mc = ratio to memcached; "+

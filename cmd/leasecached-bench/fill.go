@@ -140,6 +140,10 @@ func runFill(ctx context.Context, cfg fillConfig) (*fillResult, error) {
 	}
 	res.CurrItems, res.Evictions = statUint(st, "curr_items"), statUint(st, "evictions")
 	res.LimitMaxbytes = statUint(st, "limit_maxbytes")
+	if res.Evictions > 0 {
+		// Evicted items hold no memory: RSS growth per written item means nothing then.
+		res.BytesPerItem = 0
+	}
 	return res, nil
 }
 
