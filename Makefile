@@ -56,11 +56,15 @@ clean:
 
 ## bench: leasecached vs memcached (same -t 2 -m 1024 -c 4096) on the same workload matrix, medians of
 ## 3 x 5 s, one table; BENCH_QUICK=1 for a one-minute run; THIRD="pogocache -p {port}" adds a third server.
-.PHONY: bench-storage
-bench: test-deps build
+.PHONY: bench-storage bench-deps
+bench: bench-deps build
 	./bench/bench.sh
 
 ## bench-storage: bytes per item, RSS at the limit, hit ratio and GC, leasecached and memcached side by
 ## side; BENCH_QUICK=1 for a two-minute run.
-bench-storage: test-deps build
+bench-storage: bench-deps build
 	./bench/storage.sh
+
+# bench-deps: the benchmarks need only the real memcached (installed the way test-deps does).
+bench-deps:
+	@command -v memcached >/dev/null 2>&1 || [ -x /usr/bin/memcached ] || { 		echo "installing benchmark dependency: memcached"; 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq memcached; }
