@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -39,6 +40,9 @@ func main() {
 		return
 	default:
 		err = fmt.Errorf("unknown subcommand %q\n%s", os.Args[1], usage)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return // the flag package printed the usage
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "leasecached-bench: %v\n", err)
