@@ -8,11 +8,13 @@ package shard
 const itemUpdateInterval = 60
 
 // bump records a read the way memcached 1.6's segmented LRU does (do_item_bump): the first read only
-// marks the item fetched; a read of an already fetched item moves its last-access time to now.
+// marks the item fetched; a read of an already fetched item moves its last-access time to now and marks
+// it active.
 // It also sets the CLOCK bit, our stand-in for memcached's LRU position.
 func bump(b []byte, now int64) {
 	if b[offState]&flagFetched != 0 {
 		le.PutUint32(b[offTime:], uint32(now))
+		b[offState] |= flagActive
 	}
 	b[offState] |= flagVisited | flagFetched
 }

@@ -65,6 +65,9 @@ const (
 	// A ghost is indexed in the shard's ghost index, never the main one, so no other command sees it;
 	// its exptime holds the end of its stale window.
 	flagGhost = 0x40
+	// flagActive is memcached's ITEM_ACTIVE: read again after its first read since it was stored. Only
+	// the cachedump listing (dump.go) looks at it, to tell which items memcached would hold in WARM.
+	flagActive = 0x80
 )
 
 // Meta byte: memcached's item flags that only the meta commands read or write. They live apart from the

@@ -29,7 +29,8 @@ func (s *Store) reclaimLoop(every time.Duration) {
 	}
 }
 
-// reclaimTick walks a bounded slice of every shard, freeing dead items.
+// reclaimTick walks a bounded slice of every shard, freeing dead items, and gives back pages a shard
+// holds over its share after the memory limit was lowered.
 func (s *Store) reclaimTick() {
 	for i := range s.shards {
 		select {
@@ -38,6 +39,7 @@ func (s *Store) reclaimTick() {
 		default:
 		}
 		s.shards[i].reclaim(s.now(), reclaimChunksPerTick)
+		s.shards[i].releaseExcess(s.now(), releasePagesPerTick)
 	}
 }
 

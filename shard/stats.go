@@ -94,9 +94,9 @@ type ClassStats struct {
 func (s *Store) Stats() Stats {
 	now := s.now()
 	out := Stats{
-		LimitMaxbytes: s.limit,
+		LimitMaxbytes: s.limit.Load(),
 		TotalMalloced: int64(s.arena.PagesTaken()) * slab.PageSize,
-		PagePool:      s.arena.MaxPages() - s.arena.PagesTaken(),
+		PagePool:      max(s.arena.MaxPages()-s.arena.PagesTaken(), 0),
 		Shards:        len(s.shards),
 		Classes:       make([]ClassStats, s.classes.Count()),
 	}

@@ -77,8 +77,9 @@ type Info struct {
 type Store struct {
 	now         func() int64
 	maxItemSize int
-	limit       int64
-	started     int64 // memcached's process_started, for flush_all's quirk
+	limit       atomic.Int64 // bytes (-m, then cache_memlimit)
+	limitMu     sync.Mutex   // serialises SetMemoryLimit calls
+	started     int64        // memcached's process_started, for flush_all's quirk
 	arena       *slab.Arena
 	classes     *slab.Classes
 	shards      []shard
@@ -147,7 +148,6 @@ func New(cfg Config) (*Store, error) {
 		staleSecs:    int64((max(cfg.StaleWindow, 0) + time.Second - 1) / time.Second),
 		leaseEntries: int(max(leaseBudget/lease.EntryBytes/int64(n), 1)),
 		maxItemSize:  cfg.MaxItemSize,
-		limit:        cfg.MemoryLimit,
 		arena:        arena,
 		classes:      slab.DefaultClasses(),
 		shards:       make([]shard, n),
@@ -155,16 +155,9 @@ func New(cfg Config) (*Store, error) {
 		done:         make(chan struct{}),
 	}
 	s.started = cfg.Now() - processStartSkew
-	// Each shard gets a fixed share of the pages (the remainder spread over
-	// the first ones): shards never return pages, so without shares one
-	// shard's early burst could starve another forever.
-	share, extra := arena.MaxPages()/n, arena.MaxPages()%n
+	s.limit.Store(cfg.MemoryLimit)
 	for i := range s.shards {
-		pages := share
-		if i < extra {
-			pages++
-		}
-		s.shards[i].init(s, pages)
+		s.shards[i].init(s, pageShare(arena.MaxPages(), n, i))
 	}
 	if cfg.ReclaimInterval > 0 {
 		go s.reclaimLoop(cfg.ReclaimInterval)

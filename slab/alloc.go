@@ -29,18 +29,28 @@ type classState struct {
 }
 
 // NewAllocator returns an empty allocator that takes pages from a on
-// demand, at most maxPages of them (its share: a fixed share per owner means
-// one busy owner can never starve another of pages, since pages are never
-// handed back to the arena). maxPages <= 0 means no share limit.
+// demand, at most maxPages of them (its share: a share per owner means one
+// busy owner can never starve another of pages, since pages go back to the
+// arena only when the budget is lowered). maxPages <= 0 means no share limit
+// (the arena's budget still applies).
 func NewAllocator(a *Arena, c *Classes, maxPages int) *Allocator {
 	cls := make([]classState, c.Count())
 	for i := range cls {
 		cls[i].free = NilRef
 	}
-	if maxPages <= 0 {
-		maxPages = a.MaxPages()
+	al := &Allocator{arena: a, classes: c, cls: cls}
+	al.SetMaxPages(maxPages)
+	return al
+}
+
+// SetMaxPages changes this allocator's share of the page budget (<= 0: no
+// share limit). Lowering it below OwnedPages stops new pages; the owner gives
+// the excess back with ReleasePage.
+func (al *Allocator) SetMaxPages(n int) {
+	if n <= 0 {
+		n = MaxPages
 	}
-	return &Allocator{arena: a, classes: c, cls: cls, maxPages: maxPages}
+	al.maxPages = n
 }
 
 // OwnedPages is how many pages this allocator has taken from the arena.
@@ -77,7 +87,7 @@ func (al *Allocator) Alloc(id int) (Ref, bool) {
 			return NilRef, false
 		}
 		al.owned++
-		al.arena.class[p] = uint8(id)
+		al.arena.setClass(p, uint8(id))
 		cs.pages = append(cs.pages, p)
 		cs.bumping, cs.bumpPage, cs.bumpOff = true, p, 0
 	}
@@ -92,7 +102,7 @@ func (al *Allocator) Alloc(id int) (Ref, bool) {
 
 // Free returns chunk r to its class's free list and marks it StateFree.
 func (al *Allocator) Free(r Ref) {
-	id := al.arena.class[r.Page()]
+	id := al.arena.classOf(r.Page())
 	cs := &al.cls[id]
 	b := al.arena.chunkAt(r, StateOffset+1)
 	writeLink(b, cs.free)
@@ -103,11 +113,11 @@ func (al *Allocator) Free(r Ref) {
 }
 
 // ClassOf is the size class of the page holding r.
-func (al *Allocator) ClassOf(r Ref) int { return int(al.arena.class[r.Page()]) }
+func (al *Allocator) ClassOf(r Ref) int { return int(al.arena.classOf(r.Page())) }
 
 // Chunk is the whole chunk at r.
 func (al *Allocator) Chunk(r Ref) []byte {
-	return al.arena.chunkAt(r, int(al.classes.size[al.arena.class[r.Page()]]))
+	return al.arena.chunkAt(r, int(al.classes.size[al.arena.classOf(r.Page())]))
 }
 
 // carved is the end offset of the chunks handed out so far in page p of
@@ -150,7 +160,7 @@ func (al *Allocator) PageAt(id, i int) uint32 { return al.cls[id].pages[i] }
 // PageChunks describes the chunks handed out so far in page p: the first
 // chunk, the stride (chunk size) and how many there are.
 func (al *Allocator) PageChunks(p uint32) (first Ref, size, n int) {
-	id := int(al.arena.class[p])
+	id := int(al.arena.classOf(p))
 	cs := &al.cls[id]
 	size = int(al.classes.size[id])
 	return MakeRef(p, 0), size, int(al.carved(cs, id, p)) / size
@@ -159,10 +169,48 @@ func (al *Allocator) PageChunks(p uint32) (first Ref, size, n int) {
 // MovePage reassigns page p to class to (memcached's slab reassign). Every
 // chunk handed out in p must already be free: the caller evicts first.
 func (al *Allocator) MovePage(p uint32, to int) error {
-	from := int(al.arena.class[p])
-	if from == to {
+	if from := int(al.arena.classOf(p)); from == to {
 		return fmt.Errorf("slab: page %d already belongs to class %d", p, to)
 	}
+	if err := al.detachPage(p); err != nil {
+		return err
+	}
+	al.arena.setClass(p, uint8(to))
+	ts := &al.cls[to]
+	ts.pages = append(ts.pages, p)
+	if !ts.bumping {
+		ts.bumping, ts.bumpPage, ts.bumpOff = true, p, 0
+		return nil
+	}
+	// The target still has an uncarved page (callers normally move a page only
+	// when it has none): carve all of p onto the free list.
+	tsize := uint32(al.classes.size[to])
+	for off := uint32(0); off+tsize <= PageSize; off += tsize {
+		b := al.arena.chunkAt(MakeRef(p, off), StateOffset+1)
+		writeLink(b, ts.free)
+		b[StateOffset] = StateFree
+		ts.free = MakeRef(p, off)
+		ts.nfree++
+	}
+	return nil
+}
+
+// ReleasePage gives page p back to the arena (memcached frees slab pages
+// this way when its memory limit is lowered). Every chunk handed out in p must
+// already be free: the caller evicts first.
+func (al *Allocator) ReleasePage(p uint32) error {
+	if err := al.detachPage(p); err != nil {
+		return err
+	}
+	al.owned--
+	al.arena.releasePage(p)
+	return nil
+}
+
+// detachPage takes page p, all of whose carved chunks are free, out of its
+// class: off the free list, the page list, the CLOCK hand and the bump state.
+func (al *Allocator) detachPage(p uint32) error {
+	from := int(al.arena.classOf(p))
 	cs := &al.cls[from]
 	idx := -1
 	for i, q := range cs.pages {
@@ -206,24 +254,6 @@ func (al *Allocator) MovePage(p uint32, to int) error {
 	}
 	if cs.bumping && cs.bumpPage == p {
 		cs.bumping = false
-	}
-
-	al.arena.class[p] = uint8(to)
-	ts := &al.cls[to]
-	ts.pages = append(ts.pages, p)
-	if !ts.bumping {
-		ts.bumping, ts.bumpPage, ts.bumpOff = true, p, 0
-		return nil
-	}
-	// The target still has an uncarved page (callers normally move a page only
-	// when it has none): carve all of p onto the free list.
-	tsize := uint32(al.classes.size[to])
-	for off := uint32(0); off+tsize <= PageSize; off += tsize {
-		b := al.arena.chunkAt(MakeRef(p, off), StateOffset+1)
-		writeLink(b, ts.free)
-		b[StateOffset] = StateFree
-		ts.free = MakeRef(p, off)
-		ts.nfree++
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package slab
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"sync/atomic"
 )
 
@@ -41,60 +42,143 @@ func (r Ref) Page() uint32 { return uint32(r >> PageShift) }
 // Offset is the byte offset part of r.
 func (r Ref) Offset() uint32 { return uint32(r & (PageSize - 1)) }
 
-// Arena is the global page budget shared by all shards: a preallocated page
-// table filled lazily. Taking a page is lock-free; each page, once taken, is
-// read and written only by the Allocator that took it.
+// Arena is the global page budget shared by all shards. Its page table is two-level: a fixed directory
+// of segments of segmentPages pages, each segment allocated the first time a page id in it is handed
+// out. That lets the budget change at run time (cache_memlimit) anywhere up to the MaxPages a Ref can
+// address without preallocating a table for that maximum (a flat one would cost 25 MiB) and without
+// ever moving the table, so readers need no lock: a page, once taken, is read and written only by the
+// Allocator that took it, under its owner's lock, and it learnt the page's segment under mu.
+//
+// Taking and releasing pages is serialised by mu: it happens once per MiB of items at most, next to a
+// 1 MiB allocation, so the lock is never contended in a way that matters.
 type Arena struct {
-	pages [][]byte // indexed by page id; slot i written once, by its taker
-	class []uint8  // size class of each page, owned like the page itself
-	taken atomic.Int64
+	dir [MaxPages >> segmentShift]*segment
+
+	mu      sync.Mutex
+	limit   int      // page budget; may be below inUse right after it is lowered
+	inUse   int      // pages handed out and not released
+	next    uint32   // lowest page id never handed out
+	freeIDs []uint32 // released page ids, reused before next grows
+	// inUseNow and limitNow mirror inUse and limit for lock-free readers (stats).
+	inUseNow atomic.Int64
+	limitNow atomic.Int64
 }
 
-// NewArena sizes the page table for limit bytes (at least one page).
+const (
+	// segmentShift sizes a page-table segment: 256 pages (256 MiB of items) per segment keeps the
+	// fixed directory at 32 KiB and a segment at 6.5 KiB.
+	segmentShift = 8
+	segmentPages = 1 << segmentShift
+	segmentMask  = segmentPages - 1
+)
+
+// segment is one block of the page table. pages[i] is nil while the id is not in use.
+type segment struct {
+	pages [segmentPages][]byte
+	class [segmentPages]uint8 // size class of each page, owned like the page itself
+}
+
+// NewArena sets the page budget to limit bytes (at least one page).
 func NewArena(limit int64) (*Arena, error) {
+	a := &Arena{}
+	if err := a.SetLimit(limit); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// LimitPages is the page count a limit of bytes allows: at least one page.
+func LimitPages(limit int64) (int, error) {
 	if limit <= 0 {
-		return nil, fmt.Errorf("slab: memory limit %d must be positive", limit)
+		return 0, fmt.Errorf("slab: memory limit %d must be positive", limit)
 	}
-	n := limit / PageSize
-	if n < 1 {
-		n = 1
-	}
+	n := max(limit/PageSize, 1)
 	if n > MaxPages {
-		return nil, fmt.Errorf("slab: memory limit %d exceeds the addressable %d pages", limit, MaxPages)
+		return 0, fmt.Errorf("slab: memory limit %d exceeds the addressable %d pages", limit, MaxPages)
 	}
-	return &Arena{pages: make([][]byte, n), class: make([]uint8, n)}, nil
+	return int(n), nil
+}
+
+// SetLimit changes the page budget to limit bytes. Raising it lets more pages be taken from now on;
+// lowering it stops new pages beyond it, and owners over their share give pages back with
+// Allocator.ReleasePage (pages are never taken from their owner here).
+func (a *Arena) SetLimit(limit int64) error {
+	n, err := LimitPages(limit)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.limit = n
+	a.limitNow.Store(int64(n))
+	a.mu.Unlock()
+	return nil
 }
 
 // MaxPages is the page budget.
-func (a *Arena) MaxPages() int { return len(a.pages) }
+func (a *Arena) MaxPages() int { return int(a.limitNow.Load()) }
 
-// PagesTaken is how many pages have been handed out so far (never returned:
-// pages are reassigned between classes, not freed).
-func (a *Arena) PagesTaken() int { return int(a.taken.Load()) }
+// PagesTaken is how many pages are in use (handed out and not released).
+func (a *Arena) PagesTaken() int { return int(a.inUseNow.Load()) }
 
-// takePage reserves a page id from the budget and allocates its memory, or
-// reports false when the budget is spent.
+// takePage reserves a page id within the budget and allocates its memory, or reports false when the
+// budget is spent.
 func (a *Arena) takePage() (uint32, bool) {
-	for {
-		n := a.taken.Load()
-		if n >= int64(len(a.pages)) {
+	a.mu.Lock()
+	if a.inUse >= a.limit {
+		a.mu.Unlock()
+		return 0, false
+	}
+	var id uint32
+	if n := len(a.freeIDs); n > 0 {
+		id = a.freeIDs[n-1]
+		a.freeIDs = a.freeIDs[:n-1]
+	} else {
+		if a.next >= MaxPages {
+			a.mu.Unlock()
 			return 0, false
 		}
-		if a.taken.CompareAndSwap(n, n+1) {
-			a.pages[n] = make([]byte, PageSize)
-			return uint32(n), true
+		id = a.next
+		a.next++
+		if a.dir[id>>segmentShift] == nil {
+			a.dir[id>>segmentShift] = new(segment)
 		}
 	}
+	a.inUse++
+	a.inUseNow.Store(int64(a.inUse))
+	seg := a.dir[id>>segmentShift]
+	a.mu.Unlock()
+	// The slot is the taker's alone from here on; allocating outside the lock keeps takers of other
+	// pages from waiting on a 1 MiB zeroing.
+	seg.pages[id&segmentMask] = make([]byte, PageSize)
+	return id, true
+}
+
+// releasePage gives page id back to the budget and drops its memory (the garbage collector returns it
+// to the system). The caller owned the page and must not use it again.
+func (a *Arena) releasePage(id uint32) {
+	seg := a.dir[id>>segmentShift]
+	seg.pages[id&segmentMask] = nil
+	a.mu.Lock()
+	a.freeIDs = append(a.freeIDs, id)
+	a.inUse--
+	a.inUseNow.Store(int64(a.inUse))
+	a.mu.Unlock()
 }
 
 // page returns the memory of page id (the caller owns the page).
-func (a *Arena) page(id uint32) []byte { return a.pages[id] }
+func (a *Arena) page(id uint32) []byte { return a.dir[id>>segmentShift].pages[id&segmentMask] }
+
+// classOf is the size class of page id.
+func (a *Arena) classOf(id uint32) uint8 { return a.dir[id>>segmentShift].class[id&segmentMask] }
+
+// setClass records the size class of page id (the caller owns the page).
+func (a *Arena) setClass(id uint32, c uint8) { a.dir[id>>segmentShift].class[id&segmentMask] = c }
 
 // chunkAt returns size bytes at r, capacity-limited so appends cannot spill
 // into the neighbour chunk.
 func (a *Arena) chunkAt(r Ref, size int) []byte {
 	off := int(r.Offset())
-	return a.pages[r.Page()][off : off+size : off+size]
+	return a.page(r.Page())[off : off+size : off+size]
 }
 
 func readLink(b []byte) Ref     { return Ref(binary.LittleEndian.Uint64(b)) }

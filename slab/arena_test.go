@@ -21,14 +21,11 @@ func TestRefPacking(t *testing.T) {
 // The arena must hold no Go pointers in item memory: pages are byte slices
 // and the class table is bytes, so the GC never scans item contents.
 func TestArenaIsPointerFree(t *testing.T) {
-	a, err := NewArena(4 * PageSize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if k := reflect.TypeOf(a.pages).Elem().Elem().Kind(); k != reflect.Uint8 {
+	var seg segment
+	if k := reflect.TypeOf(seg.pages).Elem().Elem().Kind(); k != reflect.Uint8 {
 		t.Fatalf("page element kind %v", k)
 	}
-	if k := reflect.TypeOf(a.class).Elem().Kind(); k != reflect.Uint8 {
+	if k := reflect.TypeOf(seg.class).Elem().Kind(); k != reflect.Uint8 {
 		t.Fatalf("class table kind %v", k)
 	}
 	if k := reflect.TypeOf(classState{}.free).Kind(); k != reflect.Uint64 {
@@ -90,5 +87,92 @@ func TestPageBudgetConcurrent(t *testing.T) {
 	}
 	if total != pages || a.PagesTaken() != pages {
 		t.Fatalf("pages handed out %d, taken %d, budget %d", total, a.PagesTaken(), pages)
+	}
+}
+
+// The budget can be raised and lowered at run time: raising lets more pages be
+// taken, lowering stops new ones until owners release enough, and released
+// page ids are reused.
+func TestArenaSetLimit(t *testing.T) {
+	a, _ := NewArena(2 * PageSize)
+	c := DefaultClasses()
+	big := c.Largest()
+	al := NewAllocator(a, c, 0)
+	fill := func() int { // allocates until refused; returns pages owned
+		for n := 0; n < 4*c.PerPage(big)*8; n++ {
+			r, ok := al.Alloc(big)
+			if !ok {
+				break
+			}
+			al.Chunk(r)[StateOffset] = 1
+		}
+		return al.Pages(big)
+	}
+	if got := fill(); got != 2 {
+		t.Fatalf("pages under a 2-page budget: %d", got)
+	}
+	if err := a.SetLimit(5 * PageSize); err != nil {
+		t.Fatal(err)
+	}
+	if got := fill(); got != 5 || a.PagesTaken() != 5 {
+		t.Fatalf("after raising to 5: owned %d, taken %d", got, a.PagesTaken())
+	}
+	if err := a.SetLimit(3 * PageSize); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := al.arena.takePage(); ok {
+		t.Fatal("a page was taken over a lowered budget")
+	}
+	// Release two pages: free their chunks first, as the owner's eviction would.
+	for i := 0; i < 2; i++ {
+		p := al.PageAt(big, 0)
+		first, size, n := al.PageChunks(p)
+		for j := 0; j < n; j++ {
+			al.Free(first + Ref(j*size))
+		}
+		if err := al.ReleasePage(p); err != nil {
+			t.Fatal(err)
+		}
+		if a.page(p) != nil {
+			t.Fatalf("released page %d still holds memory", p)
+		}
+	}
+	if a.PagesTaken() != 3 || al.OwnedPages() != 3 || al.Pages(big) != 3 {
+		t.Fatalf("after releasing: taken %d owned %d class pages %d", a.PagesTaken(), al.OwnedPages(), al.Pages(big))
+	}
+	if st := al.Stats(big); st.UsedChunks != 3*c.PerPage(big) || st.FreeChunks != 0 {
+		t.Fatalf("stats after release: %+v", st)
+	}
+	if err := a.SetLimit(4 * PageSize); err != nil {
+		t.Fatal(err)
+	}
+	p, ok := a.takePage()
+	if !ok || p > 4 {
+		t.Fatalf("page after raising again: %d %v (ids must be reused)", p, ok)
+	}
+	if err := a.SetLimit((MaxPages + 1) * PageSize); err == nil {
+		t.Fatal("a limit beyond the addressable pages was accepted")
+	}
+}
+
+// Page ids beyond the first segment work (the page table grows by segments).
+func TestArenaSegments(t *testing.T) {
+	a, _ := NewArena((segmentPages + 3) * PageSize)
+	for i := 0; i < segmentPages+3; i++ {
+		p, ok := a.takePage()
+		if !ok || int(p) != i {
+			t.Fatalf("take %d: %d %v", i, p, ok)
+		}
+		a.setClass(p, uint8(i))
+		a.page(p)[PageSize-1] = byte(i)
+		if a.classOf(p) != uint8(i) {
+			t.Fatalf("class of page %d", p)
+		}
+	}
+	if a.dir[1] == nil || a.dir[2] != nil {
+		t.Fatal("segments not allocated lazily")
+	}
+	if _, ok := a.takePage(); ok {
+		t.Fatal("budget exceeded")
 	}
 }

@@ -1,0 +1,140 @@
+package shard
+
+// Listing the items of one size class (memcached's `stats cachedump <class> <limit>`).
+//
+// memcached 1.6 dumps only the COLD segment of a class's segmented LRU. Its LRU maintainer keeps the
+// newest items in HOT (at most hot_lru_pct of the class's bytes, and only while they are young), items
+// read at least twice (ITEM_ACTIVE) in WARM (at most warm_lru_pct of the bytes), and moves everything
+// else to COLD within a second or so. So a client sees: an item alone in its class is listed almost at
+// once; among many items, the ones read repeatedly are missing, and so are the very newest.
+//
+// leasecached evicts with CLOCK and has no segments (stats settings says lru_segmented no), but what a
+// client can observe of cachedump is that listing, so ColdItems reproduces it from each item's access
+// history: an item is "warm" when it has been read twice since it was stored (flagActive, set where
+// memcached sets ITEM_ACTIVE) and its last read is among the most recent warmLRUPct of the class's bytes
+// of such items; it is "hot" when it was stored in the current second and those items make up at most
+// hotLRUPct of the class's bytes (if more, memcached's maintainer would already have pushed the excess to
+// COLD; we then count them all cold rather than track store order). Everything else live is cold and
+// listed. memcached's age limits (hot_max_factor, warm_max_factor) are not modelled: they act on the
+// scale of the oldest item's age, not within the seconds a client looks.
+//
+// The listing is computed in two bounded passes over the class's pages (the model, then the items),
+// dumpBatch chunks per lock hold, so a dump never stalls a shard for long. Items changing between
+// batches may be missed or listed in the state of either pass; the order is page order, not LRU order.
+
+import "github.com/leasecached/leasecached/slab"
+
+const (
+	// dumpBatch is how many chunks a dump inspects per lock hold.
+	dumpBatch = 1024
+	// hotLRUPct and warmLRUPct are memcached's defaults for the shares of a class's bytes that HOT and
+	// WARM may hold (hot_lru_pct, warm_lru_pct).
+	hotLRUPct  = 20
+	warmLRUPct = 40
+	// dumpAgeBuckets is the resolution of the warm model: last-read ages up to this many seconds are
+	// told apart, older ones are treated as equally old.
+	dumpAgeBuckets = 1024
+)
+
+// DumpItem is one listed item. Key aliases item memory: it is valid only during the callback.
+type DumpItem struct {
+	Key     []byte
+	Bytes   int   // value length
+	Exptime int64 // absolute unix seconds, 0 = never
+}
+
+// coldModel is the outcome of the first pass: which items of the class are not cold.
+type coldModel struct {
+	warmBuckets int  // active items whose last-read age bucket is below this are warm
+	hotAll      bool // unread-twice items stored this second are hot
+}
+
+// ColdItems calls fn for each live item of size class id (0-based) that memcached's COLD segment would
+// hold (see above), until fn returns false. fn runs under a shard lock: it must be quick and must not
+// call the Store.
+func (s *Store) ColdItems(id int, fn func(DumpItem) bool) {
+	if id < 0 || id >= s.classes.Count() {
+		return
+	}
+	now := s.now()
+	var (
+		total, hotBytes int64
+		warm            [dumpAgeBuckets]int64
+	)
+	s.visitClass(id, now, func(b []byte) bool {
+		n := itemBytes(itemKlen(b), itemVlen(b))
+		total += n
+		switch age := now - int64(itemTime(b)); {
+		case b[offState]&flagActive != 0:
+			warm[min(max(age, 0), dumpAgeBuckets-1)] += n
+		case age <= 0:
+			hotBytes += n
+		}
+		return true
+	})
+	m := coldModel{hotAll: hotBytes*100 <= total*hotLRUPct}
+	for cum := int64(0); m.warmBuckets < dumpAgeBuckets; m.warmBuckets++ {
+		if cum += warm[m.warmBuckets]; cum*100 > total*warmLRUPct {
+			break
+		}
+	}
+	s.visitClass(id, now, func(b []byte) bool {
+		if m.notCold(b, now) {
+			return true
+		}
+		return fn(DumpItem{Key: itemKey(b), Bytes: itemVlen(b), Exptime: int64(itemExp(b))})
+	})
+}
+
+func (m coldModel) notCold(b []byte, now int64) bool {
+	age := now - int64(itemTime(b))
+	if b[offState]&flagActive != 0 {
+		return min(max(age, 0), dumpAgeBuckets-1) < int64(m.warmBuckets)
+	}
+	return m.hotAll && age <= 0
+}
+
+// visitClass calls fn with the head chunk of every live, indexed item of class id in every shard, until
+// fn returns false, holding each shard's lock for at most dumpBatch chunks at a time.
+func (s *Store) visitClass(id int, now int64, fn func(b []byte) bool) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		var page, off int
+		for {
+			sh.mu.Lock()
+			done, stop := sh.visitClassBatch(id, now, &page, &off, fn)
+			sh.mu.Unlock()
+			if stop {
+				return
+			}
+			if done {
+				break
+			}
+		}
+	}
+}
+
+// visitClassBatch goes on from (page, off) in class id's page list for up to dumpBatch chunks. done: the
+// class is exhausted; stop: fn asked to stop. Pages moved or released between batches shift the page
+// list: some chunks may then be skipped or seen twice, never touched outside the class.
+func (sh *shard) visitClassBatch(id int, now int64, page, off *int, fn func(b []byte) bool) (done, stop bool) {
+	for budget := dumpBatch; budget > 0; {
+		if *page >= sh.al.Pages(id) {
+			return true, false
+		}
+		first, size, n := sh.al.PageChunks(sh.al.PageAt(id, *page))
+		for ; *off < n && budget > 0; *off, budget = *off+1, budget-1 {
+			b := sh.chunk(first + slab.Ref(*off*size))
+			if b[offState]&kindMask != kindHead || b[offState]&(flagGhost|flagPinned) != 0 || sh.st.dead(b, now) != causeNone {
+				continue
+			}
+			if !fn(b) {
+				return false, true
+			}
+		}
+		if *off >= n {
+			*page, *off = *page+1, 0
+		}
+	}
+	return false, false
+}
