@@ -84,6 +84,8 @@ func (cn *conn) execute(req *protocol.Request) outcome {
 		cn.leaseGet(req)
 	case protocol.CmdLeaseSet:
 		cn.leaseSet(req)
+	case protocol.CmdCacheMemlimit:
+		cn.memlimit(req)
 	default:
 		cn.out = append(cn.out, protocol.ReplyError...)
 	}

@@ -71,3 +71,10 @@ func safeStrtol(tok []byte) (int32, bool) {
 	}
 	return int32(v), true
 }
+
+// safeStrtoul is memcached's safe_strtoul into a uint32: unsigned long is 64-bit on LP64, so the rules
+// are safe_strtoull's and the result is truncated ("4294967297" reads as 1).
+func safeStrtoul(tok []byte) (uint32, bool) {
+	v, ok := safeStrtoull(tok)
+	return uint32(v), ok
+}

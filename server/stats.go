@@ -122,6 +122,9 @@ func (cn *conn) statsCmd(req *protocol.Request) {
 	case "detail":
 		cn.detailCmd(req)
 		return
+	case "cachedump":
+		cn.cachedump(req)
+		return
 	case "reset":
 		cn.local = counters{}
 		cn.srv.stats.reset()
@@ -213,7 +216,7 @@ func (s *Server) appendGeneralStats(dst []byte) []byte {
 	dst = zeroStats(dst, "auth_cmds", "auth_errors")
 	dst = statUint(dst, "bytes_read", st.get(statBytesRead))
 	dst = statUint(dst, "bytes_written", st.get(statBytesWritten))
-	dst = statInt(dst, "limit_maxbytes", s.cfg.MemoryLimit)
+	dst = statInt(dst, "limit_maxbytes", ss.LimitMaxbytes)
 	dst = statUint(dst, "accepting_conns", 1)
 	dst = zeroStats(dst, "listen_disabled_num", "time_in_listen_disabled_us")
 	dst = statInt(dst, "threads", int64(s.cfg.Threads))
@@ -263,29 +266,6 @@ func zeroStats(dst []byte, names ...string) []byte {
 	for _, n := range names {
 		dst = statUint(dst, n, 0)
 	}
-	return dst
-}
-
-func (s *Server) appendSettingsStats(dst []byte) []byte {
-	dst = statInt(dst, "maxbytes", s.cfg.MemoryLimit)
-	dst = statInt(dst, "maxconns", int64(s.cfg.ConnLimit))
-	dst = statInt(dst, "tcpport", int64(s.cfg.Port))
-	dst = statInt(dst, "udpport", 0)
-	dst = stat(dst, "inter", s.cfg.Listen)
-	dst = statInt(dst, "verbosity", int64(s.verbosity.Load()))
-	dst = statInt(dst, "oldest", 0)
-	dst = stat(dst, "evictions", "on")
-	dst = stat(dst, "domain_socket", "NULL")
-	dst = stat(dst, "shutdown_command", "no")
-	dst = statInt(dst, "num_threads", int64(s.cfg.Threads))
-	dst = stat(dst, "cas_enabled", "yes")
-	dst = stat(dst, "binding_protocol", "ascii")
-	dst = statInt(dst, "item_size_max", int64(s.cfg.MaxItemSize))
-	dst = stat(dst, "lease_window", s.cfg.LeaseWindow.String())
-	dst = stat(dst, "stale_window", s.cfg.StaleWindow.String())
-	dst = stat(dst, "maxconns_fast", "yes")
-	dst = stat(dst, "flush_enabled", "yes")
-	dst = stat(dst, "hash_algorithm", "xxhash")
 	return dst
 }
 

@@ -85,3 +85,12 @@ func (s *Store) FlushAll(delay int64) {
 		sh.mu.Unlock()
 	}
 }
+
+// OldestLive is memcached's settings.oldest_live (`stats settings` oldest): the last flush_all's
+// cut-off in seconds since the (skewed) process start, 0 when no flush_all has cut anything off.
+func (s *Store) OldestLive() int64 {
+	if ol := s.oldestLive.Load(); ol > s.started {
+		return ol - s.started
+	}
+	return 0
+}
