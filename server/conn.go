@@ -2,7 +2,6 @@ package server
 
 import (
 	"sync/atomic"
-	"time"
 
 	"github.com/panjf2000/gnet/v2"
 
@@ -106,7 +105,7 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 	}
 	cn.flush(c)
 	cn.srv.stats.merge(&cn.local)
-	cn.lastCmd.Store(time.Now().Unix())
+	cn.lastCmd.Store(cn.srv.store.Now())
 	return action
 }
 

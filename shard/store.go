@@ -85,6 +85,7 @@ type Store struct {
 	shards      []shard
 
 	nowNano      func() int64
+	clock        *coarseClock // the default clock's ticker; nil when the caller supplied the clocks
 	tokens       *lease.Tokens
 	leaseWindow  time.Duration
 	leaseEntries int   // per shard
@@ -125,6 +126,11 @@ func New(cfg Config) (*Store, error) {
 	case n > arena.MaxPages():
 		return nil, fmt.Errorf("shard: %d shards but only %d pages of memory: each shard needs a page", n, arena.MaxPages())
 	}
+	var clock *coarseClock // started after the last error return, so a failed New leaks no goroutine
+	if cfg.Now == nil && cfg.NowNano == nil {
+		clock = startCoarseClock()
+		cfg.Now, cfg.NowNano = clock.seconds, clock.nanos
+	}
 	if cfg.Now == nil {
 		cfg.Now = func() int64 { return time.Now().Unix() }
 	}
@@ -143,6 +149,7 @@ func New(cfg Config) (*Store, error) {
 	s := &Store{
 		now:          cfg.Now,
 		nowNano:      cfg.NowNano,
+		clock:        clock,
 		tokens:       lease.NewTokens(uint64(cfg.NowNano())),
 		leaseWindow:  cfg.LeaseWindow,
 		staleSecs:    int64((max(cfg.StaleWindow, 0) + time.Second - 1) / time.Second),
@@ -178,6 +185,9 @@ func autoShards(pages int) int {
 // Close stops the background reclaimer. The Store stays usable.
 func (s *Store) Close() {
 	s.closeOnce.Do(func() {
+		if s.clock != nil {
+			s.clock.close()
+		}
 		select {
 		case <-s.done: // no reclaimer was started
 		default:

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -62,6 +63,7 @@ func newApp() *cli.App {
 				Usage: "how long a lease granted by lease-get stays valid"},
 			&cli.DurationFlag{Name: "stale-window", Value: lease.DefaultStaleWindow,
 				Usage: "how long a deleted or expired value is kept for lease-get (0: none)"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile (pprof) to this file until the server stops"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Count: &verbose,
 				Usage: "log more (-vv: also connections)"},
 		},
@@ -69,6 +71,13 @@ func newApp() *cli.App {
 			cfg, err := configFrom(c, verbose)
 			if err != nil {
 				return err
+			}
+			if path := c.String("cpuprofile"); path != "" {
+				stop, err := startCPUProfile(path)
+				if err != nil {
+					return err
+				}
+				defer stop()
 			}
 			return serve(cfg)
 		},
@@ -134,4 +143,21 @@ func configFrom(c *cli.Context, verbose int) (server.Config, error) {
 	cfg.MaxItemSize = int(itemSize)
 	cfg.MemoryLimit = memMB << 20
 	return cfg, validate(cfg, memMB)
+}
+
+// startCPUProfile profiles the whole process into path; the returned func ends the profile. Tuning starts
+// from a profile taken under real load, so the daemon can take one without a debug build.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
