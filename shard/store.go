@@ -6,8 +6,9 @@
 // Contract:
 //   - Keys hash (xxhash) to one of N shards. Each shard has its own mutex,
 //     hash table and size classes drawing pages lazily from one global page
-//     budget (up to a fixed 1/N share each), so every operation, eviction
-//     included, runs under exactly one lock.
+//     budget (up to a 1/N share each, recomputed when cache_memlimit changes
+//     the limit: memlimit.go), so every operation, eviction included, runs
+//     under exactly one lock.
 //   - Item memory holds no Go pointers and the index is a []uint64 per shard:
 //     the GC has nothing per item to trace.
 //   - Reads copy the value into the caller's buffer under the lock; the

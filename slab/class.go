@@ -1,6 +1,7 @@
 // Package slab is leasecached's memory arena: the -m limit carved into 1 MiB
 // pages that are handed out lazily, each page cut into equal chunks of one
-// size class.
+// size class. The limit can change at run time (cache_memlimit): pages
+// beyond a lowered limit are handed back by their owners and freed.
 //
 // Contract:
 //   - Every byte of item memory lives in pages of PageSize bytes allocated as
@@ -11,8 +12,9 @@
 //   - Arena owns the global page budget and is safe for concurrent use.
 //     Allocator is one shard's view (its size classes, free lists, CLOCK hand
 //     positions); it is NOT safe for concurrent use: its owner serialises
-//     access (the shard mutex). A page belongs to exactly one Allocator once
-//     taken, so owners never share chunk memory.
+//     access (the shard mutex). A page belongs to exactly one Allocator from
+//     when it is taken until that Allocator releases it, so owners never
+//     share chunk memory.
 //   - A free chunk keeps its free-list link in its first LinkSize bytes and
 //     StateFree in the byte at StateOffset; everything else in a chunk belongs
 //     to the caller, who must keep a non-zero state byte at StateOffset while
