@@ -8,6 +8,9 @@ import (
 )
 
 func TestBigValuesReadBackExact(t *testing.T) {
+	// The header of an item with flags and a 4-byte length: the first size just fits one chunk (flags 0,
+	// so 4 bytes to spare), the second is chained by one byte (flags 1).
+	hdr := headerLen(layoutOf(1, 0, slab.ChunkMax), false)
 	for _, tc := range []struct {
 		name    string
 		limit   int64
@@ -15,7 +18,7 @@ func TestBigValuesReadBackExact(t *testing.T) {
 		sizes   []int
 	}{
 		{"around the chunk max", 64 << 20, 2 << 20, []int{
-			slab.ChunkMax - headerSize - 3, slab.ChunkMax - headerSize - 2, slab.ChunkMax,
+			slab.ChunkMax - hdr - 3, slab.ChunkMax - hdr - 2, slab.ChunkMax,
 			2*slab.ChunkMax - partData, 2 * slab.ChunkMax}},
 		{"1 MiB", 64 << 20, 2 << 20, []int{1 << 20}},
 		{"8 MiB with -I 16m", 64 << 20, 16 << 20, []int{8 << 20, 8<<20 + 12345}},

@@ -62,7 +62,7 @@ func (s *Store) ColdItems(id int, fn func(DumpItem) bool) {
 		warm            [dumpAgeBuckets]int64
 	)
 	s.visitClass(id, now, func(b []byte) bool {
-		n := itemBytes(itemKlen(b), itemVlen(b))
+		n := itemBytes(b)
 		total += n
 		switch age := now - int64(itemTime(b)); {
 		case b[offState]&flagActive != 0:

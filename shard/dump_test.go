@@ -70,7 +70,7 @@ func TestColdItems(t *testing.T) {
 					clk.advance(1)
 				}
 			}
-			id, _ := s.classes.For(headerSize + 1 + len("value"))
+			id, _ := s.classes.For(headerLen(layoutOf(0, 0, 5), false) + 1 + len("value"))
 			if got := coldKeys(s, id); !slices.Equal(got, tc.want) {
 				t.Fatalf("cold keys %q, want %q", got, tc.want)
 			}
@@ -89,7 +89,7 @@ func TestColdItemsShardsAndStop(t *testing.T) {
 		set(t, s, fmt.Sprintf("k%05d", i), "v")
 	}
 	clk.advance(2)
-	id, _ := s.classes.For(headerSize + 6 + 1)
+	id, _ := s.classes.For(headerLen(layoutOf(0, 0, 1), false) + 6 + 1)
 	if got := coldKeys(s, id); len(got) != n {
 		t.Fatalf("listed %d of %d", len(got), n)
 	}

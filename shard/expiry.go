@@ -40,11 +40,32 @@ func absExptime(exptime, now int64) uint32 {
 // reached) and the item stored at or before it, or carrying a CAS older than
 // the flush.
 func (s *Store) dead(b []byte, now int64) cause {
+	if b[offState]&flagGhost != 0 {
+		return s.ghostDead(b, now)
+	}
 	if e := itemExp(b); e != 0 && int64(e) <= now {
 		return causeExpire
 	}
 	if ol := s.oldestLive.Load(); ol != 0 && ol <= now {
 		if int64(itemTime(b)) <= ol {
+			return causeFlush
+		}
+		if oc := s.oldestCas.Load(); oc != 0 && itemCas(b) < oc {
+			return causeFlush
+		}
+	}
+	return causeNone
+}
+
+// ghostDead is dead for a stale value (ghost.go): its window ends at its time field; a flush_all takes it
+// if it became stale (its window start) at or before the flush, or holds a CAS older than the flush.
+func (s *Store) ghostDead(b []byte, now int64) cause {
+	until := int64(itemTime(b))
+	if until <= now {
+		return causeExpire
+	}
+	if ol := s.oldestLive.Load(); ol != 0 && ol <= now {
+		if until-s.staleSecs <= ol {
 			return causeFlush
 		}
 		if oc := s.oldestCas.Load(); oc != 0 && itemCas(b) < oc {

@@ -29,7 +29,8 @@ func splitMemory(limit int64) (arenaBytes, leaseBytes int64) {
 // is in slab memory (so it counts against -m), moves from the main index to the ghost index (so no command
 // but lease-get can see it), gets flagGhost, and its exptime becomes the end of its stale window. A ghost
 // leaves when its window ends, when the key is stored again, on flush_all, or under memory pressure: its
-// CLOCK bit is cleared, and sweep takes ghosts before live items.
+// CLOCK bit is cleared, and sweep takes ghosts before live items. A ghost keeps the end of its window in its
+// time field (every item has one; not every item has an exptime field), see Store.dead.
 
 // toGhost moves the item at old, just unlinked from the main index at the hash h, into the ghost index,
 // unless its stale window is already over. It reports whether it did; if not, the caller frees the item.
@@ -58,7 +59,7 @@ func (sh *shard) toGhost(h uint64, old slab.Ref, why cause, now int64) bool {
 		sh.ghosts.grow(sh.hashOf)
 	}
 	b[offState] = b[offState]&^flagVisited | flagGhost
-	setItemExp(b, uint32(until))
+	setItemTime(b, uint32(until)) // a ghost's last access is never read: its time field is free
 	sh.stats.staleItems++
 	return true
 }

@@ -2,21 +2,30 @@ package shard
 
 import "github.com/leasecached/leasecached/slab"
 
-// index is one shard's hash table: open addressing with linear probing over
-// a []uint64, so it holds no Go pointers and costs the GC nothing. An entry
-// packs everything needed to probe and to delete without touching items:
+// index is one shard's hash table: open addressing with robin hood linear probing over a []uint64 kept
+// outside the Go heap (slab.WordBuf), so it holds no Go pointers and costs the GC nothing, and an
+// outgrown table goes back to the kernel at once instead of waiting for a collection. An entry packs
+// everything needed to probe and to delete without touching items:
 //
 //	bit 63      used
 //	bits 55..62 distance from the entry's home slot (home = slot - dist)
 //	bits 40..54 tag: 15 hash bits independent of the slot bits
 //	bits 0..39  chunk ref (slab.RefBits)
 //
-// A lookup only compares keys (in chunk memory) for entries whose home and
-// tag both match. Deletion is Knuth's algorithm R (backward shift), which
-// needs each entry's home: that is why the distance is stored.
+// Why robin hood at 0.9: an index entry is 8 bytes, so the table costs 8/load bytes per item. Plain
+// linear probing needs a load near 0.75 to keep probes short (10.7 bytes per item at best, 21 right
+// after a doubling); robin hood keeps entries sorted by home, so a lookup stops at the first entry
+// that is closer to its home than the probe is to the key's, and probes stay short at 0.9. The table
+// grows by 1.25 rather than doubling (the home slot is mapped with a multiply, not a mask, so any
+// size works), so the load stays between 0.72 and 0.9: 8.9 to 11.1 bytes per item.
+//
+// A lookup only compares keys (in chunk memory) for entries whose distance and tag both match.
+// Insertion shifts the rest of the cluster one slot on; deletion shifts it one slot back (no
+// tombstones).
 type index struct {
+	mem   *slab.WordBuf
 	slots []uint64
-	mask  uint64
+	n     uint64 // len(slots)
 	count int
 }
 
@@ -24,25 +33,48 @@ const (
 	entryUsed = 1 << 63
 	distShift = 55
 	distMask  = 0xff
-	// indexMaxDist is the longest probe an entry may have (what its distance
-	// field can hold); an insert that would go further grows the table.
+	// indexMaxDist is the longest probe an entry may have (what its distance field can hold); an insert
+	// that would need more grows the table.
 	indexMaxDist = distMask
 	tagShift     = slab.RefBits
 	tagMask      = 1<<15 - 1
-	// hashTagShift selects the hash bits used as tag: the top 15, disjoint
-	// from the slot bits (low) and the shard bits (see shardOf).
+	// hashTagShift selects the hash bits used as tag: the top 15, disjoint from the slot bits (low 32)
+	// and the shard bits (see shardOf).
 	hashTagShift = 49
 	refMask      = 1<<slab.RefBits - 1
 
 	// indexInitialSlots is a shard's starting table size (32 KiB).
 	indexInitialSlots = 1 << 12
-	// The table doubles when count would exceed indexLoadNum/indexLoadDen of
-	// its size, keeping linear probes short.
-	indexLoadNum, indexLoadDen = 3, 4
+	// The table grows when count would exceed indexLoadNum/indexLoadDen of its size.
+	indexLoadNum, indexLoadDen = 9, 10
+	// The table grows by indexGrowNum/indexGrowDen: each item is rehashed about four times over the
+	// table's life, and the load never drops below 0.72.
+	indexGrowNum, indexGrowDen = 5, 4
 )
 
 func newIndex(slots int) index {
-	return index{slots: make([]uint64, slots), mask: uint64(slots - 1)}
+	mem, err := slab.NewWordBuf(slots)
+	if err != nil {
+		panic("shard: " + err.Error()) // out of memory, as a failed make would be
+	}
+	return index{mem: mem, slots: mem.W, n: uint64(slots)}
+}
+
+// free gives the table's memory back; the index must not be used after.
+func (x *index) free() {
+	x.mem.Free()
+	*x = index{}
+}
+
+// home is the slot where an entry of hash h belongs: the low 32 bits scaled to the table size.
+func (x *index) home(h uint64) uint64 { return uint64(uint32(h)) * x.n >> 32 }
+
+// step is the slot after i, wrapping.
+func (x *index) step(i uint64) uint64 {
+	if i++; i == x.n {
+		return 0
+	}
+	return i
 }
 
 func tagOf(h uint64) uint64      { return (h >> hashTagShift) & tagMask }
@@ -57,20 +89,21 @@ type probe struct {
 	i, dist, tag uint64
 }
 
-func (x *index) probe(h uint64) probe { return probe{i: h & x.mask, tag: tagOf(h)} }
+func (x *index) probe(h uint64) probe { return probe{i: x.home(h), tag: tagOf(h)} }
 
-// next returns the next candidate entry (same home and tag), its slot and
-// ref, or false when the probe sequence ends.
+// next returns the next candidate entry (same home and tag), its slot and ref, or false when the probe
+// sequence ends: at an empty slot or at an entry closer to its home than the probe (robin hood order).
 func (x *index) next(p *probe) (uint64, slab.Ref, bool) {
 	for p.dist <= indexMaxDist {
 		e := x.slots[p.i]
-		if e == 0 {
+		d := entryDist(e)
+		if e == 0 || d < p.dist {
 			return 0, 0, false
 		}
-		i, d := p.i, p.dist
-		p.i = (p.i + 1) & x.mask
+		i := p.i
+		p.i = x.step(p.i)
 		p.dist++
-		if entryDist(e) == d && (e>>tagShift)&tagMask == p.tag {
+		if d == p.dist-1 && (e>>tagShift)&tagMask == p.tag {
 			return i, entryRef(e), true
 		}
 	}
@@ -79,38 +112,60 @@ func (x *index) next(p *probe) (uint64, slab.Ref, bool) {
 
 // slotOf finds the slot holding ref (which must be indexed under hash h).
 func (x *index) slotOf(h uint64, ref slab.Ref) (uint64, bool) {
-	i := h & x.mask
+	i := x.home(h)
 	for d := uint64(0); d <= indexMaxDist; d++ {
 		e := x.slots[i]
-		if e == 0 {
+		if e == 0 || entryDist(e) < d {
 			return 0, false
 		}
 		if entryRef(e) == ref {
 			return i, true
 		}
-		i = (i + 1) & x.mask
+		i = x.step(i)
 	}
 	return 0, false
 }
 
 // needsGrow says whether one more entry would exceed the load factor.
 func (x *index) needsGrow() bool {
-	return (x.count+1)*indexLoadDen > len(x.slots)*indexLoadNum
+	return uint64(x.count+1)*indexLoadDen > x.n*indexLoadNum
 }
 
-// insert adds ref under hash h; false if its probe would be too long (the
-// caller grows the table and retries).
+// insert adds ref under hash h; false, with the table unchanged, if an entry's probe would get too
+// long (the caller grows the table and retries).
 func (x *index) insert(h uint64, ref slab.Ref) bool {
-	i := h & x.mask
-	for d := uint64(0); d <= indexMaxDist; d++ {
-		if x.slots[i] == 0 {
-			x.slots[i] = entryUsed | d<<distShift | tagOf(h)<<tagShift | uint64(ref)
-			x.count++
-			return true
+	// The new entry goes before the first entry whose home is after its own (robin hood order), and
+	// the rest of the cluster moves one slot on.
+	at, d := x.home(h), uint64(0)
+	for {
+		e := x.slots[at]
+		if e == 0 || entryDist(e) < d {
+			break
 		}
-		i = (i + 1) & x.mask
+		if d == indexMaxDist {
+			return false
+		}
+		at, d = x.step(at), d+1
 	}
-	return false
+	end := at
+	for k := uint64(0); x.slots[end] != 0; k++ {
+		if entryDist(x.slots[end]) == indexMaxDist || k == x.n {
+			return false
+		}
+		end = x.step(end)
+	}
+	for end != at {
+		prev := end - 1
+		if end == 0 {
+			prev = x.n - 1
+		}
+		e := x.slots[prev]
+		x.slots[end] = withDist(e, entryDist(e)+1)
+		end = prev
+	}
+	x.slots[at] = entryUsed | d<<distShift | tagOf(h)<<tagShift | uint64(ref)
+	x.count++
+	return true
 }
 
 // replace points the entry at slot to another chunk of the same key.
@@ -118,34 +173,41 @@ func (x *index) replace(slot uint64, ref slab.Ref) {
 	x.slots[slot] = x.slots[slot]&^refMask | uint64(ref)
 }
 
-// remove deletes the entry at slot, shifting later entries of the cluster
-// back into the hole when their home allows it (no tombstones).
+// remove deletes the entry at slot, shifting the rest of its cluster one slot back until an entry
+// already at its home or an empty slot.
 func (x *index) remove(slot uint64) {
-	hole, j := slot, slot
+	hole := slot
 	for {
-		j = (j + 1) & x.mask
+		j := x.step(hole)
 		e := x.slots[j]
-		if e == 0 {
+		if e == 0 || entryDist(e) == 0 {
 			break
 		}
-		d := entryDist(e)
-		if gap := (j - hole) & x.mask; d >= gap {
-			x.slots[hole] = withDist(e, d-gap)
-			hole = j
-		}
+		x.slots[hole] = withDist(e, entryDist(e)-1)
+		hole = j
 	}
 	x.slots[hole] = 0
 	x.count--
 }
 
-// grow doubles the table (more if probes stay too long), rehashing every
+// grownSize is the table size after one growth step from n.
+func grownSize(n uint64) uint64 { return max(n*indexGrowNum/indexGrowDen, n+1) }
+
+// grow enlarges the table by indexGrowNum/indexGrowDen (more if probes stay too long), rehashing every
 // key through hashOf. Rare, and the cost is proportional to the items.
 func (x *index) grow(hashOf func(slab.Ref) uint64) {
-	old := x.slots
-	for size := 2 * len(old); ; size *= 2 {
-		nx := newIndex(size)
+	x.resize(grownSize(x.n), hashOf)
+}
+
+// resize rebuilds the table with at least size slots (more if probes would be too long or the entries
+// would not fit the load factor) and frees the old one.
+func (x *index) resize(size uint64, hashOf func(slab.Ref) uint64) {
+	size = max(size, (uint64(x.count)*indexLoadDen+indexLoadNum-1)/indexLoadNum, 1)
+	old := *x
+	for ; ; size = grownSize(size) {
+		nx := newIndex(int(size))
 		ok := true
-		for _, e := range old {
+		for _, e := range old.slots {
 			if e != 0 && !nx.insert(hashOf(entryRef(e)), entryRef(e)) {
 				ok = false
 				break
@@ -153,10 +215,12 @@ func (x *index) grow(hashOf func(slab.Ref) uint64) {
 		}
 		if ok {
 			*x = nx
+			old.free()
 			return
 		}
+		nx.free()
 	}
 }
 
 // bytes is the table's memory (memcached's hash_bytes).
-func (x *index) bytes() int64 { return int64(len(x.slots)) * 8 }
+func (x *index) bytes() int64 { return int64(x.n) * 8 }

@@ -7,46 +7,63 @@ import (
 	"github.com/leasecached/leasecached/slab"
 )
 
-// Item layout inside its head chunk (27 bytes of header where memcached
-// spends 56), little endian:
+// Item layout inside its head chunk, little endian. The header is 11 bytes
+// plus only the fields an item needs: 16 bytes for an item with no flags and
+// no exptime, 20 for the benchmark's (flags, no exptime, 100-byte value), at
+// most 27 (memcached spends 48-56):
 //
 //	0  cas      uint64  (while the chunk is free: slab's free-list link)
-//	8  exptime  uint32  absolute unix seconds, 0 = never
-//	12 time     uint32  unix seconds of the last store or access bump
-//	                    (memcached's it->time: flush_all, mg l and me la= read it)
-//	16 flags    uint32
-//	20 vlen     uint32
-//	24 state    uint8   kind + bits below (slab.StateOffset; 0 = free chunk)
-//	25 klen     uint8
-//	26 meta     uint8   meta-protocol bits (metaStale, ...)
-//	27 [next    ref, 8 bytes, only when chained]
+//	8  state    uint8   kind + bits below (slab.StateOffset; 0 = free chunk)
+//	9  meta     uint8   meta-protocol bits (metaStale, ...) + layout bits (metaHasExp, ...)
+//	10 klen     uint8
+//	11 time     uint32  unix seconds of the last store or access bump
+//	                    (memcached's it->time: flush_all, mg l and me la= read it);
+//	                    a stale value (ghost.go) keeps the end of its window here
+//	15 [exptime uint32] absolute unix seconds, only when metaHasExp (none = never)
+//	.. [flags   uint32] only when metaHasFlags (none = 0)
+//	.. vlen     1, 2 or 4 bytes (metaVlenMask says which)
+//	.. [next    ref, 8 bytes, only when chained]
 //	.. key, then value (no trailing \r\n)
+//
+// Why these choices (bytes per item measured with the benchmark's 14-byte
+// keys and 100-byte values, so every byte here is about 1% of an item):
+//   - CAS stays a full 8 bytes: clients can set any 64-bit CAS (ms E).
+//   - Flags and exptime cost 4 bytes each only when non-zero. Flags never
+//     change in place. An exptime set in place on an item stored without one
+//     (touch, gat, mg T, ma T, md I T) moves the item to a chunk with the
+//     field (relocate, rare: once per item at most).
+//   - A value under 256 bytes needs one length byte, under 64 KiB two. The
+//     length never grows in place (incr writes in place only when the digits
+//     fit), so the width chosen at store time stays right.
+//   - Lengths and presence bits fit in the meta byte next to memcached's
+//     meta flags, so the layout costs no byte of its own.
 //
 // An item whose header+key+value exceeds slab.ChunkMax is a chain: the head
 // chunk (largest class) holds the header, key and first part of the value
 // and the ref of the next part; each part chunk holds
 //
 //	0  next ref (slab.NilRef at the end)
-//	8  head ref (so eviction scanning a part can find its item)
-//	24 state = kindPart
-//	32 data
+//	8  state = kindPart
+//	16 head ref (so eviction scanning a part can find its item)
+//	24 data
 //
 // and the last part comes from the smallest class that fits its remainder.
 const (
-	offCas     = 0
-	offExp     = 8
-	offTime    = 12
-	offFlags   = 16
-	offVlen    = 20
-	offState   = slab.StateOffset
-	offKlen    = 25
-	offMeta    = 26
-	headerSize = 27
-	chainLink  = 8 // next-part ref after the header of a chained head
+	offCas   = 0
+	offState = slab.StateOffset
+	offMeta  = offState + 1
+	offKlen  = offMeta + 1
+	offTime  = offKlen + 1
+	offExp   = offTime + 4 // when present; flags and vlen follow what is present
+	// headerFixed is the part of the header every item has (cas, state, meta, klen, time).
+	headerFixed = offExp
+	// headerMax is the largest header: every optional field, a 4-byte length, a chain link.
+	headerMax = headerFixed + 4 + 4 + 4 + chainLink
+	chainLink = 8 // next-part ref after the header of a chained head
 
 	offPartNext = 0
-	offPartHead = 8
-	partData    = 32
+	offPartHead = 16
+	partData    = 24
 
 	// MaxKeyLen is memcached's key length limit (it also fits the klen byte).
 	MaxKeyLen = 250
@@ -63,40 +80,122 @@ const (
 	flagPinned  = 0x20 // in use by the operation holding the shard lock: never evict
 	// flagGhost marks a stale value kept after a delete or an expiry for lease-get (leases.md rule 4).
 	// A ghost is indexed in the shard's ghost index, never the main one, so no other command sees it;
-	// its exptime holds the end of its stale window.
+	// its time field holds the end of its stale window.
 	flagGhost = 0x40
 	// flagActive is memcached's ITEM_ACTIVE: read again after its first read since it was stored. Only
 	// the cachedump listing (dump.go) looks at it, to tell which items memcached would hold in WARM.
 	flagActive = 0x80
 )
 
-// Meta byte: memcached's item flags that only the meta commands read or write. They live apart from the
-// state byte, which has no room left, and are never confused with lease stale values (flagGhost).
+// Meta byte: memcached's item flags that only the meta commands read or write (low three bits), and the
+// header layout bits, fixed when the item is allocated. They live apart from the state byte, which has no
+// room left, and are never confused with lease stale values (flagGhost).
 const (
 	metaStale     = 0x01 // ITEM_STALE: md I marked it; mg shows X and hands out a token
 	metaTokenSent = 0x02 // ITEM_TOKEN_SENT: a client won the recache token (W); others see Z
 	metaKeyBinary = 0x04 // ITEM_KEY_BINARY: stored by ms with b, so k shows the key in base64
+	metaProtoMask = metaStale | metaTokenSent | metaKeyBinary
+
+	metaHasExp    = 0x08 // the header has an exptime field
+	metaHasFlags  = 0x10 // the header has a flags field
+	metaVlenShift = 5
+	metaVlenMask  = 0x60 // value length width: 0 one byte, 1 two bytes, 2 four bytes
+	metaLayout    = metaHasExp | metaHasFlags | metaVlenMask
+)
+
+// Value lengths that fit the one- and two-byte length fields.
+const (
+	vlen1Max = 1<<8 - 1
+	vlen2Max = 1<<16 - 1
 )
 
 var le = binary.LittleEndian
 
-func itemCas(b []byte) uint64       { return le.Uint64(b[offCas:]) }
-func itemExp(b []byte) uint32       { return le.Uint32(b[offExp:]) }
-func itemTime(b []byte) uint32      { return le.Uint32(b[offTime:]) }
-func itemFlags(b []byte) uint32     { return le.Uint32(b[offFlags:]) }
-func itemVlen(b []byte) int         { return int(le.Uint32(b[offVlen:])) }
-func itemKlen(b []byte) int         { return int(b[offKlen]) }
-func itemChained(b []byte) bool     { return b[offState]&flagChained != 0 }
-func itemMeta(b []byte) byte        { return b[offMeta] }
-func setItemCas(b []byte, v uint64) { le.PutUint64(b[offCas:], v) }
-func setItemExp(b []byte, v uint32) { le.PutUint32(b[offExp:], v) }
-
-func keyOff(b []byte) int {
-	if itemChained(b) {
-		return headerSize + chainLink
+// layoutOf is the layout bits of an item with these fields.
+func layoutOf(flags, exp uint32, vlen int) byte {
+	var m byte
+	if exp != 0 {
+		m |= metaHasExp
 	}
-	return headerSize
+	if flags != 0 {
+		m |= metaHasFlags
+	}
+	switch {
+	case vlen > vlen2Max:
+		m |= 2 << metaVlenShift
+	case vlen > vlen1Max:
+		m |= 1 << metaVlenShift
+	}
+	return m
 }
+
+// vlenWidth is the size of the length field of layout m.
+func vlenWidth(m byte) int { return 1 << ((m & metaVlenMask) >> metaVlenShift) }
+
+func offFlagsOf(m byte) int { return offExp + int(m&metaHasExp)>>1 } // metaHasExp>>1 == 4
+func offVlenOf(m byte) int  { return offFlagsOf(m) + int(m&metaHasFlags)>>2 }
+
+// headerLen is the header size of layout m, chain link included when chained.
+func headerLen(m byte, chained bool) int {
+	n := offVlenOf(m) + vlenWidth(m)
+	if chained {
+		n += chainLink
+	}
+	return n
+}
+
+func itemCas(b []byte) uint64  { return le.Uint64(b[offCas:]) }
+func itemTime(b []byte) uint32 { return le.Uint32(b[offTime:]) }
+func itemExp(b []byte) uint32 {
+	if b[offMeta]&metaHasExp == 0 {
+		return 0
+	}
+	return le.Uint32(b[offExp:])
+}
+func itemFlags(b []byte) uint32 {
+	if b[offMeta]&metaHasFlags == 0 {
+		return 0
+	}
+	return le.Uint32(b[offFlagsOf(b[offMeta]):])
+}
+func itemVlen(b []byte) int {
+	m := b[offMeta]
+	o := offVlenOf(m)
+	switch m & metaVlenMask {
+	case 0:
+		return int(b[o])
+	case 1 << metaVlenShift:
+		return int(le.Uint16(b[o:]))
+	}
+	return int(le.Uint32(b[o:]))
+}
+func itemKlen(b []byte) int          { return int(b[offKlen]) }
+func itemChained(b []byte) bool      { return b[offState]&flagChained != 0 }
+func itemMeta(b []byte) byte         { return b[offMeta] & metaProtoMask }
+func setItemCas(b []byte, v uint64)  { le.PutUint64(b[offCas:], v) }
+func setItemTime(b []byte, v uint32) { le.PutUint32(b[offTime:], v) }
+
+// setItemMeta replaces the meta-protocol bits, keeping the layout.
+func setItemMeta(b []byte, m byte) { b[offMeta] = b[offMeta]&metaLayout | m&metaProtoMask }
+
+// canSetExp says whether exptime v can be written in place: the item has the field, or v is "never"
+// and the item has no field (which already means never).
+func canSetExp(b []byte, v uint32) bool { return b[offMeta]&metaHasExp != 0 || v == 0 }
+
+// setItemExp writes exptime v in place; the caller checked canSetExp.
+func setItemExp(b []byte, v uint32) {
+	if b[offMeta]&metaHasExp != 0 {
+		le.PutUint32(b[offExp:], v)
+	}
+}
+
+// chainOff is where a chained head keeps its next-part ref.
+func chainOff(b []byte) int {
+	m := b[offMeta]
+	return offVlenOf(m) + vlenWidth(m)
+}
+
+func keyOff(b []byte) int { return headerLen(b[offMeta], itemChained(b)) }
 
 func itemKey(b []byte) []byte {
 	o := keyOff(b)
@@ -105,19 +204,35 @@ func itemKey(b []byte) []byte {
 
 func dataOff(b []byte) int { return keyOff(b) + itemKlen(b) }
 
-// itemBytes is the memory an item accounts for in stats (memcached "bytes").
-func itemBytes(klen, vlen int) int64 { return int64(headerSize + klen + vlen) }
+// itemBytes is the memory an item accounts for in stats (memcached "bytes"): header, key and value.
+func itemBytes(b []byte) int64 { return int64(dataOff(b) + itemVlen(b)) }
 
-// writeHeader fills a freshly allocated head chunk (state already set by
-// allocItem, which knows whether it is chained).
-func writeHeader(b []byte, cas uint64, exp, now uint32, flags uint32, key []byte, vlen int) {
+// writeHeader fills a freshly allocated head chunk, whose state and layout allocItem set (flags, exp and
+// vlen must be the ones the layout was computed from), and sets the meta-protocol bits to meta.
+func writeHeader(b []byte, cas uint64, exp, now uint32, flags uint32, key []byte, vlen int, meta byte) {
+	m := b[offMeta]&metaLayout | meta&metaProtoMask
+	if m&metaLayout != layoutOf(flags, exp, vlen) {
+		panic("shard: item header written with fields its layout has no room for") // programming error
+	}
+	b[offMeta] = m
 	le.PutUint64(b[offCas:], cas)
-	le.PutUint32(b[offExp:], exp)
 	le.PutUint32(b[offTime:], now)
-	le.PutUint32(b[offFlags:], flags)
-	le.PutUint32(b[offVlen:], uint32(vlen))
+	if m&metaHasExp != 0 {
+		le.PutUint32(b[offExp:], exp)
+	}
+	if m&metaHasFlags != 0 {
+		le.PutUint32(b[offFlagsOf(m):], flags)
+	}
+	o := offVlenOf(m)
+	switch m & metaVlenMask {
+	case 0:
+		b[o] = uint8(vlen)
+	case 1 << metaVlenShift:
+		le.PutUint16(b[o:], uint16(vlen))
+	default:
+		le.PutUint32(b[o:], uint32(vlen))
+	}
 	b[offKlen] = uint8(len(key))
-	b[offMeta] = 0
 	copy(b[keyOff(b):], key)
 }
 
@@ -136,7 +251,7 @@ func newValueReader(al *slab.Allocator, head []byte) valueReader {
 	vlen, off := itemVlen(head), dataOff(head)
 	r := valueReader{al: al, rem: vlen, next: slab.NilRef}
 	if itemChained(head) {
-		r.next = readRef(head[headerSize:])
+		r.next = readRef(head[chainOff(head):])
 	}
 	r.cur = head[off:min(len(head), off+vlen)]
 	return r
@@ -168,7 +283,7 @@ type valueWriter struct {
 func newValueWriter(al *slab.Allocator, head []byte) valueWriter {
 	w := valueWriter{al: al, buf: head[dataOff(head):], next: slab.NilRef}
 	if itemChained(head) {
-		w.next = readRef(head[headerSize:])
+		w.next = readRef(head[chainOff(head):])
 	}
 	return w
 }

@@ -90,8 +90,9 @@ func (s *Store) MetaArith(key []byte, req *MetaArithRequest) MetaArithResult {
 		res.TTL[i+1] = s.ttl(exp, now)
 	}
 	if applies && exp != itemExp(b) {
-		setItemExp(b, exp)
-		sh.mutate(h, ref, ref, causeTouch, now)
+		if ref, _ = sh.setExp(h, ref, b, exp, now); ref != slab.NilRef {
+			sh.mutate(h, ref, ref, causeTouch, now)
+		}
 	}
 	return res
 }
@@ -100,11 +101,11 @@ func (s *Store) MetaArith(key []byte, req *MetaArithRequest) MetaArithResult {
 func (sh *shard) vivifyCounter(h uint64, key []byte, initial uint64, now int64) (slab.Ref, []byte) {
 	var buf [maxCounterDigits]byte
 	digits := strconv.AppendUint(buf[:0], initial, 10)
-	nu, nb, ok := sh.allocItem(len(key), len(digits), now)
+	nu, nb, ok := sh.allocItem(len(key), len(digits), layoutOf(0, 0, len(digits)), now)
 	if !ok {
 		return slab.NilRef, nil
 	}
-	writeHeader(nb, sh.st.cas.Add(1), 0, uint32(now), 0, key, len(digits))
+	writeHeader(nb, sh.st.cas.Add(1), 0, uint32(now), 0, key, len(digits), 0)
 	copy(nb[dataOff(nb):], digits)
 	nb[offState] &^= flagPinned
 	sh.mutate(h, slab.NilRef, nu, causeStore, now)

@@ -90,7 +90,9 @@ func (s *Store) MetaGet(dst, key []byte, req *MetaGetRequest) ([]byte, MetaGetRe
 		res.TTL[i+1] = s.ttl(exp, now)
 	}
 	if exp != itemExp(b) {
-		setItemExp(b, exp)
+		if ref, b = sh.setExp(h, ref, b, exp, now); ref == slab.NilRef {
+			return dst, MetaGetResult{} // no memory to give the item an exptime: it was dropped
+		}
 		sh.mutate(h, ref, ref, causeTouch, now)
 	}
 	if res.Stale && !res.TokenSent {
@@ -114,11 +116,11 @@ func (s *Store) MetaGet(dst, key []byte, req *MetaGetRequest) ([]byte, MetaGetRe
 
 // vivify links an empty item for key (mg N after a miss) and returns it, or NilRef without memory.
 func (sh *shard) vivify(h uint64, key []byte, now int64) (slab.Ref, []byte) {
-	nu, nb, ok := sh.allocItem(len(key), 0, now)
+	nu, nb, ok := sh.allocItem(len(key), 0, layoutOf(0, 0, 0), now)
 	if !ok {
 		return slab.NilRef, nil
 	}
-	writeHeader(nb, sh.st.cas.Add(1), 0, uint32(now), 0, key, 0)
+	writeHeader(nb, sh.st.cas.Add(1), 0, uint32(now), 0, key, 0, 0)
 	nb[offState] &^= flagPinned
 	sh.mutate(h, slab.NilRef, nu, causeVivify, now)
 	return nu, nb

@@ -72,7 +72,9 @@ func (s *Store) MetaDelete(key []byte, req *MetaDeleteRequest) Result {
 		return Deleted
 	}
 	if req.SetTTL {
-		setItemExp(b, absExptime(req.Exptime, now))
+		if ref, b = sh.setExp(h, ref, b, absExptime(req.Exptime, now), now); ref == slab.NilRef {
+			return Deleted // no memory to give the item an exptime: it was dropped, which md I allows
+		}
 	}
 	b[offMeta] = b[offMeta]&^metaTokenSent | metaStale
 	setItemCas(b, s.cas.Add(1))

@@ -93,7 +93,7 @@ func (sh *shard) invalidateLeases(h uint64, why cause) {
 func (sh *shard) account(r slab.Ref, dir int64) {
 	b := sh.chunk(r)
 	cs := &sh.cls[sh.al.ClassOf(r)]
-	n := itemBytes(itemKlen(b), itemVlen(b))
+	n := itemBytes(b)
 	sh.stats.currItems += dir
 	sh.stats.bytes += dir * n
 	cs.number += dir

@@ -58,7 +58,10 @@ func (s *Store) get(dst, key []byte, touch bool, exptime int64) ([]byte, Info, b
 		return dst, Info{}, false
 	}
 	if touch {
-		setItemExp(b, absExptime(exptime, now))
+		if ref, b = sh.setExp(h, ref, b, absExptime(exptime, now), now); ref == slab.NilRef {
+			sh.mu.Unlock()
+			return dst, Info{}, false // no memory to give the item an exptime: it was dropped
+		}
 	}
 	bump(b, now)
 	info := infoOf(b)
@@ -157,7 +160,7 @@ func (sh *shard) storeItem(h uint64, key, value []byte, rq *storeReq, now int64)
 	if old != slab.NilRef {
 		ob[offState] |= flagPinned // eviction must not take it while we allocate
 	}
-	nu, nb, ok := sh.allocItem(len(key), vlen, now)
+	nu, nb, ok := sh.allocItem(len(key), vlen, layoutOf(flags, exp, vlen), now)
 	if old != slab.NilRef {
 		ob[offState] &^= flagPinned
 	}
@@ -173,8 +176,7 @@ func (sh *shard) storeItem(h uint64, key, value []byte, rq *storeReq, now int64)
 		return NoMemory, 0
 	}
 	newCas := sh.st.cas.Add(1)
-	writeHeader(nb, newCas, exp, uint32(now), flags, key, vlen)
-	nb[offMeta] = meta
+	writeHeader(nb, newCas, exp, uint32(now), flags, key, vlen, meta)
 	w := newValueWriter(sh.al, nb)
 	switch mode {
 	case ModeAppend:
@@ -242,7 +244,9 @@ func (s *Store) Touch(key []byte, exptime int64) Result {
 	if ref == slab.NilRef {
 		return NotFound
 	}
-	setItemExp(b, absExptime(exptime, now))
+	if ref, b = sh.setExp(h, ref, b, absExptime(exptime, now), now); ref == slab.NilRef {
+		return NotFound // no memory to give the item an exptime: it was dropped
+	}
 	bump(b, now)
 	return Touched
 }
@@ -317,13 +321,13 @@ func (sh *shard) arith(h uint64, ref slab.Ref, b []byte, incr bool, delta uint64
 		return arithOutcome{res: Stored, value: n, cas: cas, inPlace: true}
 	}
 	b[offState] |= flagPinned
-	nu, nb, ok := sh.allocItem(itemKlen(b), len(digits), now)
+	nu, nb, ok := sh.allocItem(itemKlen(b), len(digits), layoutOf(itemFlags(b), itemExp(b), len(digits)), now)
 	b[offState] &^= flagPinned
 	if !ok {
 		return arithOutcome{res: NoMemory}
 	}
 	cas := sh.st.cas.Add(1)
-	writeHeader(nb, cas, itemExp(b), uint32(now), itemFlags(b), itemKey(b), len(digits))
+	writeHeader(nb, cas, itemExp(b), uint32(now), itemFlags(b), itemKey(b), len(digits), 0)
 	copy(nb[dataOff(nb):], digits)
 	nb[offState] &^= flagPinned
 	sh.mutate(h, ref, nu, causeStore, now)

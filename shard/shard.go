@@ -79,7 +79,7 @@ func (sh *shard) hashOf(r slab.Ref) uint64 { return hashKey(itemKey(sh.chunk(r))
 func (sh *shard) freeItem(head slab.Ref) {
 	b := sh.chunk(head)
 	if itemChained(b) {
-		for r := readRef(b[headerSize:]); r != slab.NilRef; {
+		for r := readRef(b[chainOff(b):]); r != slab.NilRef; {
 			next := readRef(sh.chunk(r)[offPartNext:])
 			sh.al.Free(r)
 			r = next
@@ -88,18 +88,19 @@ func (sh *shard) freeItem(head slab.Ref) {
 	sh.al.Free(head)
 }
 
-// allocItem allocates the chunk(s) for an item of klen+vlen bytes and
-// returns its pinned head, state set (chained or not), part links written.
+// allocItem allocates the chunk(s) for an item of klen+vlen bytes with header layout lay (layoutOf)
+// and returns its pinned head, state and layout set (chained or not), part links written.
 // On failure nothing stays allocated.
-func (sh *shard) allocItem(klen, vlen int, now int64) (slab.Ref, []byte, bool) {
+func (sh *shard) allocItem(klen, vlen int, lay byte, now int64) (slab.Ref, []byte, bool) {
 	c := sh.st.classes
-	if id, ok := c.For(headerSize + klen + vlen); ok {
+	if id, ok := c.For(headerLen(lay, false) + klen + vlen); ok {
 		r, ok := sh.allocChunk(id, now)
 		if !ok {
 			return slab.NilRef, nil, false
 		}
 		b := sh.chunk(r)
 		b[offState] = kindHead | flagPinned
+		b[offMeta] = lay
 		return r, b, true
 	}
 	big := c.Largest()
@@ -109,9 +110,10 @@ func (sh *shard) allocItem(klen, vlen int, now int64) (slab.Ref, []byte, bool) {
 	}
 	hb := sh.chunk(head)
 	hb[offState] = kindHead | flagChained | flagPinned
-	writeRef(hb[headerSize:], slab.NilRef)
-	link := hb[headerSize:]
-	rem := vlen - (len(hb) - headerSize - chainLink - klen)
+	hb[offMeta] = lay
+	link := hb[chainOff(hb):]
+	writeRef(link, slab.NilRef)
+	rem := vlen - (len(hb) - headerLen(lay, true) - klen)
 	for rem > 0 {
 		n := min(rem, slab.ChunkMax-partData)
 		id, _ := c.For(partData + n)

@@ -27,8 +27,10 @@ const (
 	// the next free chunk.
 	LinkSize = 8
 	// StateOffset is the byte, inside every chunk, that says whether it is
-	// free (StateFree); users put their own non-zero state there.
-	StateOffset = 24
+	// free (StateFree); users put their own non-zero state there. It comes
+	// right after the free-list link so that an item header can start using
+	// bytes at StateOffset+1.
+	StateOffset = LinkSize
 	// StateFree marks a free chunk.
 	StateFree = 0
 )
@@ -147,17 +149,29 @@ func (a *Arena) takePage() (uint32, bool) {
 	a.inUseNow.Store(int64(a.inUse))
 	seg := a.dir[id>>segmentShift]
 	a.mu.Unlock()
-	// The slot is the taker's alone from here on; allocating outside the lock keeps takers of other
-	// pages from waiting on a 1 MiB zeroing.
-	seg.pages[id&segmentMask] = make([]byte, PageSize)
+	// The slot is the taker's alone from here on; mapping outside the lock keeps takers of other pages
+	// from waiting on a system call.
+	mem, err := mapBytes(PageSize, false)
+	if err != nil {
+		a.giveBack(id) // out of address space or memory: the caller evicts, as on an exhausted budget
+		return 0, false
+	}
+	seg.pages[id&segmentMask] = mem
 	return id, true
 }
 
-// releasePage gives page id back to the budget and drops its memory (the garbage collector returns it
-// to the system). The caller owned the page and must not use it again.
+// releasePage gives page id back to the budget and its memory back to the system at once. The caller
+// owned the page and must not use it again.
 func (a *Arena) releasePage(id uint32) {
 	seg := a.dir[id>>segmentShift]
+	mem := seg.pages[id&segmentMask]
 	seg.pages[id&segmentMask] = nil
+	unmapBytes(mem)
+	a.giveBack(id)
+}
+
+// giveBack returns page id to the budget.
+func (a *Arena) giveBack(id uint32) {
 	a.mu.Lock()
 	a.freeIDs = append(a.freeIDs, id)
 	a.inUse--

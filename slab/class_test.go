@@ -24,7 +24,13 @@ func TestDefaultClassTable(t *testing.T) {
 			t.Errorf("class %d per page %d", i, c.PerPage(i))
 		}
 	}
-	if c.Count() > MaxClasses || c.Count() < 30 {
+	for i := 1; i < c.Count() && c.Size(i) <= FineUpTo; i++ {
+		if c.Size(i)-c.Size(i-1) != ChunkAlign {
+			t.Errorf("class %d size %d: not one step above %d below FineUpTo", i, c.Size(i), c.Size(i-1))
+		}
+	}
+	// memcached's class ids stop at 63 (MAX_NUMBER_OF_SLAB_CLASSES - 1): stats cachedump refuses more.
+	if c.Count() > 63 || c.Count() < 30 {
 		t.Fatalf("unexpected class count %d", c.Count())
 	}
 }

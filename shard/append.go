@@ -1,0 +1,106 @@
+package shard
+
+import (
+	"slices"
+
+	"github.com/leasecached/leasecached/slab"
+)
+
+// Reply-building reads: the server's get, gets and lease-get paths. They do what Get and LeaseGet do (same lookup, expiry, bump, lease and stale-value rules, same counters), but
+// append the whole reply block "<header line><value>\r\n" to the caller's output buffer under the shard
+// lock instead of copying the value into a scratch buffer that the caller then copies again. The header
+// line is written by the caller's encoder (the shard knows nothing of the protocol), which must be a plain
+// function value so passing it allocates nothing.
+
+// ValueHeader appends the line that precedes a value of n bytes ("VALUE <key> <flags> <n>[ <cas>]\r\n");
+// protocol.AppendValueHeader has this signature.
+type ValueHeader func(dst, key []byte, flags uint32, n int, cas uint64, withCas bool) []byte
+
+// LValueHeader appends the line that precedes a lease-get miss block ("LVALUE <key> <token> <flags> <n>\r\n");
+// protocol.AppendLValueHeader has this signature.
+type LValueHeader func(dst, key []byte, token uint64, flags uint32, n int) []byte
+
+// blockTrailer ends every value block.
+const blockTrailer = "\r\n"
+
+// maxHeaderLine bounds a VALUE/LVALUE line: the words, the key and three 20-digit numbers. It only sizes
+// the single up-front growth of dst, so an underestimate costs a second growth, never correctness.
+const maxHeaderLine = len("LVALUE ") + MaxKeyLen + 3*(1+20) + len(blockTrailer)
+
+// AppendGet is Get that appends key's reply block to dst: hdr's line (with the CAS when withCas), the
+// value, "\r\n". On a miss dst is returned unchanged. gat/gats stay on GetAndTouch: they are rare, and
+// giving an item an exptime may move it, which only get() knows how to do.
+func (s *Store) AppendGet(dst, key []byte, withCas bool, hdr ValueHeader) ([]byte, bool) {
+	if !validKey(key) {
+		return dst, false
+	}
+	h := hashKey(key)
+	sh := s.shardOf(h)
+	now := s.now()
+	sh.mu.Lock()
+	ref, b := sh.find(h, key, now)
+	if ref == slab.NilRef {
+		switch sh.missCause {
+		case causeExpire:
+			sh.stats.getExpired++
+		case causeFlush:
+			sh.stats.getFlushed++
+		}
+		sh.mu.Unlock()
+		return dst, false
+	}
+	bump(b, now)
+	vlen := itemVlen(b)
+	dst = slices.Grow(dst, maxHeaderLine+vlen)
+	dst = hdr(dst, key, itemFlags(b), vlen, itemCas(b), withCas)
+	dst = appendValueBytes(sh.al, dst, b)
+	sh.mu.Unlock()
+	return append(dst, blockTrailer...), true
+}
+
+// AppendLeaseGet is LeaseGet that appends key's reply block to dst: on a hit hit's VALUE line, on a miss
+// miss's LVALUE line with the granted or hot-miss token, then the value (the stale one on a miss, if held,
+// else nothing) and "\r\n".
+func (s *Store) AppendLeaseGet(dst, key []byte, hit ValueHeader, miss LValueHeader) ([]byte, LeaseKind) {
+	if !validKey(key) {
+		return append(miss(dst, key, 1, 0, 0), blockTrailer...), LeaseHotMiss
+	}
+	h := hashKey(key)
+	sh := s.shardOf(h)
+	now := s.now()
+	sh.mu.Lock()
+	if ref, b := sh.find(h, key, now); ref != slab.NilRef {
+		b[offState] |= flagVisited | flagFetched
+		vlen := itemVlen(b)
+		dst = slices.Grow(dst, maxHeaderLine+vlen)
+		dst = hit(dst, key, itemFlags(b), vlen, 0, false)
+		dst = appendValueBytes(sh.al, dst, b)
+		sh.mu.Unlock()
+		return append(dst, blockTrailer...), LeaseHit
+	}
+	token, granted := sh.leases.Acquire(h, s.nowNano())
+	kind := LeaseHotMiss
+	if granted {
+		kind = LeaseGranted
+	}
+	if ref, b := sh.findGhost(h, key, now); ref != slab.NilRef {
+		sh.leases.Counters.StaleServed++
+		vlen := itemVlen(b)
+		dst = slices.Grow(dst, maxHeaderLine+vlen)
+		dst = miss(dst, key, token, itemFlags(b), vlen)
+		dst = appendValueBytes(sh.al, dst, b)
+	} else {
+		dst = miss(dst, key, token, 0, 0)
+	}
+	sh.mu.Unlock()
+	return append(dst, blockTrailer...), kind
+}
+
+// appendValueBytes appends the item's value, chunk by chunk, to dst (already grown by the caller).
+func appendValueBytes(al *slab.Allocator, dst, head []byte) []byte {
+	r := newValueReader(al, head)
+	for s := r.segment(); s != nil; s = r.segment() {
+		dst = append(dst, s...)
+	}
+	return dst
+}

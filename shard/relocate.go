@@ -1,0 +1,42 @@
+package shard
+
+import "github.com/leasecached/leasecached/slab"
+
+// Relocation: an item's header has an exptime field only when it was stored with one (item.go), so an
+// exptime set in place on an item without the field moves the item into a chunk that has it. This is the
+// same item, not a new one: its CAS, flags, times, bits and value are kept, leases are untouched, and only
+// the index entry and the class occupancy change. It happens at most once per item (the field stays).
+
+// setExp sets the exptime of the live item ref (b its head chunk, key hash h) and returns where the item
+// now is. ref is NilRef when the item needed to move and no memory could be found for it: the item was
+// then dropped as an eviction would drop it.
+func (sh *shard) setExp(h uint64, ref slab.Ref, b []byte, exp uint32, now int64) (slab.Ref, []byte) {
+	if canSetExp(b, exp) {
+		setItemExp(b, exp)
+		return ref, b
+	}
+	klen, vlen, flags := itemKlen(b), itemVlen(b), itemFlags(b)
+	pinned := b[offState] & flagPinned
+	b[offState] |= flagPinned // eviction must not take it while we allocate
+	nu, nb, ok := sh.allocItem(klen, vlen, layoutOf(flags, exp, vlen), now)
+	b[offState] = b[offState]&^flagPinned | pinned
+	if !ok {
+		sh.release(ref, causeEvict, now)
+		return slab.NilRef, nil
+	}
+	writeHeader(nb, itemCas(b), exp, itemTime(b), flags, itemKey(b), vlen, itemMeta(b))
+	w := newValueWriter(sh.al, nb)
+	copyValue(&w, sh.al, b)
+	const carried = flagVisited | flagFetched | flagActive | flagGhost
+	nb[offState] = nb[offState]&^(flagPinned|carried) | b[offState]&carried | pinned
+
+	slot, found := sh.idx.slotOf(h, ref)
+	if !found {
+		panic("shard: item to relocate is not indexed") // broken invariant: memory would be corrupted
+	}
+	sh.idx.replace(slot, nu)
+	sh.account(ref, -1)
+	sh.account(nu, +1)
+	sh.freeItem(ref)
+	return nu, nb
+}
