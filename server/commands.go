@@ -113,29 +113,24 @@ func (cn *conn) retrieve(req *protocol.Request) {
 	withCas := req.Cmd == protocol.CmdGets || req.Cmd == protocol.CmdGats
 	store := cn.srv.store
 	for _, key := range req.Keys {
-		var (
-			info shard.Info
-			ok   bool
-		)
+		var ok bool
 		// memcached counts gat/gats only as touches, never in cmd_get/get_hits/get_misses.
 		if touch {
-			cn.local[statCmdTouch]++
+			var info shard.Info
 			cn.scratch, info, ok = store.GetAndTouch(cn.scratch[:0], key, req.Exptime)
+			if ok {
+				cn.out = protocol.AppendValueHeader(cn.out, key, info.Flags, len(cn.scratch), info.Cas, withCas)
+				cn.out = append(append(cn.out, cn.scratch...), "\r\n"...)
+			}
+			cn.local[statCmdTouch]++
 			cn.countHit(ok, statTouchHits, statTouchMisses)
 		} else {
-			cn.scratch, info, ok = store.Get(cn.scratch[:0], key)
+			// The store appends the whole VALUE block straight into the output: one copy of the value.
+			cn.out, ok = store.AppendGet(cn.out, key, withCas, protocol.AppendValueHeader)
 			cn.local[statCmdGet]++
 			cn.countHit(ok, statGetHits, statGetMisses)
 		}
 		cn.srv.detail.record(key, prefixGet, ok)
-		if !ok {
-			continue
-		}
-		if withCas {
-			cn.out = protocol.AppendValueCas(cn.out, key, info.Flags, cn.scratch, info.Cas)
-		} else {
-			cn.out = protocol.AppendValue(cn.out, key, info.Flags, cn.scratch)
-		}
 	}
 	cn.out = append(cn.out, protocol.ReplyEnd...)
 }

@@ -10,17 +10,13 @@ import (
 // one END. A lease-get miss is never silent.
 func (cn *conn) leaseGet(req *protocol.Request) {
 	for _, key := range req.Keys {
-		var res shard.LeaseResult
-		cn.scratch, res = cn.srv.store.LeaseGet(cn.scratch[:0], key)
+		var kind shard.LeaseKind
+		// The store appends the VALUE or LVALUE block (a miss without a stale value is
+		// "LVALUE <key> <token> 0 0" and an empty line) straight into the output.
+		cn.out, kind = cn.srv.store.AppendLeaseGet(cn.out, key, protocol.AppendValueHeader, protocol.AppendLValueHeader)
 		cn.local[statCmdGet]++
-		cn.countHit(res.Kind == shard.LeaseHit, statGetHits, statGetMisses)
-		cn.srv.detail.record(key, prefixGet, res.Kind == shard.LeaseHit)
-		if res.Kind == shard.LeaseHit {
-			cn.out = protocol.AppendValue(cn.out, key, res.Info.Flags, cn.scratch)
-			continue
-		}
-		// Without a stale value scratch is empty and Info zero: "LVALUE <key> <token> 0 0" and an empty line.
-		cn.out = protocol.AppendLValue(cn.out, key, res.Token, res.Info.Flags, cn.scratch)
+		cn.countHit(kind == shard.LeaseHit, statGetHits, statGetMisses)
+		cn.srv.detail.record(key, prefixGet, kind == shard.LeaseHit)
 	}
 	cn.out = append(cn.out, protocol.ReplyEnd...)
 }
