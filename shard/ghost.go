@@ -52,11 +52,17 @@ func (sh *shard) toGhost(h uint64, old slab.Ref, why cause, now int64) bool {
 		return false
 	}
 	sh.dropGhost(h, itemKey(b), now) // at most one ghost per key
+	grew := false
 	if sh.ghosts.needsGrow() {
 		sh.ghosts.grow(sh.hashOf)
+		grew = true
 	}
 	for !sh.ghosts.insert(h, old) {
 		sh.ghosts.grow(sh.hashOf)
+		grew = true
+	}
+	if grew {
+		sh.fitShare() // pages over the new allowance go back within a reclaimer tick (releaseExcess)
 	}
 	b[offState] = b[offState]&^flagVisited | flagGhost
 	setItemTime(b, uint32(until)) // a ghost's last access is never read: its time field is free

@@ -26,8 +26,7 @@ func (s *Store) SetMemoryLimit(limit int64) error {
 		return fmt.Errorf("shard: memory limit %d is below the max item size %d", limit, s.maxItemSize)
 	}
 	arenaBytes, _ := splitMemory(limit)
-	pages, err := slab.LimitPages(arenaBytes)
-	if err != nil {
+	if _, err := slab.LimitPages(arenaBytes); err != nil {
 		return fmt.Errorf("shard: %w", err)
 	}
 	s.limitMu.Lock()
@@ -39,7 +38,8 @@ func (s *Store) SetMemoryLimit(limit int64) error {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.al.SetMaxPages(pageShare(pages, len(s.shards), i))
+		sh.share = byteShare(arenaBytes, len(s.shards), i)
+		sh.fitShare()
 		sh.mu.Unlock()
 	}
 	return nil
@@ -47,6 +47,13 @@ func (s *Store) SetMemoryLimit(limit int64) error {
 
 // MemoryLimit is the current memory limit in bytes.
 func (s *Store) MemoryLimit() int64 { return s.limit.Load() }
+
+// byteShare is shard i's share of the arena's bytes among n shards: its pageShare of the whole pages plus
+// an equal part of the bytes beyond them (room for its hash tables before they cost it a page).
+func byteShare(arenaBytes int64, n, i int) int64 {
+	pages := arenaBytes / slab.PageSize
+	return int64(pageShare(int(pages), n, i))*slab.PageSize + (arenaBytes-pages*slab.PageSize)/int64(n)
+}
 
 // pageShare is shard i's share of pages among n shards: an equal split, the remainder spread over the
 // first shards, and never less than one page so that every shard can store something (the arena's budget
@@ -60,9 +67,65 @@ func pageShare(pages, n, i int) int {
 	return max(share, 1)
 }
 
+// Hash tables count against the memory limit. A shard's pages and its two hash tables (items and stale
+// values) share its byteShare: when a table grows, the shard may own fewer pages, and gives back the
+// pages it then holds over (evicting their items: evictions are counted as any other) right away for the
+// item index, within a reclaimer tick for the small stale-value index. While a table is rebuilt the old
+// one is still mapped: the transient peak is one shard's old table (under 1% of its share at -m 1024).
+
+// fitShare recomputes how many pages the shard may own: its share less its hash tables, at least one.
+func (sh *shard) fitShare() {
+	tables := sh.idx.bytes() + sh.ghosts.bytes()
+	sh.al.SetMaxPages(int(max((sh.share-tables)/slab.PageSize, 1)))
+}
+
+// indexGrew pays for a bigger item index: the shard's page allowance shrinks and the pages over it are
+// released now, never the one holding keep (the item just indexed, which the caller still uses).
+func (sh *shard) indexGrew(keep slab.Ref, now int64) {
+	sh.fitShare()
+	if sh.al.OwnedPages() <= sh.al.MaxPages() {
+		return
+	}
+	b := sh.chunk(keep)
+	pinned := b[offState] & flagPinned
+	b[offState] |= flagPinned
+	for sh.al.OwnedPages() > sh.al.MaxPages() && sh.releasePage(now) {
+	}
+	b[offState] = b[offState]&^flagPinned | pinned
+}
+
+// Index shrinking: after a workload moves to bigger items, far fewer items fit and most of the table is
+// empty slots; the reclaimer rebuilds a table below indexShrinkBelow of load at indexShrinkTo, and the
+// bytes saved go back to pages.
+const (
+	indexShrinkBelowPct = 25
+	indexShrinkToPct    = 75
+)
+
+// shrinkIndexes rebuilds underused hash tables smaller (under the shard lock).
+func (sh *shard) shrinkIndexes() {
+	shrunk := false
+	for _, x := range []*index{&sh.idx, &sh.ghosts} {
+		floor := uint64(indexInitialSlots)
+		if x == &sh.ghosts {
+			floor = ghostIndexInitialSlots
+		}
+		if x.n > floor && uint64(x.count)*100 < x.n*indexShrinkBelowPct {
+			x.resize(max(uint64(x.count)*100/indexShrinkToPct, floor), sh.hashOf)
+			shrunk = true
+		}
+	}
+	if shrunk {
+		sh.fitShare()
+	}
+}
+
 // releaseExcess gives back up to budget pages this shard holds over its share, each from the class with
 // the most pages (memcached's automover also takes from the biggest), skipping pages with a pinned item.
 func (sh *shard) releaseExcess(now int64, budget int) {
+	sh.mu.Lock()
+	sh.shrinkIndexes()
+	sh.mu.Unlock()
 	for range budget {
 		sh.mu.Lock()
 		ok := sh.al.OwnedPages() > sh.al.MaxPages() && sh.releasePage(now)

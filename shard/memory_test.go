@@ -216,3 +216,50 @@ func TestShardSharesPreventStarvation(t *testing.T) {
 		t.Fatalf("shard 1 starved: %v", r)
 	}
 }
+
+// The hash tables are paid for out of the memory limit: as the index grows a shard owns fewer pages,
+// evicting what they held, so pages plus tables never exceed the shard's share; every item still
+// resident reads back byte-exact.
+func TestIndexCountsAgainstLimit(t *testing.T) {
+	const limit = 8 << 20
+	s, _ := newStore(t, Config{MemoryLimit: limit, Shards: 2})
+	arenaBytes, _ := splitMemory(limit)
+	const n = 600_000 // tiny items: about 22k per page, so the index grows to about a page and a half
+	for i := range n {
+		if r := s.Store(ModeSet, key(i), 0, 0, []byte{byte(i)}, 0); r != Stored {
+			t.Fatalf("item %d: %v", i, r)
+		}
+		if i%50_000 == 0 || i == n-1 {
+			total := int64(0)
+			for j := range s.shards {
+				sh := &s.shards[j]
+				used := int64(sh.al.OwnedPages())<<20 + sh.idx.bytes() + sh.ghosts.bytes()
+				if used > sh.share {
+					t.Fatalf("item %d shard %d: pages %d + tables %d bytes over its share %d", i, j,
+						sh.al.OwnedPages(), sh.idx.bytes()+sh.ghosts.bytes(), sh.share)
+				}
+				total += used
+			}
+			if total > arenaBytes {
+				t.Fatalf("item %d: %d bytes in use, arena budget %d", i, total, arenaBytes)
+			}
+		}
+	}
+	st := s.Stats()
+	if st.HashBytes < 1<<20 || s.arena.PagesTaken() >= 7 {
+		t.Fatalf("hash bytes %d, pages %d: the index did not cost pages", st.HashBytes, s.arena.PagesTaken())
+	}
+	present := 0
+	for i := range n {
+		if v, _, ok := s.Get(nil, key(i)); ok {
+			if len(v) != 1 || v[0] != byte(i) {
+				t.Fatalf("item %d corrupted", i)
+			}
+			present++
+		}
+	}
+	if int64(present) != st.CurrItems || uint64(present)+st.Evictions != n {
+		t.Fatalf("present %d curr %d evictions %d", present, st.CurrItems, st.Evictions)
+	}
+	t.Logf("%d of %d items resident, %d pages, %d bytes of hash tables", present, n, s.arena.PagesTaken(), st.HashBytes)
+}

@@ -50,11 +50,17 @@ func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
 		sh.stats.totalItems++
 	}
 	if old == slab.NilRef {
+		grew := false
 		if sh.idx.needsGrow() {
 			sh.idx.grow(sh.hashOf)
+			grew = true
 		}
 		for !sh.idx.insert(h, nu) {
 			sh.idx.grow(sh.hashOf)
+			grew = true
+		}
+		if grew {
+			sh.indexGrew(nu, now)
 		}
 		return
 	}

@@ -20,6 +20,10 @@ type shard struct {
 	ghosts index
 	leases *lease.Table
 
+	// share is this shard's part of the memory limit in bytes (byteShare): its pages and its hash tables
+	// together stay within it (memlimit.go).
+	share int64
+
 	stats shardStats
 	cls   []classStats // per size class, indexed like slab classes
 
@@ -36,11 +40,13 @@ type shard struct {
 	_ [64]byte // keep neighbouring shards' locks off this cache line
 }
 
-func (sh *shard) init(s *Store, pages int) {
+func (sh *shard) init(s *Store, share int64) {
 	sh.st = s
-	sh.al = slab.NewAllocator(s.arena, s.classes, pages)
+	sh.al = slab.NewAllocator(s.arena, s.classes, 1)
 	sh.idx = newIndex(indexInitialSlots)
 	sh.ghosts = newIndex(ghostIndexInitialSlots)
+	sh.share = share
+	sh.fitShare()
 	sh.leases = lease.NewTable(s.tokens, s.leaseWindow, s.leaseEntries)
 	sh.cls = make([]classStats, s.classes.Count())
 	sh.reclaimOldest = make([]uint32, s.classes.Count())

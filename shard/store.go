@@ -165,7 +165,7 @@ func New(cfg Config) (*Store, error) {
 	s.started = cfg.Now() - processStartSkew
 	s.limit.Store(cfg.MemoryLimit)
 	for i := range s.shards {
-		s.shards[i].init(s, pageShare(arena.MaxPages(), n, i))
+		s.shards[i].init(s, byteShare(arenaBytes, n, i))
 	}
 	if cfg.ReclaimInterval > 0 {
 		go s.reclaimLoop(cfg.ReclaimInterval)
