@@ -15,6 +15,9 @@ func (sh *shard) allocChunk(id int, now int64) (slab.Ref, bool) {
 		if r, ok := sh.al.Alloc(id); ok {
 			return r, true
 		}
+		if sh.rebalanceDue(id) && sh.rebalance(id, now) {
+			continue
+		}
 		if sh.sweep(id, now) {
 			continue
 		}

@@ -115,6 +115,7 @@ func (sh *shard) recordRemoval(r slab.Ref, why cause, now int64) {
 	case causeEvict:
 		sh.stats.evictions++
 		cs.evicted++
+		cs.evictsSinceCheck++
 		if itemExp(b) != 0 {
 			cs.evictedNonzero++
 		}

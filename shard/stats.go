@@ -37,6 +37,8 @@ type classStats struct {
 	crawlerReclaimed uint64
 	outOfMemory      uint64
 	oldest           uint32 // oldest store time seen by the last reclaimer pass
+	evictsSinceCheck uint32 // live items evicted since the last rebalance check (rebalance.go)
+	pagesGained      uint64 // pages the rebalancer moved into this class
 }
 
 // Stats is a snapshot of the store, summed over shards, with the fields

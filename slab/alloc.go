@@ -151,6 +151,27 @@ func (al *Allocator) Hand(id int) Ref {
 	return NilRef
 }
 
+// PeekHand returns the chunk under class id's CLOCK hand without advancing it (the chunk Hand would
+// return next), and its page; NilRef if the class has no chunk yet.
+func (al *Allocator) PeekHand(id int) Ref {
+	cs := &al.cls[id]
+	hand, off := cs.hand, cs.handOff
+	for tries := 0; tries <= len(cs.pages); tries++ {
+		if hand >= len(cs.pages) {
+			hand, off = 0, 0
+			if len(cs.pages) == 0 {
+				return NilRef
+			}
+		}
+		p := cs.pages[hand]
+		if off < al.carved(cs, id, p) {
+			return MakeRef(p, off)
+		}
+		hand, off = hand+1, 0
+	}
+	return NilRef
+}
+
 // Pages is how many pages class id owns.
 func (al *Allocator) Pages(id int) int { return len(al.cls[id].pages) }
 

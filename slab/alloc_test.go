@@ -205,3 +205,21 @@ func TestAllocatorShare(t *testing.T) {
 		t.Fatalf("taken %d", a.PagesTaken())
 	}
 }
+
+func TestPeekHand(t *testing.T) {
+	al := newTestAllocator(t, 2)
+	id, _ := al.Classes().For(100)
+	if al.PeekHand(id) != NilRef {
+		t.Fatal("peek in an empty class")
+	}
+	for range 3 {
+		r, _ := al.Alloc(id)
+		mark(al, r)
+	}
+	for range 5 { // wraps over the three carved chunks
+		p := al.PeekHand(id)
+		if p == NilRef || al.PeekHand(id) != p || al.Hand(id) != p {
+			t.Fatalf("peek %x disagrees with the hand", p)
+		}
+	}
+}
