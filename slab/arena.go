@@ -3,6 +3,7 @@ package slab
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -54,7 +55,7 @@ func (r Ref) Offset() uint32 { return uint32(r & (PageSize - 1)) }
 // Taking and releasing pages is serialised by mu: it happens once per MiB of items at most, next to a
 // 1 MiB allocation, so the lock is never contended in a way that matters.
 type Arena struct {
-	dir [MaxPages >> segmentShift]*segment
+	dir *directory
 
 	mu      sync.Mutex
 	limit   int      // page budget; may be below inUse right after it is lowered
@@ -74,6 +75,10 @@ const (
 	segmentMask  = segmentPages - 1
 )
 
+// directory is the fixed first level of the page table. It is its own object so that the cleanup that
+// unmaps the pages of an arena that became garbage can hold it without holding the arena.
+type directory [MaxPages >> segmentShift]*segment
+
 // segment is one block of the page table. pages[i] is nil while the id is not in use.
 type segment struct {
 	pages [segmentPages][]byte
@@ -81,12 +86,30 @@ type segment struct {
 }
 
 // NewArena sets the page budget to limit bytes (at least one page).
+// Its pages are mapped memory (offheap.go): they go back to the system when released, or all at once
+// when the Arena becomes garbage.
 func NewArena(limit int64) (*Arena, error) {
-	a := &Arena{}
+	a := &Arena{dir: new(directory)}
 	if err := a.SetLimit(limit); err != nil {
 		return nil, err
 	}
+	runtime.AddCleanup(a, unmapAll, a.dir)
 	return a, nil
+}
+
+// unmapAll gives back every page still mapped in d (its arena is unreachable: nothing can use them).
+func unmapAll(d *directory) {
+	for _, seg := range d {
+		if seg == nil {
+			continue
+		}
+		for i, p := range seg.pages {
+			if p != nil {
+				unmapBytes(p)
+				seg.pages[i] = nil
+			}
+		}
+	}
 }
 
 // LimitPages is the page count a limit of bytes allows: at least one page.
