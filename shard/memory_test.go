@@ -45,8 +45,9 @@ func TestMemoryLimitEvicts(t *testing.T) {
 	if int64(present) != st.CurrItems || uint64(present)+st.Evictions != n {
 		t.Fatalf("present %d curr %d evictions %d", present, st.CurrItems, st.Evictions)
 	}
-	// Most of the memory holds items: the compact header pays off (7 pages of 1 MiB, 144-byte chunks:
-	// at most 7*7281 = 50967; below 45000 something wastes memory).
+	// Most of the memory holds items: the compact header pays off. Item 0 has flags 0, so a 16-byte header
+	// and a 128-byte chunk: its class holds one of the 7 pages; the 6 others hold 136-byte chunks (20-byte
+	// header, 12-byte key, 100-byte value), 6*7710 = 46260. Below 45000 something wastes memory.
 	if present < 45_000 {
 		t.Fatalf("only %d items fit in 8 MiB", present)
 	}

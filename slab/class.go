@@ -4,9 +4,10 @@
 // beyond a lowered limit are handed back by their owners and freed.
 //
 // Contract:
-//   - Every byte of item memory lives in pages of PageSize bytes allocated as
-//     plain []byte (no Go pointers), so the garbage collector never scans them
-//     and never has per-item objects to track.
+//   - Every byte of item memory lives in pages of PageSize bytes mapped
+//     outside the Go heap (offheap.go says why) and holding no Go pointers, so
+//     the garbage collector never scans them, never has per-item objects to
+//     track, and never paces itself on them.
 //   - A chunk is addressed by a Ref (page id and byte offset packed into
 //     RefBits bits) that an index can store in a uint64 next to hash bits.
 //   - Arena owns the global page budget and is safe for concurrent use.
