@@ -264,3 +264,25 @@ func TestIndexCountsAgainstLimit(t *testing.T) {
 	}
 	t.Logf("%d of %d items resident, %d pages, %d bytes of hash tables", present, n, s.arena.PagesTaken(), st.HashBytes)
 }
+
+// After most items leave, the reclaimer rebuilds the index smaller and the shard may own more pages.
+func TestIndexShrinks(t *testing.T) {
+	s, clk := newStore(t, Config{MemoryLimit: 64 << 20, StaleWindow: -1})
+	const n = 200_000
+	for i := range n {
+		s.Store(ModeSet, key(i), 0, 0, []byte("v"), 0)
+	}
+	sh := &s.shards[0]
+	big, pages := sh.idx.n, sh.al.MaxPages()
+	for i := range n - n/10 {
+		s.Delete(key(i))
+	}
+	s.reclaimTick()
+	clk.advance(1)
+	if sh.idx.n >= big/2 || sh.al.MaxPages() <= pages {
+		t.Fatalf("index %d slots (was %d), max pages %d (was %d)", sh.idx.n, big, sh.al.MaxPages(), pages)
+	}
+	for i := n - n/10; i < n; i++ {
+		mustGet(t, s, string(key(i)))
+	}
+}
