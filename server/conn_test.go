@@ -120,7 +120,7 @@ func TestExecuteAllocatesNothing(t *testing.T) {
 	cn := newConn(s)
 	reqs := []string{
 		"set k 0 0 5\r\nhello\r\n", "get k\r\n", "gets k\r\n", "lease-get k\r\n", "lease-get miss\r\n",
-		"incr n 1\r\n", "touch k 0\r\n", "delete nope\r\n", "get a b c d e f g h i j\r\n",
+		"incr n 1\r\n", "touch k 0\r\n", "delete nope\r\n", "get a b c d e f g h i j\r\n", "gats 0 k\r\n",
 	}
 	for _, r := range reqs {
 		in := []byte(r)
