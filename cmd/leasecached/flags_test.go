@@ -1,0 +1,75 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasecached/leasecached/server"
+)
+
+func TestParseSize(t *testing.T) {
+	cases := []struct {
+		in   string
+		want int64
+		err  bool
+	}{
+		{"1m", 1 << 20, false},
+		{"1M", 1 << 20, false},
+		{"512k", 512 << 10, false},
+		{"2g", 0, true}, // above the 1 GiB item limit
+		{"1g", 1 << 30, false},
+		{"1048576", 1 << 20, false},
+		{"", 0, true},
+		{"m", 0, true},
+		{"2x", 0, true},
+		{"-1m", 0, true},
+		{"0", 0, true},
+		{"99999999999999999999k", 0, true},
+	}
+	for _, tc := range cases {
+		got, err := parseSize(tc.in)
+		if (err != nil) != tc.err || got != tc.want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	good := server.Config{Listen: "127.0.0.1", Port: 11211, Threads: 2, ConnLimit: 1024, MaxItemSize: 1 << 20,
+		MemoryLimit: 64 << 20, LeaseWindow: 10 * time.Second, StaleWindow: 10 * time.Second}
+	cases := []struct {
+		name   string
+		change func(*server.Config)
+		memMB  int64
+		errHas string // "" means valid
+	}{
+		{"defaults", func(*server.Config) {}, 64, ""},
+		{"port 0", func(c *server.Config) { c.Port = 0 }, 64, "-p/--port"},
+		{"port 70000", func(c *server.Config) { c.Port = 70000 }, 64, "-p/--port"},
+		{"empty listen", func(c *server.Config) { c.Listen = "" }, 64, "-l/--listen"},
+		{"no memory", func(c *server.Config) { c.MemoryLimit = 0 }, 0, "-m/--memory-limit"},
+		{"no connections", func(c *server.Config) { c.ConnLimit = 0 }, 64, "-c/--conn-limit"},
+		{"no threads", func(c *server.Config) { c.Threads = 0 }, 64, "-t/--threads"},
+		{"item below 1k", func(c *server.Config) { c.MaxItemSize = 100 }, 64, "-I/--max-item-size"},
+		{"item over half of -m", func(c *server.Config) { c.MaxItemSize = 64 << 20 }, 64, "half the memory limit"},
+		{"zero lease window", func(c *server.Config) { c.LeaseWindow = 0 }, 64, "--lease-window"},
+		{"negative stale window", func(c *server.Config) { c.StaleWindow = -time.Second }, 64, "--stale-window"},
+		{"no stale values", func(c *server.Config) { c.StaleWindow = 0 }, 64, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := good
+			tc.change(&cfg)
+			err := validate(cfg, tc.memMB)
+			switch {
+			case tc.errHas == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.errHas != "" && (err == nil || !strings.Contains(err.Error(), tc.errHas)):
+				t.Fatalf("error %v, want one naming %q", err, tc.errHas)
+			case err != nil && strings.Contains(err.Error(), "\n"):
+				t.Fatalf("error is not one line: %q", err)
+			}
+		})
+	}
+}
