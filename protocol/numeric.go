@@ -97,3 +97,14 @@ func parseInt32(tok []byte) (int32, bool) {
 	}
 	return int32(v), true
 }
+
+// SafeStrtoull, SafeStrtoul and SafeStrtol are the rules above for tokens read after parsing: meta
+// flag values and admin arguments, which the server interprets at execution time. One implementation
+// keeps every number in the protocol read the same way.
+func SafeStrtoull(tok []byte) (uint64, bool) { return parseUint64(tok) }
+
+// SafeStrtoul is memcached's safe_strtoul: SafeStrtoull truncated to 32 bits.
+func SafeStrtoul(tok []byte) (uint32, bool) { return parseUint32(tok) }
+
+// SafeStrtol is memcached's safe_strtol into an int32.
+func SafeStrtol(tok []byte) (int32, bool) { return parseInt32(tok) }

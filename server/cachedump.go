@@ -34,8 +34,8 @@ func (cn *conn) cachedump(req *protocol.Request) {
 		cn.out = append(cn.out, replyBadCommandLine...)
 		return
 	}
-	id, okID := safeStrtoul(req.Args[1])
-	limit, okLimit := safeStrtoul(req.Args[2])
+	id, okID := protocol.SafeStrtoul(req.Args[1])
+	limit, okLimit := protocol.SafeStrtoul(req.Args[2])
 	switch {
 	case !okID || !okLimit:
 		cn.out = append(cn.out, replyBadFormat...)

@@ -75,7 +75,7 @@ func parseMetaFlags(f *metaFlags, key []byte, toks [][]byte, keyBuf []byte) []by
 			f.key, f.keyBinary = dec, true
 		case 'N', 'T', 'R':
 			f.locked = true
-			v, ok := safeStrtol(arg)
+			v, ok := protocol.SafeStrtol(arg)
 			if !ok {
 				errReply, hasErr = replyMetaBadToken, true
 				break
@@ -98,13 +98,13 @@ func parseMetaFlags(f *metaFlags, key []byte, toks [][]byte, keyBuf []byte) []by
 		case 'q':
 			f.noReply = true
 		case 'F':
-			v, ok := safeStrtoull(arg)
+			v, ok := protocol.SafeStrtoull(arg)
 			if !ok {
 				hasErr = true
 			}
 			f.clientFlags = uint32(v)
 		case 'C':
-			v, ok := safeStrtoull(arg)
+			v, ok := protocol.SafeStrtoull(arg)
 			if !ok {
 				errReply, hasErr = replyMetaBadToken, true
 			}
@@ -116,13 +116,13 @@ func parseMetaFlags(f *metaFlags, key []byte, toks [][]byte, keyBuf []byte) []by
 				f.mode = tok[1]
 			}
 		case 'J':
-			v, ok := safeStrtoull(arg)
+			v, ok := protocol.SafeStrtoull(arg)
 			if !ok {
 				errReply, hasErr = replyMetaBadInitial, true
 			}
 			f.initial = v
 		case 'D':
-			v, ok := safeStrtoull(arg)
+			v, ok := protocol.SafeStrtoull(arg)
 			if !ok {
 				errReply, hasErr = replyMetaBadDelta, true
 			}

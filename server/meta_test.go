@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"strings"
 	"testing"
+
+	"github.com/leasecached/leasecached/protocol"
 )
 
 func TestParseMetaFlags(t *testing.T) {
@@ -108,8 +110,8 @@ func TestSafeStrto(t *testing.T) {
 		{"", 0, false, 0, false},
 		{"-", 0, false, 0, false},
 	} {
-		i, iok := safeStrtol([]byte(c.in))
-		u, uok := safeStrtoull([]byte(c.in))
+		i, iok := protocol.SafeStrtol([]byte(c.in))
+		u, uok := protocol.SafeStrtoull([]byte(c.in))
 		if i != c.i32 || iok != c.iok || u != c.u64 || uok != c.uok {
 			t.Errorf("%q: strtol %d %v, strtoull %d %v", c.in, i, iok, u, uok)
 		}
