@@ -34,10 +34,7 @@ func (s *Store) AppendGet(dst, key []byte, withCas bool, hdr ValueHeader) ([]byt
 	if !validKey(key) {
 		return dst, false
 	}
-	h := hashKey(key)
-	sh := s.shardOf(h)
-	now := s.now()
-	sh.mu.Lock()
+	sh, h, now := s.lockKey(key)
 	ref, b := sh.find(h, key, now)
 	if ref == slab.NilRef {
 		switch sh.missCause {
@@ -65,10 +62,7 @@ func (s *Store) AppendLeaseGet(dst, key []byte, hit ValueHeader, miss LValueHead
 	if !validKey(key) {
 		return append(miss(dst, key, 1, 0, 0), blockTrailer...), LeaseHotMiss
 	}
-	h := hashKey(key)
-	sh := s.shardOf(h)
-	now := s.now()
-	sh.mu.Lock()
+	sh, h, now := s.lockKey(key)
 	if ref, b := sh.find(h, key, now); ref != slab.NilRef {
 		b[offState] |= flagVisited | flagFetched
 		vlen := itemVlen(b)

@@ -27,10 +27,7 @@ func (s *Store) LeaseGet(dst, key []byte) ([]byte, LeaseResult) {
 	if !validKey(key) {
 		return dst, LeaseResult{Kind: LeaseHotMiss, Token: 1}
 	}
-	h := hashKey(key)
-	sh := s.shardOf(h)
-	now := s.now()
-	sh.mu.Lock()
+	sh, h, now := s.lockKey(key)
 	defer sh.mu.Unlock()
 	if ref, b := sh.find(h, key, now); ref != slab.NilRef {
 		b[offState] |= flagVisited | flagFetched
@@ -59,10 +56,7 @@ func (s *Store) LeaseSet(key []byte, token uint64, flags uint32, exptime int64, 
 	if !validKey(key) {
 		return NotStored
 	}
-	h := hashKey(key)
-	sh := s.shardOf(h)
-	now := s.now()
-	sh.mu.Lock()
+	sh, h, now := s.lockKey(key)
 	defer sh.mu.Unlock()
 	if !sh.leases.Consume(h, token, s.nowNano()) {
 		sh.leases.Counters.SetsRejected++
@@ -83,10 +77,7 @@ func (s *Store) Discard(key []byte) {
 	if !validKey(key) {
 		return
 	}
-	h := hashKey(key)
-	sh := s.shardOf(h)
-	now := s.now()
-	sh.mu.Lock()
+	sh, h, now := s.lockKey(key)
 	sh.invalidateLeases(h, causeRejected)
 	sh.dropStale(h, key, now)
 	sh.mu.Unlock()

@@ -40,10 +40,7 @@ func (s *Store) MetaArith(key []byte, req *MetaArithRequest) MetaArithResult {
 		res.Result = NotFound
 		return res
 	}
-	h := hashKey(key)
-	sh := s.shardOf(h)
-	now := s.now()
-	sh.mu.Lock()
+	sh, h, now := s.lockKey(key)
 	defer sh.mu.Unlock()
 	sh.invalidateLeases(h, causeStore)
 	ref, b := sh.find(h, key, now)

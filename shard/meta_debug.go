@@ -23,10 +23,7 @@ func (s *Store) MetaDebug(key []byte) (MetaDebugInfo, bool) {
 	if !validKey(key) {
 		return MetaDebugInfo{}, false
 	}
-	h := hashKey(key)
-	sh := s.shardOf(h)
-	now := s.now()
-	sh.mu.Lock()
+	sh, h, now := s.lockKey(key)
 	defer sh.mu.Unlock()
 	ref, b := sh.find(h, key, now)
 	if ref == slab.NilRef {

@@ -45,10 +45,7 @@ func (s *Store) MetaGet(dst, key []byte, req *MetaGetRequest) ([]byte, MetaGetRe
 	if !validKey(key) {
 		return dst, res
 	}
-	h := hashKey(key)
-	sh := s.shardOf(h)
-	now := s.now()
-	sh.mu.Lock()
+	sh, h, now := s.lockKey(key)
 	defer sh.mu.Unlock()
 	ref, b := sh.find(h, key, now)
 	if ref == slab.NilRef {

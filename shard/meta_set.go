@@ -54,10 +54,7 @@ func (s *Store) MetaDelete(key []byte, req *MetaDeleteRequest) Result {
 	if !validKey(key) {
 		return NotFound
 	}
-	h := hashKey(key)
-	sh := s.shardOf(h)
-	now := s.now()
-	sh.mu.Lock()
+	sh, h, now := s.lockKey(key)
 	defer sh.mu.Unlock()
 	sh.invalidateLeases(h, causeDelete)
 	ref, b := sh.find(h, key, now)

@@ -42,10 +42,7 @@ func (s *Store) get(dst, key []byte, touch bool, exptime int64) ([]byte, Info, b
 	if !validKey(key) {
 		return dst, Info{}, false
 	}
-	h := hashKey(key)
-	sh := s.shardOf(h)
-	now := s.now()
-	sh.mu.Lock()
+	sh, h, now := s.lockKey(key)
 	ref, b := sh.find(h, key, now)
 	if ref == slab.NilRef {
 		switch sh.missCause {
@@ -80,10 +77,7 @@ func (s *Store) Store(mode Mode, key []byte, flags uint32, exptime int64, value 
 	if !validKey(key) {
 		return NotStored
 	}
-	h := hashKey(key)
-	sh := s.shardOf(h)
-	now := s.now()
-	sh.mu.Lock()
+	sh, h, now := s.lockKey(key)
 	r := sh.store(h, mode, key, flags, absExptime(exptime, now), value, cas, now)
 	sh.mu.Unlock()
 	return r
@@ -213,10 +207,7 @@ func (s *Store) Delete(key []byte) Result {
 	if !validKey(key) {
 		return NotFound
 	}
-	h := hashKey(key)
-	sh := s.shardOf(h)
-	now := s.now()
-	sh.mu.Lock()
+	sh, h, now := s.lockKey(key)
 	defer sh.mu.Unlock()
 	// A delete of a key that is not cached is the common case of the stale-set race (the reader that
 	// holds the lease missed it): the lease must die even though no item does.
@@ -235,10 +226,7 @@ func (s *Store) Touch(key []byte, exptime int64) Result {
 	if !validKey(key) {
 		return NotFound
 	}
-	h := hashKey(key)
-	sh := s.shardOf(h)
-	now := s.now()
-	sh.mu.Lock()
+	sh, h, now := s.lockKey(key)
 	defer sh.mu.Unlock()
 	ref, b := sh.find(h, key, now)
 	if ref == slab.NilRef {
@@ -264,10 +252,7 @@ func (s *Store) Arith(key []byte, incr bool, delta uint64) (uint64, Result) {
 	if !validKey(key) {
 		return 0, NotFound
 	}
-	h := hashKey(key)
-	sh := s.shardOf(h)
-	now := s.now()
-	sh.mu.Lock()
+	sh, h, now := s.lockKey(key)
 	defer sh.mu.Unlock()
 	sh.invalidateLeases(h, causeStore)
 	ref, b := sh.find(h, key, now)

@@ -226,3 +226,13 @@ func (s *Store) shardOf(h uint64) *shard {
 }
 
 func hashKey(key []byte) uint64 { return xxhash.Sum64(key) }
+
+// lockKey is how every keyed operation starts: it hashes key, locks the shard that owns it and reads the
+// clock once. The caller unlocks sh.mu.
+func (s *Store) lockKey(key []byte) (sh *shard, h uint64, now int64) {
+	h = hashKey(key)
+	sh = s.shardOf(h)
+	now = s.now()
+	sh.mu.Lock()
+	return sh, h, now
+}
