@@ -407,3 +407,72 @@ func waitUntil(t *testing.T, d time.Duration, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestGetOrFillFailuresAgainstServer runs GetOrFill's failure paths against the real server: a deadline
+// that ends during a hot-miss wait, a fill that errors (never cached, the lease left to lapse or be
+// retaken), and a fill that hangs past its timeout.
+func TestGetOrFillFailuresAgainstServer(t *testing.T) {
+	p := startLeasecached(t)
+	c := newClient(t, clientlib.Config{}, p.Addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	never := func(context.Context, string) ([]byte, error) {
+		t.Error("fill called while another client holds the lease")
+		return nil, errors.New("unexpected fill")
+	}
+
+	t.Run("deadline during a hot-miss wait", func(t *testing.T) {
+		// Another process holds the lease (taken here with a raw lease-get), so GetOrFill must wait.
+		if r, err := c.LeaseGet(ctx, "held"); err != nil || r.Status != clientlib.LeaseGranted {
+			t.Fatalf("taking the lease: %+v %v", r, err)
+		}
+		wctx, wcancel := context.WithTimeout(ctx, 150*time.Millisecond)
+		defer wcancel()
+		start := time.Now()
+		_, err := c.GetOrFill(wctx, "held", never, &clientlib.FillOptions{MaxWait: 5 * time.Second, Fallback: clientlib.FallbackError})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("GetOrFill = %v, want the caller's deadline", err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("returned %v after a 150 ms deadline", d)
+		}
+		if c.Stats().HotMissWaits == 0 {
+			t.Fatal("no hot-miss wait counted")
+		}
+	})
+
+	t.Run("fill error is returned and never cached", func(t *testing.T) {
+		boom := errors.New("source down")
+		_, err := c.GetOrFill(ctx, "fails", func(context.Context, string) ([]byte, error) { return nil, boom }, nil)
+		if !errors.Is(err, boom) {
+			t.Fatalf("GetOrFill = %v, want the fill's error", err)
+		}
+		if _, err := c.Get(ctx, "fails"); !errors.Is(err, clientlib.ErrCacheMiss) {
+			t.Fatalf("after a failed fill the key is cached: %v", err)
+		}
+		// The next caller (still within the failed holder's lease window) must not see the error as a
+		// value; with FallbackFill it reads the source itself once the wait runs out.
+		v, err := c.GetOrFill(ctx, "fails", func(context.Context, string) ([]byte, error) { return []byte("ok"), nil },
+			&clientlib.FillOptions{MaxWait: 100 * time.Millisecond, Fallback: clientlib.FallbackFill})
+		if err != nil || string(v.Data) != "ok" {
+			t.Fatalf("GetOrFill after a failed fill = %+v %v", v, err)
+		}
+	})
+
+	t.Run("fill that hangs is cut off by the fill timeout", func(t *testing.T) {
+		start := time.Now()
+		_, err := c.GetOrFill(ctx, "hangs", func(fctx context.Context, _ string) ([]byte, error) {
+			<-fctx.Done()
+			return nil, fctx.Err()
+		}, &clientlib.FillOptions{FillTimeout: 100 * time.Millisecond, Fallback: clientlib.FallbackError})
+		if err == nil {
+			t.Fatal("a hanging fill returned no error")
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("hanging fill held the caller for %v with a 100 ms fill timeout", d)
+		}
+		if _, err := c.Get(ctx, "hangs"); !errors.Is(err, clientlib.ErrCacheMiss) {
+			t.Fatalf("after a timed-out fill the key is cached: %v", err)
+		}
+	})
+}
