@@ -1,5 +1,7 @@
 package shard
 
+import "github.com/leasecached/leasecached/slab"
+
 // Access bookkeeping: memcached's it->time ("last access", offTime) and ITEM_FETCHED, which the meta
 // protocol exposes (mg l and h, me la= and fetch=) and flush_all compares.
 
@@ -26,4 +28,19 @@ func bumpIdle(b []byte, now int64) {
 		le.PutUint32(b[offTime:], uint32(now))
 	}
 	b[offState] |= flagVisited
+}
+
+// findForRead is find for the fetch commands: a key found expired or flushed counts in memcached's
+// get_expired / get_flushed, as its do_item_get counts them.
+func (sh *shard) findForRead(h uint64, key []byte, now int64) (slab.Ref, []byte) {
+	ref, b := sh.find(h, key, now)
+	if ref == slab.NilRef {
+		switch sh.missCause {
+		case causeExpire:
+			sh.stats.getExpired++
+		case causeFlush:
+			sh.stats.getFlushed++
+		}
+	}
+	return ref, b
 }

@@ -35,14 +35,8 @@ func (s *Store) AppendGet(dst, key []byte, withCas bool, hdr ValueHeader) ([]byt
 		return dst, false
 	}
 	sh, h, now := s.lockKey(key)
-	ref, b := sh.find(h, key, now)
+	ref, b := sh.findForRead(h, key, now)
 	if ref == slab.NilRef {
-		switch sh.missCause {
-		case causeExpire:
-			sh.stats.getExpired++
-		case causeFlush:
-			sh.stats.getFlushed++
-		}
 		sh.mu.Unlock()
 		return dst, false
 	}
@@ -64,7 +58,7 @@ func (s *Store) AppendLeaseGet(dst, key []byte, hit ValueHeader, miss LValueHead
 	}
 	sh, h, now := s.lockKey(key)
 	if ref, b := sh.find(h, key, now); ref != slab.NilRef {
-		b[offState] |= flagVisited | flagFetched
+		bump(b, now) // a lease-get hit is a read like get's
 		vlen := itemVlen(b)
 		dst = slices.Grow(dst, maxHeaderLine+vlen)
 		dst = hit(dst, key, itemFlags(b), vlen, 0, false)

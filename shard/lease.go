@@ -30,7 +30,7 @@ func (s *Store) LeaseGet(dst, key []byte) ([]byte, LeaseResult) {
 	sh, h, now := s.lockKey(key)
 	defer sh.mu.Unlock()
 	if ref, b := sh.find(h, key, now); ref != slab.NilRef {
-		b[offState] |= flagVisited | flagFetched
+		bump(b, now) // a lease-get hit is a read like get's
 		return appendValue(sh.al, dst, b), LeaseResult{Kind: LeaseHit, Info: infoOf(b)}
 	}
 	var res LeaseResult

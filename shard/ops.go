@@ -43,14 +43,8 @@ func (s *Store) get(dst, key []byte, touch bool, exptime int64) ([]byte, Info, b
 		return dst, Info{}, false
 	}
 	sh, h, now := s.lockKey(key)
-	ref, b := sh.find(h, key, now)
+	ref, b := sh.findForRead(h, key, now)
 	if ref == slab.NilRef {
-		switch sh.missCause {
-		case causeExpire:
-			sh.stats.getExpired++
-		case causeFlush:
-			sh.stats.getFlushed++
-		}
 		sh.mu.Unlock()
 		return dst, Info{}, false
 	}
