@@ -52,7 +52,7 @@ func newApp() *cli.App {
 			&cli.StringFlag{Name: "listen", Aliases: []string{"l"}, Value: server.DefaultListen,
 				Usage: "interface to listen on (default loopback only; 0.0.0.0 listens on every interface)"},
 			&cli.Int64Flag{Name: "memory-limit", Aliases: []string{"m"}, Value: server.DefaultMemoryMB,
-				Usage: "item memory in megabytes"},
+				Usage: "memory limit in megabytes: items, hash index and lease bookkeeping"},
 			&cli.IntFlag{Name: "conn-limit", Aliases: []string{"c"}, Value: server.DefaultConnLimit,
 				Usage: "max simultaneous connections"},
 			&cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Value: runtime.NumCPU(),
