@@ -36,6 +36,7 @@ const (
 	CmdMetaNoop
 	CmdMetaDebug
 	CmdCacheMemlimit
+	CmdLruCrawler
 
 	numCommands // sentinel: keep last
 )
@@ -72,6 +73,7 @@ var commandNames = [numCommands]string{
 	CmdMetaNoop:       "mn",
 	CmdMetaDebug:      "me",
 	CmdCacheMemlimit:  "cache_memlimit",
+	CmdLruCrawler:     "lru_crawler",
 }
 
 // String returns the command's wire name ("get", "lease-set", "mg", ...).

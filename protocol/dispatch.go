@@ -82,6 +82,8 @@ func lookupCommand(name []byte) (Command, cmdKind) {
 		return CmdMetaDebug, kindMeta
 	case "cache_memlimit":
 		return CmdCacheMemlimit, kindMemlimit
+	case "lru_crawler":
+		return CmdLruCrawler, kindFreeArgs
 	}
 	return CmdNone, kindUnknown
 }

@@ -80,6 +80,8 @@ func (cn *conn) execute(req *protocol.Request) outcome {
 		cn.metaArith(req)
 	case protocol.CmdMetaDebug:
 		cn.metaDebug(req)
+	case protocol.CmdLruCrawler:
+		cn.lruCrawler(req)
 	case protocol.CmdLeaseGet:
 		cn.leaseGet(req)
 	case protocol.CmdLeaseSet:

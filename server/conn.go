@@ -31,6 +31,7 @@ type conn struct {
 	// holding it keeps replies in request order.
 	held    []byte
 	local   counters
+	gc      gnet.Conn                   // the connection being served, during serve only (for replies flushed mid-command)
 	metaKey [protocol.KeyMaxLength]byte // a meta command's base64-decoded key (flag b)
 
 	fd      int          // socket descriptor, the connection's name in `stats conns`
@@ -48,6 +49,8 @@ func newConn(s *Server) *conn {
 
 // serve executes every complete request in c's input, in order, and writes their replies in one batch.
 func (cn *conn) serve(c gnet.Conn) gnet.Action {
+	cn.gc = c
+	defer func() { cn.gc = nil }()
 	buf, _ := c.Peek(-1)
 	pos := 0
 	action := gnet.None

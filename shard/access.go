@@ -35,12 +35,7 @@ func bumpIdle(b []byte, now int64) {
 func (sh *shard) findForRead(h uint64, key []byte, now int64) (slab.Ref, []byte) {
 	ref, b := sh.find(h, key, now)
 	if ref == slab.NilRef {
-		switch sh.missCause {
-		case causeExpire:
-			sh.stats.getExpired++
-		case causeFlush:
-			sh.stats.getFlushed++
-		}
+		sh.countMissCause()
 	}
 	return ref, b
 }

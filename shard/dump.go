@@ -138,3 +138,52 @@ func (sh *shard) visitClassBatch(id int, now int64, page, off *int, fn func(b []
 	}
 	return false, false
 }
+
+// MetadumpItem is one item of memcached's `lru_crawler metadump`, in memcached's terms (its slab class and
+// item size, as `me` reports them). Key aliases item memory: it is valid only during the callback.
+type MetadumpItem struct {
+	Key        []byte
+	Exptime    int64 // absolute unix seconds, 0 = never
+	LastAccess int64 // absolute unix seconds
+	Cas        uint64
+	Fetched    bool
+	Class      int // memcached's class id for this item
+	Size       int // memcached's total item size
+	KeyBinary  bool
+}
+
+// AllItems calls fn for every live item, class by class in page order, until fn returns false: memcached's
+// `lru_crawler metadump all` (which walks every LRU). Locking is ColdItems': each shard lock is held for
+// at most dumpBatch chunks, fn runs under it and must be quick and must not call the Store.
+func (s *Store) AllItems(fn func(MetadumpItem) bool) {
+	now := s.now()
+	stopped := false
+	for id := range s.classes.Count() {
+		s.visitClass(id, now, func(b []byte) bool {
+			size := mcItemSize(itemKlen(b), itemVlen(b), itemFlags(b))
+			if !fn(MetadumpItem{
+				Key:        itemKey(b),
+				Exptime:    int64(itemExp(b)),
+				LastAccess: int64(itemTime(b)),
+				Cas:        itemCas(b),
+				Fetched:    b[offState]&flagFetched != 0,
+				Class:      mcClassOf(size),
+				Size:       size,
+				KeyBinary:  itemMeta(b)&metaKeyBinary != 0,
+			}) {
+				stopped = true
+			}
+			return !stopped
+		})
+		if stopped {
+			return
+		}
+	}
+}
+
+// ReclaimExpired runs one background-reclaimer pass over every shard now: memcached's `lru_crawler crawl`.
+func (s *Store) ReclaimExpired() {
+	for i := range s.shards {
+		s.shards[i].reclaim(s.now(), reclaimChunksPerTick)
+	}
+}

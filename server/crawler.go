@@ -1,0 +1,137 @@
+package server
+
+import (
+	"strconv"
+
+	"github.com/leasecached/leasecached/protocol"
+	"github.com/leasecached/leasecached/shard"
+)
+
+// memcached's replies for `lru_crawler`.
+var (
+	replyBadClass         = []byte("BADCLASS invalid class id\r\n")
+	replyMetadumpPipeline = []byte("ERROR cannot pipeline other commands before metadump\r\n")
+)
+
+// maxCrawlerClass is memcached's highest slab class id (MAX_NUMBER_OF_SLAB_CLASSES - 1).
+const maxCrawlerClass = 63
+
+// lruCrawler serves the `lru_crawler` sub-commands leasecached has machinery for: `metadump` (every live
+// item's metadata in memcached's format: memcached-tool's `dump` and `keys` use it) and `crawl` (reclaim
+// expired items now). The crawler's tunables (enable, disable, sleep, tocrawl) belong to memcached's
+// crawler thread, which we do not have: they get ERROR like any unknown sub-command.
+func (cn *conn) lruCrawler(req *protocol.Request) {
+	if len(req.Args) < 2 {
+		cn.out = append(cn.out, protocol.ReplyError...)
+		return
+	}
+	classes, ok := parseClassList(req.Args[1])
+	switch string(req.Args[0]) {
+	case "metadump":
+		// memcached sometimes refuses a dump pipelined behind other commands ("ERROR cannot pipeline
+		// other commands before metadump": after version, set or stats replies, not after get or mn) and
+		// sometimes returns an empty one (after two gets): artefacts of its response objects. We always
+		// dump, which is what it does for a metadump sent on its own, as memcached-tool sends it.
+		if !ok {
+			cn.out = append(cn.out, replyBadClass...)
+			return
+		}
+		cn.metadump(classes)
+	case "crawl":
+		if !ok {
+			cn.out = append(cn.out, replyBadClass...)
+			return
+		}
+		cn.srv.store.ReclaimExpired()
+		cn.out = append(cn.out, protocol.ReplyOK...)
+	default:
+		cn.out = append(cn.out, protocol.ReplyError...)
+	}
+}
+
+// classSet is the classes a crawl or dump covers; nil means all.
+type classSet *[maxCrawlerClass + 1]bool
+
+// parseClassList reads "all", "hash" or a comma-separated list of class ids 1..63.
+func parseClassList(arg []byte) (classSet, bool) {
+	if s := string(arg); s == "all" || s == "hash" {
+		return nil, true
+	}
+	set := new([maxCrawlerClass + 1]bool)
+	for len(arg) > 0 {
+		tok := arg
+		if i := indexByte(arg, ','); i >= 0 {
+			tok, arg = arg[:i], arg[i+1:]
+		} else {
+			arg = nil
+		}
+		id, err := strconv.Atoi(string(tok))
+		if err != nil || id < 1 || id > maxCrawlerClass {
+			return nil, false
+		}
+		set[id] = true
+	}
+	return set, true
+}
+
+func indexByte(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// metadump writes one line per item ("key=<uri-encoded> exp=<unix|-1> la=<unix> cas=<n> fetch=<yes|no>
+// cls=<n> size=<n>\n", memcached's format and line ending) and END. A large dump is handed to gnet in
+// pieces as it grows; gnet's write never blocks, so doing it inside the store's bounded batches is safe.
+func (cn *conn) metadump(classes classSet) {
+	cn.srv.store.AllItems(func(it shard.MetadumpItem) bool {
+		if classes != nil && (it.Class > maxCrawlerClass || !classes[it.Class]) {
+			return true
+		}
+		cn.out = append(cn.out, "key="...)
+		cn.out = appendURIEncoded(cn.out, it.Key)
+		cn.out = append(cn.out, " exp="...)
+		if it.Exptime == 0 {
+			cn.out = append(cn.out, "-1"...)
+		} else {
+			cn.out = strconv.AppendInt(cn.out, it.Exptime, 10)
+		}
+		cn.out = append(cn.out, " la="...)
+		cn.out = strconv.AppendInt(cn.out, it.LastAccess, 10)
+		cn.out = append(cn.out, " cas="...)
+		cn.out = strconv.AppendUint(cn.out, it.Cas, 10)
+		if it.Fetched {
+			cn.out = append(cn.out, " fetch=yes"...)
+		} else {
+			cn.out = append(cn.out, " fetch=no"...)
+		}
+		cn.out = append(cn.out, " cls="...)
+		cn.out = strconv.AppendInt(cn.out, int64(it.Class), 10)
+		cn.out = append(cn.out, " size="...)
+		cn.out = strconv.AppendInt(cn.out, int64(it.Size), 10)
+		cn.out = append(cn.out, '\n')
+		if len(cn.out) >= flushThreshold && cn.gc != nil {
+			cn.flush(cn.gc)
+		}
+		return true
+	})
+	cn.out = append(cn.out, protocol.ReplyEnd...)
+}
+
+// appendURIEncoded writes key as memcached's uriencode does: unreserved characters (RFC 3986) as they
+// are, every other byte as %XX in upper case.
+func appendURIEncoded(dst, key []byte) []byte {
+	const hex = "0123456789ABCDEF"
+	for _, c := range key {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '.', c == '_', c == '~':
+			dst = append(dst, c)
+		default:
+			dst = append(dst, '%', hex[c>>4], hex[c&15])
+		}
+	}
+	return dst
+}
