@@ -57,28 +57,20 @@ func (s *Store) AppendLeaseGet(dst, key []byte, hit ValueHeader, miss LValueHead
 		return append(miss(dst, key, 1, 0, 0), blockTrailer...), LeaseHotMiss
 	}
 	sh, h, now := s.lockKey(key)
-	if ref, b := sh.find(h, key, now); ref != slab.NilRef {
-		bump(b, now) // a lease-get hit is a read like get's
-		vlen := itemVlen(b)
+	kind, token, b := sh.leaseLookup(h, key, now)
+	var flags uint32
+	vlen := 0
+	if b != nil {
+		flags, vlen = itemFlags(b), itemVlen(b)
 		dst = slices.Grow(dst, maxHeaderLine+vlen)
-		dst = hit(dst, key, itemFlags(b), vlen, 0, false)
-		dst = appendValueBytes(sh.al, dst, b)
-		sh.mu.Unlock()
-		return append(dst, blockTrailer...), LeaseHit
 	}
-	token, granted := sh.leases.Acquire(h, s.nowNano())
-	kind := LeaseHotMiss
-	if granted {
-		kind = LeaseGranted
-	}
-	if ref, b := sh.findGhost(h, key, now); ref != slab.NilRef {
-		sh.leases.Counters.StaleServed++
-		vlen := itemVlen(b)
-		dst = slices.Grow(dst, maxHeaderLine+vlen)
-		dst = miss(dst, key, token, itemFlags(b), vlen)
-		dst = appendValueBytes(sh.al, dst, b)
+	if kind == LeaseHit {
+		dst = hit(dst, key, flags, vlen, 0, false)
 	} else {
-		dst = miss(dst, key, token, 0, 0)
+		dst = miss(dst, key, token, flags, vlen)
+	}
+	if b != nil {
+		dst = appendValueBytes(sh.al, dst, b)
 	}
 	sh.mu.Unlock()
 	return append(dst, blockTrailer...), kind

@@ -29,25 +29,36 @@ func (s *Store) LeaseGet(dst, key []byte) ([]byte, LeaseResult) {
 	}
 	sh, h, now := s.lockKey(key)
 	defer sh.mu.Unlock()
-	if ref, b := sh.find(h, key, now); ref != slab.NilRef {
-		bump(b, now) // a lease-get hit is a read like get's
-		return appendValue(sh.al, dst, b), LeaseResult{Kind: LeaseHit, Info: infoOf(b)}
-	}
-	var res LeaseResult
-	token, granted := sh.leases.Acquire(h, s.nowNano())
-	res.Token = token
-	res.Kind = LeaseHotMiss
-	if granted {
-		res.Kind = LeaseGranted
-	}
-	if ref, b := sh.findGhost(h, key, now); ref != slab.NilRef {
-		res.Stale = true
-		res.Info = infoOf(b)
-		res.Info.Exptime = 0 // the ghost's exptime is its stale deadline, not the item's
-		sh.leases.Counters.StaleServed++
+	kind, token, b := sh.leaseLookup(h, key, now)
+	res := LeaseResult{Kind: kind, Token: token}
+	if b != nil {
+		res.Info, res.Stale = infoOf(b), kind != LeaseHit
+		if res.Stale {
+			res.Info.Exptime = 0 // the ghost's exptime is its stale deadline, not the item's
+		}
 		dst = appendValue(sh.al, dst, b)
 	}
 	return dst, res
+}
+
+// leaseLookup applies the lease-get rules to one key under the shard lock: a live item is a hit (and a
+// read, so it is bumped); otherwise the key's lease is granted or the miss is hot, and the stale value, if
+// one is held, is returned (and counted as served). b is the item to send, nil for a miss without one.
+func (sh *shard) leaseLookup(h uint64, key []byte, now int64) (kind LeaseKind, token uint64, b []byte) {
+	if ref, b := sh.find(h, key, now); ref != slab.NilRef {
+		bump(b, now)
+		return LeaseHit, 0, b
+	}
+	token, granted := sh.leases.Acquire(h, sh.st.nowNano())
+	kind = LeaseHotMiss
+	if granted {
+		kind = LeaseGranted
+	}
+	if ref, g := sh.findGhost(h, key, now); ref != slab.NilRef {
+		sh.leases.Counters.StaleServed++
+		return kind, token, g
+	}
+	return kind, token, nil
 }
 
 // LeaseSet is lease-set: it stores the value as set does only if token is key's current valid lease,
