@@ -13,7 +13,27 @@ const (
 	// reclaimBatch is how many chunks are inspected per lock hold, so the
 	// reclaimer never stalls requests for long.
 	reclaimBatch = 512
+	// maxReclaimWait bounds the background reclaimer's back-off, in ticks (seconds by default): a shard whose
+	// passes find almost nothing dead is walked at least this often. memcached's LRU crawler backs off the
+	// same way when its crawls reclaim little.
+	maxReclaimWait = 64
+	// reclaimWorthPercent is the share of dead items a pass must find for the next pass to follow at once.
+	reclaimWorthPercent = 1
 )
+
+// passCount is what one reclaimer pass over a shard saw.
+type passCount struct{ checked, reclaimed uint64 }
+
+// passWait is how many ticks to wait after a pass that saw c, given the wait before it. A pass that frees
+// little doubles the wait: walking every chunk each second costs a cache miss per item (about 1.5% of the
+// server's CPU under load in profiles) for nothing when items rarely expire. Expired items are still freed
+// on access and by eviction in between.
+func passWait(c passCount, prev int) int {
+	if c.checked > 0 && c.reclaimed*100 >= c.checked*reclaimWorthPercent {
+		return 1
+	}
+	return min(max(prev, 1)*2, maxReclaimWait)
+}
 
 func (s *Store) reclaimLoop(every time.Duration) {
 	defer close(s.done)
@@ -24,8 +44,27 @@ func (s *Store) reclaimLoop(every time.Duration) {
 		case <-s.stop:
 			return
 		case <-t.C:
-			s.reclaimTick()
+			s.backgroundTick()
 		}
+	}
+}
+
+// backgroundTick is reclaimTick with back-off: a shard's reclaimer pass only starts when its wait is over.
+func (s *Store) backgroundTick() {
+	for i := range s.shards {
+		select {
+		case <-s.stop:
+			return
+		default:
+		}
+		sh := &s.shards[i]
+		if sh.reclaimMid || sh.reclaimIdle+1 >= sh.reclaimWait {
+			sh.reclaimMid = !sh.reclaim(s.now(), reclaimChunksPerTick)
+			sh.reclaimIdle = 0
+		} else {
+			sh.reclaimIdle++
+		}
+		sh.releaseExcess(s.now(), releasePagesPerTick)
 	}
 }
 
@@ -45,8 +84,8 @@ func (s *Store) reclaimTick() {
 
 // reclaim inspects up to budget chunks from the shard's reclaim cursor,
 // unlinking expired or flushed items. It also measures each class's oldest
-// live item over a full pass (stats "age").
-func (sh *shard) reclaim(now int64, budget int) {
+// live item over a full pass (stats "age"). It reports whether a pass ended.
+func (sh *shard) reclaim(now int64, budget int) bool {
 	for budget > 0 {
 		sh.mu.Lock()
 		for n := 0; n < reclaimBatch && budget > 0; n++ {
@@ -55,15 +94,17 @@ func (sh *shard) reclaim(now int64, budget int) {
 			if r == slab.NilRef {
 				sh.endReclaimPass()
 				sh.mu.Unlock()
-				return // one pass per tick at most
+				return true // one pass per tick at most
 			}
 			b := sh.chunk(r)
 			if b[offState]&kindMask != kindHead || b[offState]&flagPinned != 0 {
 				continue
 			}
 			sh.stats.crawlerChecked++
+			sh.reclaimPass.checked++
 			if why := sh.st.dead(b, now); why != causeNone {
 				sh.stats.crawlerReclaimed++
+				sh.reclaimPass.reclaimed++
 				sh.cls[sh.al.ClassOf(r)].crawlerReclaimed++
 				sh.unlink(r, why, now)
 				continue
@@ -75,9 +116,12 @@ func (sh *shard) reclaim(now int64, budget int) {
 		}
 		sh.mu.Unlock()
 	}
+	return false
 }
 
 func (sh *shard) endReclaimPass() {
+	sh.reclaimWait = passWait(sh.reclaimPass, sh.reclaimWait)
+	sh.reclaimPass = passCount{}
 	sh.stats.crawlerStarts++
 	for id, t := range sh.reclaimOldest {
 		sh.cls[id].oldest = t

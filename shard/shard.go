@@ -36,6 +36,10 @@ type shard struct {
 
 	reclaimCur    slab.Cursor
 	reclaimOldest []uint32 // per class: oldest store time seen in the current reclaimer pass
+	reclaimPass   passCount
+	reclaimWait   int  // background ticks between passes (see passWait)
+	reclaimIdle   int  // background ticks skipped since the last pass ended
+	reclaimMid    bool // a pass is under way: the next background tick goes on with it
 
 	_ [64]byte // keep neighbouring shards' locks off this cache line
 }
