@@ -4,8 +4,11 @@
 //
 // Subcommands:
 //
-//	load      closed-loop clients (a goroutine per connection): ops/s, latency percentiles, the generator's
-//	          own CPU and, given the server PID, the server's CPU microseconds per op.
+//	load      closed-loop clients: ops/s, latency percentiles, the generator's own CPU and, given the
+//	          server PID, the server's CPU microseconds per op. The connections are spread over
+//	          -gen-threads OS threads (by default 2 at pipeline 1, else 1), each with its own epoll
+//	          instance, so that the generator costs about what a C load tool would: one write per
+//	          batch, one read per piece of its replies.
 //	fill      write N items as fast as possible (pipelined sets), then read back a sample and verify it
 //	          byte for byte; with the server PID, RSS growth and bytes per item.
 //	hitratio  replay a seeded Zipf cache-aside stream (get; on a miss, set) and report the hit ratio.

@@ -54,7 +54,7 @@ func loadMain(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	cfg := loadConfig{}
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:11211", "server address")
-	fs.IntVar(&cfg.Conns, "conns", 50, "connections (one goroutine each)")
+	fs.IntVar(&cfg.Conns, "conns", 50, "connections (spread over the -gen-threads threads)")
 	fs.IntVar(&cfg.Pipeline, "pipeline", 1, "requests per batch written before reading the replies")
 	fs.IntVar(&cfg.MultiGet, "multiget", 1, "keys per get command")
 	fs.Float64Var(&cfg.GetRatio, "get-ratio", 0.9, "fraction of requests that are gets (the rest are sets)")
@@ -69,6 +69,8 @@ func loadMain(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&cfg.GetCmd, "get-cmd", "get", "retrieval command: get, gets or lease-get")
 	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "server PID: report its CPU per op from /proc")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "random seed")
+	fs.IntVar(&cfg.GenThreads, "gen-threads", 0,
+		"generator OS threads, each with its own epoll over a share of the connections (0: 2 at -pipeline 1, else 1)")
 	jsonOnly := fs.Bool("json", false, "print only the JSON line")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -129,36 +129,16 @@ func (rr *replyReader) readGetReply(vc valueChecker) (hits int, err error) {
 		if bytes.Equal(l, replyEnd) {
 			return hits, nil
 		}
-		lease := false
-		switch {
-		case bytes.HasPrefix(l, replyValue):
-			l = l[len(replyValue):]
-		case bytes.HasPrefix(l, replyLValue):
-			l = l[len(replyLValue):]
-			lease = true
-		default:
-			if e := checkErrorLine(l); e != nil {
-				return hits, e
-			}
-			return hits, fmt.Errorf("unexpected line in retrieval reply: %q", l)
-		}
-		key, rest := nextField(l)
-		if lease {
-			_, rest = nextField(rest) // token
-		}
-		flagsField, rest := nextField(rest)
-		sizeField, _ := nextField(rest)
-		flags, ok1 := parseUint(flagsField)
-		size, ok2 := parseUint(sizeField)
-		if len(key) == 0 || !ok1 || !ok2 || size > maxValueSize*4 {
-			return hits, fmt.Errorf("malformed value line %q", l)
+		key, flags, size, lease, err := parseValueLine(l)
+		if err != nil {
+			return hits, err
 		}
 		// key is a view into the buffer that block may move: keep a copy for the checker.
 		var k []byte
 		if vc != nil {
 			k = rr.keyBuf[:copy(rr.keyBuf[:], key)]
 		}
-		data, err := rr.block(int(size))
+		data, err := rr.block(size)
 		if err != nil {
 			return hits, err
 		}
@@ -169,6 +149,36 @@ func (rr *replyReader) readGetReply(vc valueChecker) (hits int, err error) {
 			}
 		}
 	}
+}
+
+// parseValueLine parses a line of a retrieval reply other than END: "VALUE <key> <flags> <bytes> [<cas>]"
+// or, from lease-get, "LVALUE <key> <token> <flags> <bytes>". key is a view into l. An error line from
+// the server becomes a *serverError, anything else an error.
+func parseValueLine(l []byte) (key []byte, flags uint64, size int, lease bool, err error) {
+	switch {
+	case bytes.HasPrefix(l, replyValue):
+		l = l[len(replyValue):]
+	case bytes.HasPrefix(l, replyLValue):
+		l = l[len(replyLValue):]
+		lease = true
+	default:
+		if e := checkErrorLine(l); e != nil {
+			return nil, 0, 0, false, e
+		}
+		return nil, 0, 0, false, fmt.Errorf("unexpected line in retrieval reply: %q", l)
+	}
+	key, rest := nextField(l)
+	if lease {
+		_, rest = nextField(rest) // token
+	}
+	flagsField, rest := nextField(rest)
+	sizeField, _ := nextField(rest)
+	flags, ok1 := parseUint(flagsField)
+	n, ok2 := parseUint(sizeField)
+	if len(key) == 0 || !ok1 || !ok2 || n > maxValueSize*4 {
+		return nil, 0, 0, false, fmt.Errorf("malformed value line %q", l)
+	}
+	return key, flags, int(n), lease, nil
 }
 
 // storeResult is the outcome of one storage command.
@@ -186,6 +196,11 @@ func (rr *replyReader) readStoreReply() (storeResult, error) {
 	if err != nil {
 		return 0, err
 	}
+	return parseStoreLine(l)
+}
+
+// parseStoreLine interprets the reply line of a storage command.
+func parseStoreLine(l []byte) (storeResult, error) {
 	switch {
 	case bytes.Equal(l, replyStored):
 		return storeOK, nil
