@@ -88,8 +88,8 @@ type genConn struct {
 	getKeys  uint64
 }
 
-// requestSizes returns the largest request and an upper bound on the largest reply (data excluded beyond
-// one block per key) the configuration produces, to size the buffers.
+// requestSizes bounds the size of one request of the configuration and of its reply when every key hits
+// with a -value-size value, to size a connection's buffers (replies of any size still stream through).
 func requestSizes(cfg *loadConfig) (request, reply int) {
 	const numLen = 20 // digits of a uint64
 	set := len("set ") + cfg.KeySize + 1 + numLen + len(" 0 ") + numLen + 2 + cfg.ValueSize + 2
