@@ -76,22 +76,22 @@ func metaCases() []diffCase {
 		// --- ms -----------------------------------------------------------
 		{name: "ms basic and return flags", steps: one("ms $ka 3\r\nabc\r\nmg $ka v f t\r\nms $ka 2 T100 F5 k Oab c\r\nxy\r\nmg $ka v f t\r\n" +
 			"ms $ka 0\r\n\r\nmg $ka v\r\nms $ka 1 f t v h l u s P L Ox\r\nq\r\nmg $ka v\r\n")},
-		{name: "ms quiet", steps: one("ms $ka 1 q\r\na\r\nms $ka 1 q ME\r\nb\r\nms $ka 1 q MS k\r\nc\r\nms $kb 1 q MR\r\nd\r\nms $ka 1 q C1\r\ne\r\nmg $ka v\r\n")},
+		{name: "ms quiet", steps: one("ms $ka 1 q\r\na\r\nms $ka 1 q ME\r\nb\r\nms $ka 1 q MS k\r\nc\r\nms $kb 1 q MR\r\nd\r\nms $ka 1 q C99999999999\r\ne\r\nmg $ka v\r\n")},
 		{name: "ms modes", steps: one("ms $ka 1 MA\r\na\r\nms $ka 1 MP\r\na\r\nms $ka 1 MR\r\na\r\nms $ka 1 ME c\r\na\r\nms $ka 1 ME c k\r\nb\r\n" +
 			"ms $ka 1 MA T99 F5\r\nc\r\nms $ka 1 MP\r\nz\r\nmg $ka v t f\r\nms $ka 1 MR F9\r\nr\r\nmg $ka v f\r\nms $ka 1 MS\r\ns\r\nmg $ka v f\r\n")},
 		{name: "ms mode errors", steps: one("ms $ka 1 Mr\r\nx\r\nms $ka 1 MX\r\nx\r\nms $ka 1 M\r\nx\r\nms $ka 1 MSS\r\nx\r\nms $ka 1 S1\r\nx\r\nmg $ka\r\n")},
 		{name: "ms cas per mode", steps: []string{
 			"ms $ka 1\r\na\r\ngets $ka\r\n",
-			"ms $ka 1 C$cas c\r\nb\r\nms $ka 1 C$cas\r\nc\r\nms $kz 1 C1\r\nz\r\nms $kz 1 MR C1\r\nz\r\nms $kz 1 MA C1\r\nz\r\nms $kz 1 ME C1\r\nz\r\n" +
-				"ms $ka 1 MA C1\r\nd\r\nms $ka 1 MP C1\r\nd\r\nms $ka 1 MR C1\r\nd\r\nms $ka 1 ME C1\r\nd\r\nms $ka 1 C0\r\nd\r\nms $ka 1 MA C0\r\nd\r\n" +
+			"ms $ka 1 C$cas c\r\nb\r\nms $ka 1 C$cas\r\nc\r\nms $kz 1 C99999999999\r\nz\r\nms $kz 1 MR C99999999999\r\nz\r\nms $kz 1 MA C99999999999\r\nz\r\nms $kz 1 ME C99999999999\r\nz\r\n" +
+				"ms $ka 1 MA C99999999999\r\nd\r\nms $ka 1 MP C99999999999\r\nd\r\nms $ka 1 MR C99999999999\r\nd\r\nms $ka 1 ME C99999999999\r\nd\r\nms $ka 1 C0\r\nd\r\nms $ka 1 MA C0\r\nd\r\n" +
 				"gets $ka\r\n",
 			"ms $ka 1 MA C$cas\r\ne\r\ngets $ka\r\n",
 			"ms $ka 1 MR C$cas\r\nf\r\nmg $ka v\r\n",
 		}},
 		{name: "ms invalidate stale cas", steps: []string{
 			"ms $ka 3 T100\r\nabc\r\nmd $ka I T30\r\ngets $ka\r\n",
-			"ms $ka 3 C1 I\r\nxyz\r\nmg $ka v t\r\nms $ka 3 C99999999999 I\r\nbad\r\nmg $ka v\r\nmd $ka I q\r\nmg $ka v t\r\nms $ka 3 I\r\nnew\r\nmg $ka v t\r\n" +
-				"ms $kb 1\r\nb\r\nmg $kb\r\nms $kb 1 C1 I\r\nc\r\nmg $kb v\r\n",
+			"ms $ka 3 C99999999999 I\r\nxyz\r\nmg $ka v t\r\nms $ka 3 C99999999999 I\r\nbad\r\nmg $ka v\r\nmd $ka I q\r\nmg $ka v t\r\nms $ka 3 I\r\nnew\r\nmg $ka v t\r\n" +
+				"ms $kb 1\r\nb\r\nmg $kb\r\nms $kb 1 C99999999999 I\r\nc\r\nmg $kb v\r\n",
 		}},
 		{name: "ms exptime", steps: one("ms $ka 1 T-1\r\na\r\nmg $ka v\r\nms $kb 1 T$past\r\nb\r\nmg $kb v\r\nms $kc 1 T$future\r\nc\r\nmg $kc v\r\nms $kd 1 T0\r\nd\r\nmg $kd t\r\n")},
 		{name: "ms flags values", steps: one("ms $ka 1 F4294967295\r\na\r\nmg $ka f\r\nms $ka 1 F4294967296\r\na\r\nmg $ka f\r\nms $ka 1 F-1\r\na\r\nmg $ka f\r\n" +
@@ -110,7 +110,7 @@ func metaCases() []diffCase {
 		{name: "md basic", steps: one("ms $ka 1\r\na\r\nmd $ka\r\nmd $ka\r\nmg $ka\r\nms $ka 1\r\na\r\nmd $ka q\r\nmd $ka q\r\nmd $ka k Ox q\r\nmg $ka\r\n")},
 		{name: "md cas", steps: []string{
 			"ms $ka 1\r\na\r\ngets $ka\r\n",
-			"md $ka C1\r\nmd $ka C0\r\nmd $ka C1 q\r\nmd $ka C$cas k O5\r\nmd $ka C$cas\r\nmd $kz C1\r\n",
+			"md $ka C99999999999\r\nmd $ka C0\r\nmd $ka C99999999999 q\r\nmd $ka C$cas k O5\r\nmd $ka C$cas\r\nmd $kz C99999999999\r\n",
 		}},
 		{name: "md invalidate", steps: one("ms $ka 3 T100\r\nabc\r\nmd $ka I T30\r\nmg $ka v t\r\nmg $ka v t\r\nmg $ka\r\nmd $ka I\r\nmg $ka t\r\n" +
 			"md $ka I T-1\r\nmg $ka\r\nmd $kb I\r\nms $kc 1\r\nc\r\nmd $kc I q\r\nmg $kc N30 R30\r\nmd $kc\r\nmg $kc\r\n")},
@@ -127,7 +127,7 @@ func metaCases() []diffCase {
 			"ma $ke t N30 v\r\nma $kf q v N0\r\nma $kf q v N0\r\nmg $kf v\r\n")},
 		{name: "ma cas", steps: []string{
 			"ms $ka 1\r\n1\r\ngets $ka\r\n",
-			"ma $ka C1 v\r\nma $ka C0 v\r\nma $ka C1 q O5 k\r\nma $kz C1\r\ngets $ka\r\n",
+			"ma $ka C99999999999 v\r\nma $ka C0 v\r\nma $ka C99999999999 q O5 k\r\nma $kz C99999999999\r\ngets $ka\r\n",
 			"ma $ka C$cas v c\r\n",
 		}},
 		{name: "ma quiet", steps: one("ms $ka 1\r\n1\r\nma $ka q\r\nma $ka q v\r\nma $kz q\r\nma $kz q N0\r\nms $kb 1\r\nx\r\nma $kb q\r\nmg $ka v\r\n")},
