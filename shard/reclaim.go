@@ -44,13 +44,18 @@ func (s *Store) reclaimLoop(every time.Duration) {
 		case <-s.stop:
 			return
 		case <-t.C:
-			s.backgroundTick()
+			s.tick(true)
 		}
 	}
 }
 
-// backgroundTick is reclaimTick with back-off: a shard's reclaimer pass only starts when its wait is over.
-func (s *Store) backgroundTick() {
+// reclaimTick walks a bounded slice of every shard, freeing dead items, and gives back pages a shard
+// holds over its share after the memory limit was lowered.
+func (s *Store) reclaimTick() { s.tick(false) }
+
+// tick is one reclaimer tick over every shard. With backoff (the background loop), a shard's pass only
+// starts once its wait is over; the wait state belongs to the background goroutine alone.
+func (s *Store) tick(backoff bool) {
 	for i := range s.shards {
 		select {
 		case <-s.stop:
@@ -58,43 +63,36 @@ func (s *Store) backgroundTick() {
 		default:
 		}
 		sh := &s.shards[i]
-		if sh.reclaimMid || sh.reclaimIdle+1 >= sh.reclaimWait {
-			sh.reclaimMid = !sh.reclaim(s.now(), reclaimChunksPerTick)
-			sh.reclaimIdle = 0
-		} else {
+		switch {
+		case !backoff:
+			sh.reclaim(s.now(), reclaimChunksPerTick)
+		case sh.reclaimMid || sh.reclaimIdle+1 >= sh.reclaimWait:
+			pass, ended := sh.reclaim(s.now(), reclaimChunksPerTick)
+			if ended {
+				sh.reclaimWait = passWait(pass, sh.reclaimWait)
+			}
+			sh.reclaimMid, sh.reclaimIdle = !ended, 0
+		default:
 			sh.reclaimIdle++
 		}
 		sh.releaseExcess(s.now(), releasePagesPerTick)
 	}
 }
 
-// reclaimTick walks a bounded slice of every shard, freeing dead items, and gives back pages a shard
-// holds over its share after the memory limit was lowered.
-func (s *Store) reclaimTick() {
-	for i := range s.shards {
-		select {
-		case <-s.stop:
-			return
-		default:
-		}
-		s.shards[i].reclaim(s.now(), reclaimChunksPerTick)
-		s.shards[i].releaseExcess(s.now(), releasePagesPerTick)
-	}
-}
-
 // reclaim inspects up to budget chunks from the shard's reclaim cursor,
 // unlinking expired or flushed items. It also measures each class's oldest
-// live item over a full pass (stats "age"). It reports whether a pass ended.
-func (sh *shard) reclaim(now int64, budget int) bool {
+// live item over a full pass (stats "age"). When a pass ends it returns
+// what the pass saw.
+func (sh *shard) reclaim(now int64, budget int) (pass passCount, ended bool) {
 	for budget > 0 {
 		sh.mu.Lock()
 		for n := 0; n < reclaimBatch && budget > 0; n++ {
 			budget--
 			r := sh.al.Next(&sh.reclaimCur)
 			if r == slab.NilRef {
-				sh.endReclaimPass()
+				pass = sh.endReclaimPass()
 				sh.mu.Unlock()
-				return true // one pass per tick at most
+				return pass, true // one pass per tick at most
 			}
 			b := sh.chunk(r)
 			if b[offState]&kindMask != kindHead || b[offState]&flagPinned != 0 {
@@ -116,15 +114,16 @@ func (sh *shard) reclaim(now int64, budget int) bool {
 		}
 		sh.mu.Unlock()
 	}
-	return false
+	return passCount{}, false
 }
 
-func (sh *shard) endReclaimPass() {
-	sh.reclaimWait = passWait(sh.reclaimPass, sh.reclaimWait)
+func (sh *shard) endReclaimPass() passCount {
+	pass := sh.reclaimPass
 	sh.reclaimPass = passCount{}
 	sh.stats.crawlerStarts++
 	for id, t := range sh.reclaimOldest {
 		sh.cls[id].oldest = t
 		sh.reclaimOldest[id] = 0
 	}
+	return pass
 }

@@ -35,7 +35,7 @@ func TestBackgroundTickBacksOff(t *testing.T) {
 	sh := &s.shards[0]
 	passes := func() uint64 { return sh.stats.crawlerStarts }
 	for range 40 {
-		s.backgroundTick()
+		s.tick(true)
 	}
 	// Waits 1 (first), 2, 4, 8, 16: passes at ticks 1, 3, 7, 15, 31.
 	if got := passes(); got != 5 {
@@ -44,7 +44,7 @@ func TestBackgroundTickBacksOff(t *testing.T) {
 	s.Store(ModeSet, []byte("short"), 0, 1, []byte("v"), 0)
 	clk.advance(2)
 	for i := 0; i < maxReclaimWait+1 && s.Stats().CurrItems > 1000; i++ {
-		s.backgroundTick()
+		s.tick(true)
 	}
 	if n := s.Stats().CurrItems; n != 1000 {
 		t.Fatalf("expired item not reclaimed within %d ticks: %d items", maxReclaimWait+1, n)

@@ -35,11 +35,12 @@ type shard struct {
 	noGhost bool
 
 	reclaimCur    slab.Cursor
-	reclaimOldest []uint32 // per class: oldest store time seen in the current reclaimer pass
-	reclaimPass   passCount
-	reclaimWait   int  // background ticks between passes (see passWait)
-	reclaimIdle   int  // background ticks skipped since the last pass ended
-	reclaimMid    bool // a pass is under way: the next background tick goes on with it
+	reclaimOldest []uint32  // per class: oldest store time seen in the current reclaimer pass
+	reclaimPass   passCount // what the current pass has seen (under mu)
+	// The background reclaimer's back-off (see passWait), touched only by its goroutine.
+	reclaimWait int  // ticks between passes
+	reclaimIdle int  // ticks skipped since the last pass ended
+	reclaimMid  bool // a pass is under way: the next tick goes on with it
 
 	_ [64]byte // keep neighbouring shards' locks off this cache line
 }
