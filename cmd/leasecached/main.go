@@ -85,7 +85,6 @@ func newApp() *cli.App {
 }
 
 func serve(cfg server.Config) error {
-	setProcs(cfg.Threads)
 	stale := cfg.StaleWindow
 	if stale == 0 {
 		stale = -1 // shard.Config's 0 means "default"; the flag's 0 means "keep none"

@@ -112,22 +112,29 @@ func (p *Poller) Trigger(priority queue.EventPriority, fn queue.Func, param any)
 
 // Polling blocks the current goroutine, monitoring the registered file descriptors and waiting for network I/O.
 // When I/O occurs on any of the file descriptors, the provided callback function is invoked.
+//
+// leasecached patch: the poller waits in a raw epoll_wait and never yields between rounds, so its goroutine
+// keeps its P and its OS thread while it sleeps, like a memcached worker thread. Upstream waits through the
+// scheduler and calls runtime.Gosched when a round finds nothing, and on a machine where thread wake-ups are
+// dear, each Gosched woke an idle P's thread (wakep) and moved the loop to another thread. The runtime still
+// reaches the goroutine: a preemption signal (GC, sysmon after 10 ms) ends the wait with EINTR, and the poller
+// yields then. Because each poller holds a P for life, holdP keeps GOMAXPROCS above the number of pollers.
 func (p *Poller) Polling(callback PollEventHandler) error {
+	holdP()
+	defer releaseP()
+
 	el := newEventList(InitPollEventsCap)
 	var doChores bool
 
-	msec := -1
 	for {
-		n, err := unix.EpollWait(p.fd, el.events, msec)
-		if n == 0 || (n < 0 && err == unix.EINTR) {
-			msec = -1
-			runtime.Gosched()
+		n, err := rawEpollWait(p.fd, el.events)
+		if n < 0 && err == unix.EINTR {
+			runtime.Gosched() // a preemption request is what interrupts the wait: honour it
 			continue
 		} else if err != nil {
 			logging.Errorf("error occurs in epoll: %v", os.NewSyscallError("epoll_wait", err))
 			return err
 		}
-		msec = 0
 
 		for i := 0; i < n; i++ {
 			ev := &el.events[i]

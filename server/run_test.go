@@ -1,0 +1,105 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/leasecached/leasecached/shard"
+)
+
+// TestRunHoldsAPPerLoopAndStaysPreemptible runs a real server in-process, starting from GOMAXPROCS 1 with
+// three event loops. Our gnet poller (third_party/gnet) keeps each loop's P while it sleeps in epoll_wait,
+// so it must raise GOMAXPROCS to leave a P for everything else, and idle loops must still give way to the
+// runtime: a GC cycle, which has to stop every P, completes while all loops sleep, and so does Stop.
+func TestRunHoldsAPPerLoopAndStaysPreemptible(t *testing.T) {
+	const loops = 3
+	old := runtime.GOMAXPROCS(1)
+	t.Cleanup(func() { runtime.GOMAXPROCS(old) })
+
+	store, err := shard.New(shard.Config{MemoryLimit: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	s := New(Config{Listen: "127.0.0.1", Port: freePort(t), Threads: loops, ConnLimit: 16,
+		MaxItemSize: 1 << 20, MemoryLimit: 16 << 20, Logger: log.New(io.Discard, "", 0)}, store)
+	done := make(chan error, 1)
+	go func() { done <- s.Run() }()
+	select {
+	case <-s.Ready():
+	case err := <-done:
+		t.Fatalf("Run ended before it was ready: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("server not ready after 10s")
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return within 10s of Stop")
+		}
+	})
+
+	// The loops and the acceptor each hold a P once they poll; one more is left for the rest.
+	want := loops + 2
+	for deadline := time.Now().Add(10 * time.Second); runtime.GOMAXPROCS(0) < want; {
+		if time.Now().After(deadline) {
+			t.Fatalf("GOMAXPROCS = %d after 10s, want at least %d", runtime.GOMAXPROCS(0), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	c, err := net.DialTimeout("tcp", s.cfg.Listen+":"+fmt.Sprint(s.cfg.Port), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(c)
+	roundTrip := func(req, want string) {
+		t.Helper()
+		if _, err := io.WriteString(c, req); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(want))
+		if _, err := io.ReadFull(r, got); err != nil || string(got) != want {
+			t.Fatalf("%q: got %q (%v), want %q", req, got, err, want)
+		}
+	}
+	roundTrip("set k 0 0 1\r\nv\r\n", "STORED\r\n")
+
+	// Every loop is idle in epoll_wait now; a stop-the-world has to interrupt each of them.
+	gcDone := make(chan struct{})
+	go func() { runtime.GC(); close(gcDone) }()
+	select {
+	case <-gcDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("runtime.GC did not finish within 10s while the event loops were idle")
+	}
+	roundTrip("get k\r\n", "VALUE k 0 1\r\nv\r\nEND\r\n")
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
