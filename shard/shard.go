@@ -2,15 +2,13 @@ package shard
 
 import (
 	"github.com/leasecached/leasecached/lease"
-	"sync"
-
 	"github.com/leasecached/leasecached/slab"
 )
 
 // shard is one lock domain: its index, its size classes and their pages,
 // its counters. Every field is guarded by mu.
 type shard struct {
-	mu  sync.Mutex
+	mu  shardLock
 	st  *Store
 	al  *slab.Allocator
 	idx index
