@@ -6,11 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"syscall"
 	"time"
 
@@ -64,6 +66,7 @@ func newApp() *cli.App {
 			&cli.DurationFlag{Name: "stale-window", Value: lease.DefaultStaleWindow,
 				Usage: "how long a deleted or expired value is kept for lease-get (0: none)"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile (pprof) to this file until the server stops"},
+			&cli.StringFlag{Name: "trace", Usage: "write a Go execution trace (go tool trace) to this file until the server stops"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Count: &verbose,
 				Usage: "log more (-vv: also connections)"},
 		},
@@ -72,12 +75,14 @@ func newApp() *cli.App {
 			if err != nil {
 				return err
 			}
-			if path := c.String("cpuprofile"); path != "" {
-				stop, err := startCPUProfile(path)
-				if err != nil {
-					return err
+			for _, r := range recorders {
+				if path := c.String(r.flag); path != "" {
+					stop, err := startRecording(r, path)
+					if err != nil {
+						return err
+					}
+					defer stop()
 				}
-				defer stop()
 			}
 			return serve(cfg)
 		},
@@ -145,19 +150,32 @@ func configFrom(c *cli.Context, verbose int) (server.Config, error) {
 	return cfg, validate(cfg, memMB)
 }
 
-// startCPUProfile profiles the whole process into path; the returned func ends the profile. Tuning starts
-// from a profile taken under real load, so the daemon can take one without a debug build.
-func startCPUProfile(path string) (func(), error) {
+// recorder is a whole-process recording the daemon can make of itself. Tuning starts from what the daemon
+// does under real load, so these need no debug build: the CPU profile shows where the time goes, the
+// execution trace shows when event loops wait for a thread or park (go tool trace -pprof=sched).
+type recorder struct {
+	flag  string
+	start func(io.Writer) error
+	stop  func()
+}
+
+var recorders = []recorder{
+	{"cpuprofile", pprof.StartCPUProfile, pprof.StopCPUProfile},
+	{"trace", trace.Start, trace.Stop},
+}
+
+// startRecording records into path until the returned func is called.
+func startRecording(r recorder, path string) (func(), error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
+		return nil, fmt.Errorf("--%s: %w", r.flag, err)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
+	if err := r.start(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
+		return nil, fmt.Errorf("--%s: %w", r.flag, err)
 	}
 	return func() {
-		pprof.StopCPUProfile()
+		r.stop()
 		f.Close()
 	}, nil
 }
