@@ -7,7 +7,10 @@ import (
 	"io"
 	"log"
 	"net"
+	"os"
+	"os/exec"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,9 +18,9 @@ import (
 )
 
 // TestRunHoldsAPPerLoopAndStaysPreemptible runs a real server in-process, starting from GOMAXPROCS 1 with
-// three event loops. Our gnet poller (third_party/gnet) keeps each loop's P while it sleeps in epoll_wait,
-// so it must raise GOMAXPROCS to leave a P for everything else, and idle loops must still give way to the
-// runtime: a GC cycle, which has to stop every P, completes while all loops sleep, and so does Stop.
+// three event loops. Our gnet poller (third_party/gnet) keeps a busy loop's P through its raw epoll waits,
+// so it must raise GOMAXPROCS to leave a P for everything else, and loops must still give way to the
+// runtime: a GC cycle, which has to stop every P, completes while all loops wait, and so does Stop.
 func TestRunHoldsAPPerLoopAndStaysPreemptible(t *testing.T) {
 	const loops = 3
 	old := runtime.GOMAXPROCS(1)
@@ -92,6 +95,28 @@ func TestRunHoldsAPPerLoopAndStaysPreemptible(t *testing.T) {
 		t.Fatal("runtime.GC did not finish within 10s while the event loops were idle")
 	}
 	roundTrip("get k\r\n", "VALUE k 0 1\r\nv\r\nEND\r\n")
+}
+
+// TestRunWithoutAsyncPreemption runs the test above in a child process with GODEBUG=asyncpreemptoff=1:
+// without preemption signals, nothing can interrupt a loop's raw wait, so only its bound keeps a
+// stop-the-world (raising GOMAXPROCS, a GC) from waiting forever behind an idle loop. With an unbounded raw
+// wait the child hung at start-up.
+func TestRunWithoutAsyncPreemption(t *testing.T) {
+	if os.Getenv("LEASECACHED_RUN_CHILD") != "" {
+		t.Skip("already the child")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestRunHoldsAPPerLoopAndStaysPreemptible$",
+		"-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "GODEBUG=asyncpreemptoff=1", "LEASECACHED_RUN_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("child still running after 60s (a stop-the-world waits on an idle loop):\n%s", out)
+	}
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestRunHoldsAPPerLoopAndStaysPreemptible") {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
 }
 
 func freePort(t *testing.T) int {

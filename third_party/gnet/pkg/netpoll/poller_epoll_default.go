@@ -113,12 +113,14 @@ func (p *Poller) Trigger(priority queue.EventPriority, fn queue.Func, param any)
 // Polling blocks the current goroutine, monitoring the registered file descriptors and waiting for network I/O.
 // When I/O occurs on any of the file descriptors, the provided callback function is invoked.
 //
-// leasecached patch: the poller waits in a raw epoll_wait and never yields between rounds, so its goroutine
-// keeps its P and its OS thread while it sleeps, like a memcached worker thread. Upstream waits through the
-// scheduler and calls runtime.Gosched when a round finds nothing, and on a machine where thread wake-ups are
-// dear, each Gosched woke an idle P's thread (wakep) and moved the loop to another thread. The runtime still
-// reaches the goroutine: a preemption signal (GC, sysmon after 10 ms) ends the wait with EINTR, and the poller
-// yields then. Because each poller holds a P for life, holdP keeps GOMAXPROCS above the number of pollers.
+// leasecached patch: while it is busy, the poller waits in a raw epoll_pwait and never yields between
+// rounds, so its goroutine keeps its P and its OS thread, like a memcached worker thread. Upstream waits
+// through the scheduler and calls runtime.Gosched when a round finds nothing; on a machine where thread
+// wake-ups are dear, each Gosched woke an idle P's thread (wakep) and moved the loop to another thread. The
+// raw wait is bounded (rawWaitMsec); a loop idle for longer sleeps in an ordinary epoll_wait, in the
+// scheduler's syscall state, where a stop-the-world or sysmon reach it without a signal. A preemption signal
+// that ends a raw wait (EINTR) is honoured with a yield. holdP keeps GOMAXPROCS above the number of pollers,
+// so busy loops holding their Ps leave one for everything else.
 func (p *Poller) Polling(callback PollEventHandler) error {
 	holdP()
 	defer releaseP()
@@ -127,9 +129,15 @@ func (p *Poller) Polling(callback PollEventHandler) error {
 	var doChores bool
 
 	for {
-		n, err := rawEpollWait(p.fd, el.events)
+		// Raw first: a busy loop keeps its P and thread. Only a loop idle for rawWaitMsec blocks through the
+		// scheduler, so an idle daemon is left alone by sysmon and GODEBUG=asyncpreemptoff=1 cannot wedge a
+		// stop-the-world behind a sleeping loop.
+		n, err := rawEpollWait(p.fd, el.events, rawWaitMsec)
+		if n == 0 && err == nil {
+			n, err = unix.EpollWait(p.fd, el.events, -1)
+		}
 		if n < 0 && err == unix.EINTR {
-			runtime.Gosched() // a preemption request is what interrupts the wait: honour it
+			runtime.Gosched() // a preemption request may be what interrupted the raw wait: honour it
 			continue
 		} else if err != nil {
 			logging.Errorf("error occurs in epoll: %v", os.NewSyscallError("epoll_wait", err))

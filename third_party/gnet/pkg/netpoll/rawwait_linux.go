@@ -12,12 +12,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rawEpollWait is epoll_wait(2) with no timeout, made without entering the scheduler's syscall state: the
-// calling goroutine keeps its P while it sleeps in the kernel. The Go runtime interrupts it with a signal
-// when it needs the P (the wait then fails with EINTR).
-func rawEpollWait(epfd int, events []epollevent) (int, error) {
+// rawWaitMsec bounds a raw wait: shorter than sysmon's 10 ms preemption period, so an idle loop leaves the
+// raw wait before sysmon would signal it, and a stop-the-world never waits longer than this for a loop
+// even when preemption signals are off.
+const rawWaitMsec = 2
+
+// rawEpollWait is epoll_pwait(2) with a timeout in milliseconds, made without entering the scheduler's
+// syscall state. Keep msec small: a raw call that sleeps holds its P until it returns or a signal interrupts it.
+func rawEpollWait(epfd int, events []epollevent, msec int) (int, error) {
 	r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])),
-		uintptr(len(events)), ^uintptr(0), 0, 0)
+		uintptr(len(events)), uintptr(msec), 0, 0)
 	if e != 0 {
 		return -1, e
 	}
@@ -26,12 +30,13 @@ func rawEpollWait(epfd int, events []epollevent) (int, error) {
 
 var (
 	heldMu sync.Mutex
-	held   int // pollers running, each holding a P
+	held   int // pollers running
 )
 
-// holdP records one more poller that holds a P for as long as it runs, and raises GOMAXPROCS so that at least
-// one P stays free for every other goroutine (timers, the acceptor's hand-offs, the GC's workers). It never
-// lowers GOMAXPROCS; an operator's larger setting is kept.
+// holdP records one more poller and raises GOMAXPROCS to at least pollers + 1. A busy poller keeps its P
+// through its raw waits, so without the extra P, timers, the GC's workers and every other goroutine would
+// wait for a loop to be preempted; an idle P also keeps sysmon from retaking a sleeping loop's P at once. It
+// never lowers GOMAXPROCS, and it overrides a smaller GOMAXPROCS from the environment.
 func holdP() {
 	heldMu.Lock()
 	defer heldMu.Unlock()
