@@ -93,12 +93,27 @@ func (sh *shard) release(head slab.Ref, why cause, now int64) {
 // evicting everything in that page first (memcached's slab reassign). Pages
 // holding a pinned item are skipped.
 func (sh *shard) movePage(to int, now int64) bool {
+	p, ok := sh.emptyVictimPage(to, now)
+	if !ok {
+		return false
+	}
+	if err := sh.al.MovePage(p, to); err != nil {
+		panic("shard: " + err.Error()) // emptyVictimPage left a used chunk: broken invariant
+	}
+	sh.stats.slabsMoved++
+	return true
+}
+
+// emptyVictimPage picks a page of the class with the most pages (never class keep; -1 keeps none), skipping
+// pages that hold a pinned item and falling back to the next largest class, and evicts everything in it.
+// False if no class has a page that can be emptied.
+func (sh *shard) emptyVictimPage(keep int, now int64) (uint32, bool) {
 	n := sh.st.classes.Count()
 	var tried [slab.MaxClasses]bool
 	for range n {
 		victim, most := -1, 0
 		for id := range n {
-			if id == to || tried[id] {
+			if id == keep || tried[id] {
 				continue
 			}
 			if p := sh.al.Pages(id); p > most {
@@ -106,7 +121,7 @@ func (sh *shard) movePage(to int, now int64) bool {
 			}
 		}
 		if victim < 0 {
-			return false
+			return 0, false
 		}
 		tried[victim] = true
 		for i := range most {
@@ -115,14 +130,10 @@ func (sh *shard) movePage(to int, now int64) bool {
 				continue
 			}
 			sh.evictPage(p, now)
-			if err := sh.al.MovePage(p, to); err != nil {
-				panic("shard: " + err.Error()) // evictPage left a used chunk: broken invariant
-			}
-			sh.stats.slabsMoved++
-			return true
+			return p, true
 		}
 	}
-	return false
+	return 0, false
 }
 
 func (sh *shard) pagePinned(p uint32) bool {

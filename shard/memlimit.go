@@ -138,31 +138,13 @@ func (sh *shard) releaseExcess(now int64, budget int) {
 
 // releasePage evicts one page's items and returns the page to the arena; false if no page could go.
 func (sh *shard) releasePage(now int64) bool {
-	n := sh.st.classes.Count()
-	var tried [slab.MaxClasses]bool
-	for range n {
-		victim, most := -1, 0
-		for id := range n {
-			if p := sh.al.Pages(id); !tried[id] && p > most {
-				victim, most = id, p
-			}
-		}
-		if victim < 0 {
-			return false
-		}
-		tried[victim] = true
-		for i := range most {
-			p := sh.al.PageAt(victim, i)
-			if sh.pagePinned(p) {
-				continue
-			}
-			sh.evictPage(p, now)
-			if err := sh.al.ReleasePage(p); err != nil {
-				panic("shard: " + err.Error()) // evictPage left a used chunk: broken invariant
-			}
-			sh.stats.slabsMoved++
-			return true
-		}
+	p, ok := sh.emptyVictimPage(-1, now)
+	if !ok {
+		return false
 	}
-	return false
+	if err := sh.al.ReleasePage(p); err != nil {
+		panic("shard: " + err.Error()) // emptyVictimPage left a used chunk: broken invariant
+	}
+	sh.stats.slabsMoved++
+	return true
 }
