@@ -4,7 +4,7 @@ import (
 	"testing"
 )
 
-func benchStore(b *testing.B) *Store {
+func benchStore(b testing.TB) *Store {
 	s, _ := newStore(b, Config{MemoryLimit: 256 << 20})
 	for i := range 10_000 {
 		s.Store(ModeSet, key(i), 0, 0, pattern(100, i), 0)
