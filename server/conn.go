@@ -6,6 +6,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/leasecached/leasecached/protocol"
+	"github.com/leasecached/leasecached/shard"
 )
 
 // Buffer bounds per connection. Replies are flushed to gnet once they pass flushThreshold so a huge multi-get
@@ -53,8 +54,12 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 	defer func() { cn.gc = nil }()
 	buf, _ := c.Peek(-1)
 	pos := 0
+	peeked := 0 // end of the requests whose keys were last handed to Prefetch
 	action := gnet.None
 	for pos < len(buf) {
+		if pos >= peeked && cn.swallow == 0 {
+			peeked = cn.prefetch(buf, pos)
+		}
 		if cn.swallow > 0 {
 			k := min(cn.swallow, len(buf)-pos)
 			pos += k
@@ -110,6 +115,19 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 	cn.srv.stats.merge(&cn.local)
 	cn.lastCmd.Store(cn.srv.store.Now())
 	return action
+}
+
+// prefetch hands the keys of the requests starting at buf[pos:] to the store, which starts loading their
+// memory so that executing them in turn takes their cache misses together rather than one by one, and
+// returns where those requests end (the end of buf when no request there is complete).
+func (cn *conn) prefetch(buf []byte, pos int) int {
+	var keys [shard.PrefetchMax][]byte
+	n, end := protocol.PeekKeys(buf[pos:], keys[:])
+	cn.srv.store.Prefetch(keys[:n])
+	if end == 0 {
+		return len(buf)
+	}
+	return pos + end
 }
 
 // flush hands the batched replies to gnet, which writes what the socket takes and buffers the rest.

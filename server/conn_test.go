@@ -139,6 +139,19 @@ func TestExecuteAllocatesNothing(t *testing.T) {
 	}
 }
 
+// Looking ahead at a pipelined batch allocates nothing either (the keys live on the stack).
+func TestPrefetchAllocatesNothing(t *testing.T) {
+	s := newTestServer(t)
+	cn := newConn(s)
+	in := []byte("get a\r\nset k 0 0 5\r\nhello\r\nget b c d\r\nmg e v\r\ndelete f\r\nget g")
+	if end := cn.prefetch(in, 0); end != len(in)-len("get g") {
+		t.Fatalf("prefetch looked up to %d of %d bytes", end, len(in))
+	}
+	if a := testing.AllocsPerRun(200, func() { cn.prefetch(in, 0) }); a != 0 {
+		t.Errorf("%.1f allocations per look-ahead", a)
+	}
+}
+
 func TestResultReplyCoversEveryResult(t *testing.T) {
 	for r := shard.Stored; r <= shard.NonNumeric; r++ {
 		if bytes.Equal(resultReply(r), replyInternalResult) {
