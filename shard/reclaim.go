@@ -57,6 +57,7 @@ func (s *Store) reclaimTick() { s.tick(false) }
 // tick is one reclaimer tick over every shard. With backoff (the background loop), a shard's pass only
 // starts once its wait is over; the wait state belongs to the background goroutine alone.
 func (s *Store) tick(backoff bool) {
+	now := s.reclaimNow()
 	for i := range s.shards {
 		select {
 		case <-s.stop:
@@ -66,9 +67,9 @@ func (s *Store) tick(backoff bool) {
 		sh := &s.shards[i]
 		switch {
 		case !backoff:
-			sh.reclaim(s.now(), reclaimChunksPerTick)
+			sh.reclaim(now, reclaimChunksPerTick)
 		case sh.reclaimMid || sh.reclaimIdle+1 >= sh.reclaimWait:
-			pass, ended := sh.reclaim(s.now(), reclaimChunksPerTick)
+			pass, ended := sh.reclaim(now, reclaimChunksPerTick)
 			if ended {
 				sh.reclaimWait = passWait(pass, sh.reclaimWait)
 			}
@@ -76,7 +77,7 @@ func (s *Store) tick(backoff bool) {
 		default:
 			sh.reclaimIdle++
 		}
-		sh.releaseExcess(s.now(), releasePagesPerTick)
+		sh.releaseExcess(now, releasePagesPerTick)
 	}
 }
 

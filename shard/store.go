@@ -104,6 +104,7 @@ type Store struct {
 	shards      []shard
 
 	nowNano      func() int64
+	reclaimNow   func() int64 // the reclaimer's reading of now, which does not keep the default clock ticking
 	clock        *coarseClock // the default clock's ticker; nil when the caller supplied the clocks
 	tokens       *lease.Tokens
 	leaseWindow  time.Duration
@@ -168,6 +169,7 @@ func New(cfg Config) (*Store, error) {
 	s := &Store{
 		now:          cfg.Now,
 		nowNano:      cfg.NowNano,
+		reclaimNow:   cfg.Now,
 		clock:        clock,
 		tokens:       lease.NewTokens(uint64(cfg.NowNano())),
 		leaseWindow:  cfg.LeaseWindow,
@@ -179,6 +181,9 @@ func New(cfg Config) (*Store, error) {
 		shards:       make([]shard, n),
 		stop:         make(chan struct{}),
 		done:         make(chan struct{}),
+	}
+	if clock != nil {
+		s.reclaimNow = clock.quietSeconds
 	}
 	s.started = cfg.Now() - processStartSkew
 	s.limit.Store(cfg.MemoryLimit)
