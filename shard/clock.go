@@ -22,8 +22,8 @@ const clockParkAfter = 100
 // Readers pay one extra atomic load for the parking: used. The ticker clears it on every tick; the first
 // read after that sets it again (one write per tick, not per read, so the cache line stays shared between
 // event loops). clockParkAfter ticks in a row with used still clear park the ticker. A read that finds
-// used clear and the ticker parked refreshes the time itself and wakes the ticker, so no read ever sees a
-// time older than about one tick.
+// used clear refreshes the time itself, and wakes the ticker if it is parked, so no read ever sees a time
+// older than about one tick.
 type coarseClock struct {
 	parkAfter int // clockParkAfter; shorter in tests
 	nano      atomic.Int64
@@ -71,8 +71,8 @@ func (c *coarseClock) run() {
 		c.parked.Store(true)
 		if c.used.Load() {
 			select {
-			case <-c.wake: // the reader that set used may have sent one too: do not keep it for next time
-			default:
+			case <-c.wake: // the reader that set used may have sent one already; drop it
+			default: // or it sends later: the next park then ends at once and ticks one more round, harmless
 			}
 		} else {
 			select {
@@ -88,11 +88,13 @@ func (c *coarseClock) run() {
 	}
 }
 
-// touch is the slow path of a read: the first read since the last tick.
+// touch is the slow path of a read: the first read since the last tick. It refreshes the time before it
+// sets used: another reader that sees used set skips touch and reads nano at once, so nano must already be
+// current then, or that reader could get the time from before a long park.
 func (c *coarseClock) touch() {
+	c.nano.Store(time.Now().UnixNano())
 	c.used.Store(true)
 	if c.parked.Load() {
-		c.nano.Store(time.Now().UnixNano())
 		select {
 		case c.wake <- struct{}{}:
 		default: // a wake-up is already pending

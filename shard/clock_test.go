@@ -1,7 +1,10 @@
 package shard
 
 import (
+	"math"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -92,5 +95,45 @@ func TestCoarseClockReadersRaceParking(t *testing.T) {
 	close(errs)
 	for d := range errs {
 		t.Errorf("a read returned a time %v old", d)
+	}
+}
+
+// Two event loops read a parked clock at the same moment: neither may get the time from before the park
+// (the second reader skips touch once the first has set used, so the first must refresh the time before).
+// The window is a few instructions wide, so the readers spin up together and it takes many rounds to hit.
+func TestCoarseClockSimultaneousWake(t *testing.T) {
+	c := startCoarseClockParking(1)
+	defer c.close()
+	deadline := time.Now().Add(10 * time.Second)
+	for cycle := 0; cycle < 150 && time.Now().Before(deadline); cycle++ {
+		if !waitFor(5*time.Second, c.parked.Load) {
+			t.Fatal("the clock did not park")
+		}
+		time.Sleep(20 * time.Millisecond) // the parked time is now at least 20 ms old
+		var start atomic.Bool
+		var wg sync.WaitGroup
+		var oldest [2]int64
+		release := time.Now().UnixNano()
+		for r := range oldest {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for !start.Load() {
+					runtime.Gosched()
+				}
+				m := int64(math.MaxInt64)
+				for range 1000 {
+					m = min(m, c.nanos())
+				}
+				oldest[r] = m
+			}()
+		}
+		start.Store(true)
+		wg.Wait()
+		for _, m := range oldest {
+			if m < release {
+				t.Fatalf("cycle %d: a reader got a time %v older than the wake-up", cycle, time.Duration(release-m))
+			}
+		}
 	}
 }
