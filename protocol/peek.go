@@ -14,7 +14,7 @@ const PeekLines = 32
 // be one the real parse refuses (or a meta command's base64 text rather than the key it encodes), and
 // it may stop early. It stops at the first incomplete line, at a data block whose length does not
 // parse or has not fully arrived, when keys is full, or after PeekLines lines. A fetch line whose keys do
-// not all fit is left for the next peek, unless it is the first line: then its first keys are taken.
+// not all fit is left for the next peek, unless no key has been taken yet: then its first keys are.
 //
 // It returns how many entries of keys it filled, each aliasing buf, and end: the offset just past the
 // last request it looked at (0 when it looked at none), so the caller knows when to peek again.

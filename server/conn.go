@@ -34,6 +34,9 @@ type conn struct {
 	local   counters
 	gc      gnet.Conn                   // the connection being served, during serve only (for replies flushed mid-command)
 	metaKey [protocol.KeyMaxLength]byte // a meta command's base64-decoded key (flag b)
+	// peek holds the keys of a look-ahead (prefetch) during the call only: kept here rather than on the stack
+	// so that each call does not zero it.
+	peek [shard.PrefetchMax][]byte
 
 	fd      int          // socket descriptor, the connection's name in `stats conns`
 	remote  string       // peer address, captured once at open
@@ -57,9 +60,6 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 	peeked := 0 // end of the requests whose keys were last handed to Prefetch
 	action := gnet.None
 	for pos < len(buf) {
-		if pos >= peeked && cn.swallow == 0 {
-			peeked = cn.prefetch(buf, pos)
-		}
 		if cn.swallow > 0 {
 			k := min(cn.swallow, len(buf)-pos)
 			pos += k
@@ -98,6 +98,11 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 		if n == 0 {
 			break // incomplete request: wait for more bytes
 		}
+		// Look ahead when there is something to overlap: more requests behind this one, or several keys in
+		// it. An unpipelined one-key request, the common case at depth 1, costs two comparisons here.
+		if pos >= peeked && (pos+n < len(buf) || len(cn.req.Keys) > 1) {
+			peeked = cn.prefetch(buf, pos)
+		}
 		pos += n
 		if cn.execute(&cn.req) == closeConn {
 			action = gnet.Close
@@ -118,12 +123,15 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 }
 
 // prefetch hands the keys of the requests starting at buf[pos:] to the store, which starts loading their
-// memory so that executing them in turn takes their cache misses together rather than one by one, and
-// returns where those requests end (the end of buf when no request there is complete).
+// memory so that executing them in turn takes their cache misses together rather than one by one. It
+// returns where those requests end, or the end of buf when it looked at nothing (when the first request
+// is a storage command whose length PeekKeys cannot read, the rest of this buffer goes without
+// prefetching, which costs speed only).
 func (cn *conn) prefetch(buf []byte, pos int) int {
-	var keys [shard.PrefetchMax][]byte
-	n, end := protocol.PeekKeys(buf[pos:], keys[:])
+	keys := cn.peek[:]
+	n, end := protocol.PeekKeys(buf[pos:], keys)
 	cn.srv.store.Prefetch(keys[:n])
+	clear(keys[:n]) // they alias gnet's buffer
 	if end == 0 {
 		return len(buf)
 	}

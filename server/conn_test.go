@@ -150,6 +150,24 @@ func TestPrefetchAllocatesNothing(t *testing.T) {
 	if a := testing.AllocsPerRun(200, func() { cn.prefetch(in, 0) }); a != 0 {
 		t.Errorf("%.1f allocations per look-ahead", a)
 	}
+	for _, k := range cn.peek {
+		if k != nil {
+			t.Fatal("the look-ahead kept a key aliasing the input")
+		}
+	}
+
+	// The whole pipelined path, look-ahead included, once the buffers have grown.
+	fc := &fakeConn{}
+	batch := strings.Repeat("get a\r\nget k\r\nget b c d\r\n", 5) + "set k 0 0 5\r\nhello\r\n"
+	serve := func() {
+		fc.out.Reset()
+		fc.in.WriteString(batch)
+		cn.serve(fc)
+	}
+	serve()
+	if a := testing.AllocsPerRun(200, serve); a != 0 {
+		t.Errorf("%.1f allocations per pipelined batch", a)
+	}
 }
 
 func TestResultReplyCoversEveryResult(t *testing.T) {

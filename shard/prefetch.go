@@ -20,7 +20,7 @@ const prefetchItemLines = 2
 // lock and asks for the item.
 func (s *Store) Prefetch(keys [][]byte) {
 	if len(keys) < 2 {
-		return // nothing to overlap: the lookup itself takes the misses as soon
+		return // nothing to overlap: the lookup itself will take its misses just as soon
 	}
 	var hs [PrefetchMax]uint64
 	n := min(len(keys), PrefetchMax)
@@ -41,7 +41,9 @@ func (s *Store) Prefetch(keys [][]byte) {
 //
 // It reads the table's base and size while another event loop may be resizing the table, which is
 // why the race detector is told to look away: the worst a stale or torn read does is compute an
-// address outside any table (possibly one already unmapped), and prefetch never faults.
+// address outside any table (possibly one already unmapped), and prefetch never faults. go:norace only
+// covers code compiled into this function, so the home slot is computed here rather than by calling
+// home, which the race detector would instrument whenever it is not inlined (a -l build).
 //
 //go:norace
 func (x *index) prefetchHome(h uint64) {
@@ -49,7 +51,7 @@ func (x *index) prefetchHome(h uint64) {
 	if base == 0 {
 		return
 	}
-	prefetch(base + uintptr(x.home(h))*8)
+	prefetch(base + uintptr(uint64(uint32(h))*x.n>>32)*8) // x.home(h)
 }
 
 // prefetchItem asks for the first lines of the item in h's first candidate slot (the first entry whose
