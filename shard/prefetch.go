@@ -17,7 +17,7 @@ const prefetchItemLines = 2
 // Why two passes: a lookup misses twice, on its index slot and then on the item the slot names, and
 // the second address is only known once the first line has arrived. The first pass asks for every
 // key's slot without waiting; the second reads each slot (mostly arrived by then) under the shard's
-// lock and asks for the item.
+// lock and asks for the item, skipping keys whose shard is locked at that moment rather than wait.
 func (s *Store) Prefetch(keys [][]byte) {
 	if len(keys) < 2 {
 		return // nothing to overlap: the lookup itself will take its misses just as soon
@@ -31,7 +31,9 @@ func (s *Store) Prefetch(keys [][]byte) {
 	}
 	for _, h := range hs[:n] {
 		sh := s.shardOf(h)
-		sh.mu.Lock()
+		if !sh.mu.TryLock() {
+			continue // the other event loop is in this shard: a hint is not worth waiting for
+		}
 		sh.prefetchItem(h)
 		sh.mu.Unlock()
 	}
