@@ -5,9 +5,13 @@ import "unsafe"
 // PrefetchMax is how many keys one Prefetch call works on; the rest of a longer list is ignored.
 const PrefetchMax = 32
 
-// prefetchItemLines is how many cache lines of an item Prefetch asks for: the header and key, and the
-// start of the value (a longer value is streamed by the hardware prefetcher once the copy starts).
-const prefetchItemLines = 2
+// prefetchItemLines is how many cache lines of an item's chunk Prefetch asks for, counted from the line
+// the chunk starts in: the header, the key and a 100-byte value even when the chunk starts late in its
+// first line (a longer value is streamed by the hardware prefetcher once the copy starts).
+const prefetchItemLines = 4
+
+// cacheLine is the cache line size of the CPUs we build the prefetch instruction for.
+const cacheLine = 64
 
 // Prefetch starts loading the index slots and items that lookups of keys will touch, so a server that
 // has several requests in hand pays for their cache misses about once instead of once per key. It
@@ -66,8 +70,9 @@ func (sh *shard) prefetchItem(h uint64) {
 		return
 	}
 	b := sh.chunk(ref)
-	addr := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	for l := range min(prefetchItemLines, (len(b)+63)/64) {
-		prefetch(addr + uintptr(l)*64)
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	end := min(start+uintptr(len(b)), start&^(cacheLine-1)+prefetchItemLines*cacheLine)
+	for line := start &^ (cacheLine - 1); line < end; line += cacheLine {
+		prefetch(line)
 	}
 }
