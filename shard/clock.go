@@ -54,8 +54,10 @@ func (c *coarseClock) run() {
 		select {
 		case <-c.stop:
 			return
-		case now := <-t.C:
-			c.nano.Store(now.UnixNano())
+		case <-t.C:
+			// The time now, not the tick's scheduled time: a late tick must not move the clock back past
+			// what a reader's touch stored meanwhile.
+			c.nano.Store(time.Now().UnixNano())
 			if c.used.Swap(false) {
 				idle = 0
 				continue
