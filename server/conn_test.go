@@ -150,11 +150,6 @@ func TestPrefetchAllocatesNothing(t *testing.T) {
 	if a := testing.AllocsPerRun(200, func() { cn.prefetch(in, 0) }); a != 0 {
 		t.Errorf("%.1f allocations per look-ahead", a)
 	}
-	for _, k := range cn.peek {
-		if k != nil {
-			t.Fatal("the look-ahead kept a key aliasing the input")
-		}
-	}
 
 	// The whole pipelined path, look-ahead included, once the buffers have grown.
 	fc := &fakeConn{}
