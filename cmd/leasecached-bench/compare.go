@@ -89,7 +89,29 @@ type compareOptions struct {
 	maxTime                       time.Duration
 	skipLease                     bool
 	logDir                        string
+	// genThreads fixes the generator's thread count; 0 lets genChoices pick the candidates.
+	genThreads int
 }
+
+// genChoices lists the generator thread counts a workload runs with against every server; the table shows,
+// for each server, the count under which it did best. On a machine the generator shares with the server the
+// count is a trade: a second thread issues batches while the first waits for the CPU, but takes CPU the
+// server may need. At pipeline 16 on the 2-core development VM (interleaved runs, 2 reps of 4 workloads)
+// memcached was 10-20% faster with one thread in every workload, leasecached 5-25% faster with two in
+// three of them. So pipelined rows try both and neither server is measured through a generator tuned for
+// the other; at pipeline 1 two threads were best for both (one thread caps the run at about 60% of it).
+func (o compareOptions) genChoices(w workload) []int {
+	switch {
+	case o.genThreads > 0:
+		return []int{o.genThreads}
+	case w.Pipeline > 1:
+		return []int{1, 2}
+	}
+	return []int{defaultGenThreads(w.Pipeline)}
+}
+
+// fixedGen is a genChoices for runs that compare two commands on one server: both use the default.
+func fixedGen(w workload) []int { return []int{defaultGenThreads(w.Pipeline)} }
 
 func compareMain(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
@@ -107,6 +129,9 @@ func compareMain(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&o.maxTime, "max-time", 20*time.Minute, "give up after this long")
 	fs.BoolVar(&o.skipLease, "skip-lease", false, "skip the lease-get vs get comparison")
 	fs.StringVar(&o.logDir, "log-dir", "", "keep the servers' logs in this directory (default: a temporary one, removed)")
+	fs.IntVar(&o.genThreads, "gen-threads", 0,
+		"generator threads for every run (0: the load default at pipeline 1; at deeper pipelines both 1 and 2, "+
+			"and each server's better result is shown)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -115,6 +140,9 @@ func compareMain(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if o.reps < 1 || o.duration <= 0 || o.maxTime <= 0 {
 		return fmt.Errorf("compare: -reps, -duration and -max-time must be positive")
+	}
+	if o.genThreads < 0 || o.genThreads > maxGenThreads {
+		return fmt.Errorf("compare: -gen-threads %d: must be between 0 (automatic) and %d", o.genThreads, maxGenThreads)
 	}
 	ctx, cancel := context.WithTimeout(ctx, min(o.maxTime, compareMaxTime))
 	defer cancel()
@@ -183,7 +211,7 @@ func runCompare(ctx context.Context, o compareOptions, out io.Writer) error {
 	}
 
 	ws := compareWorkloads()
-	results, err := runMatrix(ctx, ws, servers, o, jsonOut)
+	results, err := runMatrix(ctx, ws, servers, o, o.genChoices, jsonOut)
 	if err != nil {
 		return err
 	}
@@ -198,7 +226,7 @@ func runCompare(ctx context.Context, o compareOptions, out io.Writer) error {
 			}
 		}
 		lw := leaseWorkloads()
-		lres, err := runMatrix(ctx, lw, []*runningServer{lc}, o, jsonOut)
+		lres, err := runMatrix(ctx, lw, []*runningServer{lc}, o, fixedGen, jsonOut)
 		if err != nil {
 			return err
 		}
@@ -215,35 +243,67 @@ func describeServers(ss []*runningServer) string {
 	return s
 }
 
-// runMatrix runs every workload against every server, reps times, interleaved (rep, workload, server)
-// so that drift on the machine (thermal, other tenants) spreads over all servers alike.
+// matrixResults holds every run: workload name -> server name -> generator threads -> repetitions.
+type matrixResults map[string]map[string]map[int][]*loadResult
+
+func (m matrixResults) add(w, s string, threads int, r *loadResult) {
+	if m[w] == nil {
+		m[w] = map[string]map[int][]*loadResult{}
+	}
+	if m[w][s] == nil {
+		m[w][s] = map[int][]*loadResult{}
+	}
+	m[w][s][threads] = append(m[w][s][threads], r)
+}
+
+// best returns the runs of one workload against one server under the generator thread count that gave
+// the highest median ops/s (the fewer threads on a tie), and that count; none is 0 and nil.
+func (m matrixResults) best(w, s string) (threads int, rs []*loadResult) {
+	bestOps := -1.0
+	for g, runs := range m[w][s] {
+		ops := median(runs, opsOf)
+		if ops > bestOps || (ops == bestOps && g < threads) {
+			threads, rs, bestOps = g, runs, ops
+		}
+	}
+	return threads, rs
+}
+
+// runMatrix runs every workload against every server under each of its generator thread counts, reps
+// times, interleaved (rep, workload, threads, server) so that drift on the machine (thermal, other
+// tenants) spreads over all servers alike.
 func runMatrix(ctx context.Context, ws []workload, servers []*runningServer, o compareOptions,
-	jsonOut io.Writer) (map[string]map[string][]*loadResult, error) {
-	res := map[string]map[string][]*loadResult{}
-	total := o.reps * len(ws) * len(servers)
+	choices func(workload) []int, jsonOut io.Writer) (matrixResults, error) {
+	res := matrixResults{}
+	total := 0
+	for _, w := range ws {
+		total += o.reps * len(choices(w)) * len(servers)
+	}
 	n := 0
 	for rep := 0; rep < o.reps; rep++ {
 		for _, w := range ws {
-			for _, s := range servers {
-				if !s.alive() {
-					return nil, fmt.Errorf("%s exited during the benchmark (log %s): %s", s.name, s.logPath,
-						lastLines(s.logSince(0), 5))
+			for _, g := range choices(w) {
+				for _, s := range servers {
+					if !s.alive() {
+						return nil, fmt.Errorf("%s exited during the benchmark (log %s): %s", s.name, s.logPath,
+							lastLines(s.logSince(0), 5))
+					}
+					n++
+					cfg := w.loadConfig(s, o.duration, uint64(rep+1))
+					cfg.GenThreads = g
+					r, err := runLoad(ctx, cfg)
+					if err != nil {
+						return nil, fmt.Errorf("%s, %s, %d generator threads: %w", w.Name, s.name, g, err)
+					}
+					r.Label, r.Server = w.Name, s.name
+					fmt.Fprintf(os.Stderr, "[%d/%d] %-26s %-12s %9.0f ops/s  p99 %7.0fus  server %5.2f us/op  "+
+						"generator %d thr %.2f cores\n",
+						n, total, w.Name, s.name, r.OpsPerSec, r.P99us, r.ServerCPUUsPerOp, g, r.GenCores)
+					if b, err := json.Marshal(r); err == nil {
+						fmt.Fprintf(jsonOut, "%s\n", b)
+					}
+					res.add(w.Name, s.name, g, r)
 				}
-				n++
-				r, err := runLoad(ctx, w.loadConfig(s, o.duration, uint64(rep+1)))
-				if err != nil {
-					return nil, fmt.Errorf("%s, %s: %w", w.Name, s.name, err)
-				}
-				r.Label, r.Server = w.Name, s.name
-				fmt.Fprintf(os.Stderr, "[%d/%d] %-26s %-12s %9.0f ops/s  p99 %7.0fus  server %5.2f us/op  generator %.2f cores\n",
-					n, total, w.Name, s.name, r.OpsPerSec, r.P99us, r.ServerCPUUsPerOp, r.GenCores)
-				if b, err := json.Marshal(r); err == nil {
-					fmt.Fprintf(jsonOut, "%s\n", b)
-				}
-				if res[w.Name] == nil {
-					res[w.Name] = map[string][]*loadResult{}
-				}
-				res[w.Name][s.name] = append(res[w.Name][s.name], r)
 			}
 		}
 	}
@@ -288,8 +348,7 @@ func shortName(n string) string {
 	return "3rd"
 }
 
-func printCompareTable(out io.Writer, o compareOptions, ws []workload, servers []*runningServer,
-	res map[string]map[string][]*loadResult) {
+func printCompareTable(out io.Writer, o compareOptions, ws []workload, servers []*runningServer, res matrixResults) {
 	third := ""
 	if o.third != "" {
 		third = fmt.Sprintf(", 3rd = %q", o.third)
@@ -299,7 +358,8 @@ func printCompareTable(out io.Writer, o compareOptions, ws []workload, servers [
 		compareKeySize, o.reps, o.duration)
 	fmt.Fprintf(out, "ops/s = requests/s (a 10-key get is one request); p99 = latency per request at p1, per batch "+
 		"of 16 at p16; us/op = server CPU microseconds per request (/proc utime+stime); x/mc = ratio to memcached; "+
-		"gen = generator cores used (max over servers)\n\n")
+		"gen thr = generator threads behind each server's figures (%s order; where both 1 and 2 ran, the better "+
+		"for that server); gen = generator cores used (max over servers)\n\n", serverOrder(servers))
 	header := []string{"workload"}
 	for _, metric := range []string{"ops/s", "p99 us", "us/op"} {
 		for _, s := range servers {
@@ -309,40 +369,63 @@ func printCompareTable(out io.Writer, o compareOptions, ws []workload, servers [
 			header = append(header, shortName(s.name)+"/mc")
 		}
 	}
-	header = append(header, "gen")
+	header = append(header, "gen thr", "gen")
 	var rows [][]string
 	for _, w := range ws {
+		runs := make([][]*loadResult, len(servers))
+		threads := ""
+		for i, s := range servers {
+			var g int
+			g, runs[i] = res.best(w.Name, s.name)
+			if i > 0 {
+				threads += "/"
+			}
+			threads += fmt.Sprint(g)
+		}
 		row := []string{w.Name}
 		for _, m := range []struct {
 			f      func(*loadResult) float64
 			format string
 		}{{opsOf, "%.0f"}, {p99Of, "%.0f"}, {cpuOf, "%.2f"}} {
-			base := median(res[w.Name][servers[0].name], m.f)
-			for _, s := range servers {
-				row = append(row, fmt.Sprintf(m.format, median(res[w.Name][s.name], m.f)))
+			base := median(runs[0], m.f)
+			for i := range servers {
+				row = append(row, fmt.Sprintf(m.format, median(runs[i], m.f)))
 			}
-			for _, s := range servers[1:] {
-				row = append(row, ratio(median(res[w.Name][s.name], m.f), base))
+			for i := range servers[1:] {
+				row = append(row, ratio(median(runs[i+1], m.f), base))
 			}
 		}
 		gen := 0.0
-		for _, s := range servers {
-			gen = max(gen, median(res[w.Name][s.name], genOf))
+		for i := range servers {
+			gen = max(gen, median(runs[i], genOf))
 		}
-		row = append(row, fmt.Sprintf("%.2f", gen))
+		row = append(row, threads, fmt.Sprintf("%.2f", gen))
 		rows = append(rows, row)
 	}
 	table(out, header, rows)
 }
 
-func printLeaseTable(out io.Writer, lw []workload, res map[string]map[string][]*loadResult) {
+// serverOrder names the servers as the table's columns do: "mc/lc", "mc/lc/3rd".
+func serverOrder(servers []*runningServer) string {
+	s := ""
+	for i, x := range servers {
+		if i > 0 {
+			s += "/"
+		}
+		s += shortName(x.name)
+	}
+	return s
+}
+
+func printLeaseTable(out io.Writer, lw []workload, res matrixResults) {
 	fmt.Fprintf(out, "\nlease-get hit vs get hit on leasecached (100%% hits, %d connections, 100-byte values; "+
 		"budget: within %.0f%%)\n\n", compareConns, leaseCostBudget*100)
 	header := []string{"pipeline", "get ops/s", "lease ops/s", "lease/get", "get us/op", "lease us/op", "lease/get",
 		"get p99", "lease p99", "cost within budget"}
 	var rows [][]string
 	for i := 0; i+1 < len(lw); i += 2 {
-		g, l := res[lw[i].Name]["leasecached"], res[lw[i+1].Name]["leasecached"]
+		_, g := res.best(lw[i].Name, "leasecached")
+		_, l := res.best(lw[i+1].Name, "leasecached")
 		gc, lcost := median(g, cpuOf), median(l, cpuOf)
 		verdict := "yes"
 		if gc > 0 && lcost > gc*(1+leaseCostBudget) {

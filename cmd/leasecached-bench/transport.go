@@ -48,7 +48,9 @@ const (
 // thread, 111k and 8.9 us with two; leasecached 53k and 13.2 us, 66k and 12.4 us). With 16-request
 // batches one thread is the cheaper: a busier thread finds more of a batch's replies in one read, which
 // matters most against memcached, which sends every reply in its own segment (one thread 198k ops/s at
-// 2.6 us per request, two 144k at 5.4 us; leasecached 1.4 and 1.5 us, the ops/s within the noise).
+// 2.6 us per request, two 144k at 5.4 us; leasecached 1.4 and 1.5 us, the ops/s within the noise). Since
+// then leasecached has become cheap enough per request that two threads serve it better; compare runs
+// pipelined rows with both (genChoices).
 func defaultGenThreads(pipeline int) int {
 	if pipeline == 1 {
 		return 2
