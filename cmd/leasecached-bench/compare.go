@@ -91,6 +91,21 @@ type compareOptions struct {
 	logDir                        string
 	// genThreads fixes the generator's thread count; 0 lets genChoices pick the candidates.
 	genThreads int
+	// ceiling adds the ceiling responder (ceiling.go) to every run, for the calibration table.
+	ceiling bool
+}
+
+// ceilingName is the ceiling responder's name among the servers.
+const ceilingName = "ceiling"
+
+// ceilingSpec runs this binary's ceiling subcommand, sized like the comparison's two key sets.
+func ceilingSpec() (serverSpec, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return serverSpec{}, fmt.Errorf("ceiling: finding this binary: %w", err)
+	}
+	return serverSpec{Name: ceilingName, Command: fmt.Sprintf("%q ceiling -p {port} -l 127.0.0.1 -t {threads} "+
+		"-sizes %d:%d,%d:%d", self, smallKeyBase, smallValue, largeKeyBase, largeValue)}, nil
 }
 
 // genChoices lists the generator thread counts a workload runs with against every server; the table shows,
@@ -129,6 +144,8 @@ func compareMain(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&o.maxTime, "max-time", 20*time.Minute, "give up after this long")
 	fs.BoolVar(&o.skipLease, "skip-lease", false, "skip the lease-get vs get comparison")
 	fs.StringVar(&o.logDir, "log-dir", "", "keep the servers' logs in this directory (default: a temporary one, removed)")
+	fs.BoolVar(&o.ceiling, "ceiling", true,
+		"also run every workload against the ceiling responder (what this generator allows on this machine)")
 	fs.IntVar(&o.genThreads, "gen-threads", 0,
 		"generator threads for every run (0: the load default at pipeline 1; at deeper pipelines both 1 and 2, "+
 			"and each server's better result is shown)")
@@ -170,6 +187,13 @@ func runCompare(ctx context.Context, o compareOptions, out io.Writer) error {
 	if o.third != "" {
 		specs = append(specs, serverSpec{Name: "third", Command: o.third})
 	}
+	if o.ceiling {
+		cs, err := ceilingSpec()
+		if err != nil {
+			return err
+		}
+		specs = append(specs, cs)
+	}
 	servers := make([]*runningServer, 0, len(specs))
 	defer func() {
 		for _, s := range servers {
@@ -184,6 +208,9 @@ func runCompare(ctx context.Context, o compareOptions, out io.Writer) error {
 			return err
 		}
 		servers = append(servers, s)
+		if s.name == ceilingName {
+			continue // it stores nothing: its gets hit without a fill
+		}
 		for _, set := range []struct {
 			base  uint64
 			value int
@@ -216,7 +243,11 @@ func runCompare(ctx context.Context, o compareOptions, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "\n%s\n", note)
-	printCompareTable(out, o, ws, servers, results)
+	caches := slices.DeleteFunc(slices.Clone(servers), func(s *runningServer) bool { return s.name == ceilingName })
+	printCompareTable(out, o, ws, caches, results)
+	if o.ceiling {
+		printCeilingTable(out, ws, caches, results)
+	}
 
 	if !o.skipLease {
 		var lc *runningServer
@@ -436,6 +467,37 @@ func printLeaseTable(out io.Writer, lw []workload, res matrixResults) {
 			ratio(median(l, opsOf), median(g, opsOf)),
 			fmt.Sprintf("%.2f", gc), fmt.Sprintf("%.2f", lcost), ratio(lcost, gc),
 			fmt.Sprintf("%.0f", median(g, p99Of)), fmt.Sprintf("%.0f", median(l, p99Of)), verdict})
+	}
+	table(out, header, rows)
+}
+
+// printCeilingTable sets every server's ops/s beside the ceiling responder's in the same runs. The last
+// column is the pipelined target of the issue (six times memcached) as a fraction of the ceiling: above 1
+// it cannot be met on this machine with this generator, by any server.
+func printCeilingTable(out io.Writer, ws []workload, servers []*runningServer, res matrixResults) {
+	fmt.Fprintf(out, "\nceiling: the same workloads against a responder that stores nothing and answers every get "+
+		"with filler (leasecached-bench ceiling);\nx/ceil = a server's ops/s over the ceiling's; 6x mc/ceil = "+
+		"six times memcached's ops/s over the ceiling's (above 1: out of reach here)\n\n")
+	header := []string{"workload", "ceil ops/s", "ceil us/op", "ceil gen thr"}
+	for _, s := range servers {
+		header = append(header, shortName(s.name)+"/ceil")
+	}
+	header = append(header, "6x mc/ceil")
+	var rows [][]string
+	for _, w := range ws {
+		g, ceil := res.best(w.Name, ceilingName)
+		c := median(ceil, opsOf)
+		row := []string{w.Name, fmt.Sprintf("%.0f", c), fmt.Sprintf("%.2f", median(ceil, cpuOf)), fmt.Sprint(g)}
+		mc := 0.0
+		for i, s := range servers {
+			_, rs := res.best(w.Name, s.name)
+			ops := median(rs, opsOf)
+			if i == 0 {
+				mc = ops
+			}
+			row = append(row, ratio(ops, c))
+		}
+		rows = append(rows, append(row, ratio(6*mc, c)))
 	}
 	table(out, header, rows)
 }

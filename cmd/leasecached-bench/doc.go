@@ -16,6 +16,9 @@
 //	          matrix against each, printing one table of medians (make bench).
 //	storage   memory figures side by side: bytes per item, RSS at the limit, hit ratio, GC (make
 //	          bench-storage).
+//	ceiling   a responder that answers get and set without being a cache (filler values, nothing
+//	          stored): what the generator and the loopback path allow on this machine, whatever the
+//	          server. compare runs it beside the servers.
 //
 // The contract of the measurement: every run prints a human table and one JSON line starting with '{'.
 // Latency is measured per batch: from the write of a pipeline of requests to the last byte of its last

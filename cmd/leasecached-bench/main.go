@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-const usage = `usage: leasecached-bench <load|fill|hitratio|compare|storage> [flags]
+const usage = `usage: leasecached-bench <load|fill|hitratio|compare|storage|ceiling> [flags]
 run "leasecached-bench <subcommand> -h" for the flags of one subcommand`
 
 func main() {
@@ -35,6 +35,8 @@ func main() {
 		err = compareMain(ctx, os.Args[2:], os.Stdout)
 	case "storage":
 		err = storageMain(ctx, os.Args[2:], os.Stdout)
+	case "ceiling":
+		err = ceilingMain(ctx, os.Args[2:], os.Stdout)
 	case "-h", "-help", "--help", "help":
 		fmt.Println(usage)
 		return

@@ -1,0 +1,480 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The ceiling responder answers the text protocol's get and set without being a cache: it keeps nothing,
+// looks nothing up and answers every get with a hit whose value is filler bytes of a size that depends only
+// on the key's number (the load tool names its keys; -sizes maps number ranges to value sizes). It runs as
+// a C event loop would, a locked OS thread per -t with its own level-triggered epoll instance, and raw reads, writes and (for up to ceilingRawWait) waits. A wait through the Go runtime's
+// system call path would let sysmon hand the loop's P to another thread after 20 us and cost thread
+// hand-offs on every wake-up: the responder then cost more per request at pipeline 1 than memcached
+// (14-17 against 11-13 us on the development VM), no ceiling at all.
+//
+// It exists to calibrate the generator. On a machine that the generator shares with the server, a run's
+// ops/s is bounded by what the generator and the kernel's loopback path cost, whatever the server does;
+// the ceiling's ops/s under the same workload is that bound, measured. A cache server cannot beat it by
+// more than noise, so a target above it cannot be met on that machine with this generator.
+
+// Limits of the ceiling responder.
+const (
+	ceilingEvents = 256
+	// ceilingReadBuf is one read's buffer; a connection keeps only a partial line between reads.
+	ceilingReadBuf = 64 << 10
+	// ceilingMaxLine bounds a request line: a 250-byte key and a few numbers, or a multi-get of many keys.
+	ceilingMaxLine = 64 << 10
+	// ceilingPoll bounds one blocking epoll_wait, so that a loop notices shutdown.
+	ceilingPoll = 100 * time.Millisecond
+	// ceilingRawWait bounds a raw epoll_pwait, which keeps the loop's P while it sleeps; an idle loop then
+	// blocks in an ordinary one, so an idle responder does not hold its Ps (and a GC does not wait on
+	// them) for long.
+	ceilingRawWait = 2 * time.Millisecond
+	// ceilingMaxValue bounds -sizes: memcached's default item size limit.
+	ceilingMaxValue = 1 << 20
+)
+
+// ceilingRange gives keys numbered from base (up to the next range's base) values of size bytes.
+type ceilingRange struct {
+	base uint64
+	size int
+}
+
+// parseCeilingSizes parses "base:size,base:size": a size for each range of key numbers. A range runs up
+// to the next larger base; keys below the smallest base, and keys the load tool did not name, get the
+// first range's size.
+func parseCeilingSizes(s string) ([]ceilingRange, error) {
+	var rs []ceilingRange
+	for _, f := range strings.Split(s, ",") {
+		b, z, ok := strings.Cut(strings.TrimSpace(f), ":")
+		base, err1 := strconv.ParseUint(b, 10, 64)
+		size, err2 := strconv.Atoi(z)
+		if !ok || err1 != nil || err2 != nil || size < 0 || size > ceilingMaxValue {
+			return nil, fmt.Errorf("-sizes %q: want base:size[,base:size...] with sizes from 0 to %d", s,
+				ceilingMaxValue)
+		}
+		rs = append(rs, ceilingRange{base: base, size: size})
+	}
+	slices.SortFunc(rs, func(a, b ceilingRange) int { return cmpUint(a.base, b.base) })
+	for i := 1; i < len(rs); i++ {
+		if rs[i].base == rs[i-1].base {
+			return nil, fmt.Errorf("-sizes %q: base %d given twice", s, rs[i].base)
+		}
+	}
+	return rs, nil
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// ceiling is the responder's shared, read-only state.
+type ceiling struct {
+	ranges []ceilingRange
+	filler []byte // at least as long as the largest size
+}
+
+func newCeiling(ranges []ceilingRange) *ceiling {
+	longest := 0
+	for _, r := range ranges {
+		longest = max(longest, r.size)
+	}
+	return &ceiling{ranges: ranges, filler: bytes.Repeat([]byte{'x'}, longest)}
+}
+
+// valueSize is the size of the value the responder returns for key.
+func (c *ceiling) valueSize(key []byte) int {
+	size := c.ranges[0].size
+	if len(key) < 2 || key[0] != keyPrefix {
+		return size
+	}
+	var v uint64
+	for _, ch := range key[1:] {
+		if ch < '0' || ch > '9' || v > (1<<63)/10 {
+			return size
+		}
+		v = v*10 + uint64(ch-'0')
+	}
+	for _, r := range c.ranges {
+		if v < r.base {
+			break
+		}
+		size = r.size
+	}
+	return size
+}
+
+// ceilingConn is one client connection's state: its unparsed input (at most a partial line), the data
+// bytes of a set still to discard, and replies not yet written.
+type ceilingConn struct {
+	in      []byte
+	discard int
+	out     []byte
+	blocked bool // out waits for EPOLLOUT; the connection is not read meanwhile
+	closing bool // "quit" seen: close once out is written
+}
+
+// respond consumes every complete request in cn.in (plus data) and appends the replies to cn.out.
+func (c *ceiling) respond(cn *ceilingConn, data []byte) error {
+	buf := data
+	if len(cn.in) > 0 {
+		cn.in = append(cn.in, data...)
+		buf = cn.in
+	}
+	i := 0
+	for i < len(buf) && !cn.closing {
+		if cn.discard > 0 {
+			n := min(cn.discard, len(buf)-i)
+			i += n
+			if cn.discard -= n; cn.discard == 0 {
+				cn.out = append(cn.out, "STORED\r\n"...)
+			}
+			continue
+		}
+		j := bytes.IndexByte(buf[i:], '\n')
+		if j < 0 {
+			if len(buf)-i > ceilingMaxLine {
+				return fmt.Errorf("request line longer than %d bytes", ceilingMaxLine)
+			}
+			break
+		}
+		line := bytes.TrimSuffix(buf[i:i+j], []byte{'\r'})
+		i += j + 1
+		c.command(cn, line)
+	}
+	// Keep the unparsed rest; copy, since data belongs to the caller's read buffer.
+	cn.in = append(cn.in[:0], buf[i:]...)
+	return nil
+}
+
+// command answers one request line.
+func (c *ceiling) command(cn *ceilingConn, line []byte) {
+	name, rest := nextField(line)
+	switch string(name) {
+	case "get", "gets":
+		cas := len(name) == 4
+		for {
+			var key []byte
+			if key, rest = nextField(rest); len(key) == 0 {
+				break
+			}
+			n := c.valueSize(key)
+			cn.out = append(cn.out, "VALUE "...)
+			cn.out = append(cn.out, key...)
+			cn.out = append(cn.out, " 0 "...)
+			cn.out = strconv.AppendUint(cn.out, uint64(n), 10)
+			if cas {
+				cn.out = append(cn.out, " 1"...)
+			}
+			cn.out = append(cn.out, "\r\n"...)
+			cn.out = append(cn.out, c.filler[:n]...)
+			cn.out = append(cn.out, "\r\n"...)
+		}
+		cn.out = append(cn.out, "END\r\n"...)
+	case "set":
+		var f [4][]byte // key flags exptime bytes
+		for k := range f {
+			f[k], rest = nextField(rest)
+		}
+		n, ok := parseUint(f[3])
+		if len(f[0]) == 0 || !ok || n > ceilingMaxValue {
+			cn.out = append(cn.out, "CLIENT_ERROR bad command line format\r\n"...)
+			return
+		}
+		cn.discard = int(n) + 2
+	case "version":
+		cn.out = append(cn.out, "VERSION leasecached-bench-ceiling\r\n"...)
+	case "stats":
+		cn.out = append(cn.out, "END\r\n"...)
+	case "quit":
+		cn.closing = true
+	default:
+		cn.out = append(cn.out, "ERROR\r\n"...)
+	}
+}
+
+// ceilingLoop is one event loop: its epoll instance and connections. The first loop also owns the
+// listener and deals the accepted connections out round-robin, as memcached's dispatcher and gnet do: with
+// a listener per loop (SO_REUSEPORT) the kernel's hash of 50 connections split them unevenly, and the
+// busier loop set the tail (p99 6 ms against 4 ms).
+type ceilingLoop struct {
+	c      *ceiling
+	epfd   int
+	conns  map[int32]*ceilingConn // only this loop's thread touches it; filled on a connection's first event
+	events []unix.EpollEvent
+	rbuf   []byte
+	// The first loop only: the listener, every loop, and the loop the next connection goes to.
+	lfd   int
+	loops []*ceilingLoop
+	next  int
+}
+
+func newCeilingLoop(c *ceiling) (*ceilingLoop, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("epoll: %w", err)
+	}
+	return &ceilingLoop{c: c, epfd: epfd, lfd: -1, conns: map[int32]*ceilingConn{},
+		events: make([]unix.EpollEvent, ceilingEvents), rbuf: make([]byte, ceilingReadBuf)}, nil
+}
+
+// listen makes l the accepting loop for all of loops.
+func (l *ceilingLoop) listen(sa unix.Sockaddr, family int, loops []*ceilingLoop) error {
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	l.lfd, l.loops = fd, loops
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return fmt.Errorf("setsockopt: %w", err)
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		return fmt.Errorf("bind: %w", err)
+	}
+	if err := unix.Listen(fd, 1024); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	return l.watch(unix.EPOLL_CTL_ADD, fd, unix.EPOLLIN)
+}
+
+func (l *ceilingLoop) watch(op, fd int, events uint32) error {
+	ev := unix.EpollEvent{Events: events, Fd: int32(fd)}
+	if err := unix.EpollCtl(l.epfd, op, fd, &ev); err != nil {
+		return fmt.Errorf("epoll_ctl: %w", err)
+	}
+	return nil
+}
+
+// close closes the loop's connections, listener and epoll instance; a connection dealt to a loop that
+// never saw an event from it is closed with the whole process (or by the peer).
+func (l *ceilingLoop) close() {
+	for fd := range l.conns {
+		unix.Close(int(fd))
+	}
+	for _, fd := range []int{l.lfd, l.epfd} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}
+
+// run serves until stop is closed; the first listener or epoll failure ends it.
+func (l *ceilingLoop) run(stop <-chan struct{}) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		n, err := rawEpollWait(l.epfd, l.events, int(ceilingRawWait/time.Millisecond))
+		if n == 0 && err == nil {
+			n, err = unix.EpollWait(l.epfd, l.events, int(ceilingPoll/time.Millisecond))
+		}
+		if err == unix.EINTR {
+			runtime.Gosched() // a preemption signal ended the wait: let the runtime have its way
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("epoll_wait: %w", err)
+		}
+		for _, ev := range l.events[:n] {
+			if int(ev.Fd) == l.lfd {
+				if err := l.accept(); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := l.serve(int(ev.Fd), ev.Events); err != nil {
+				l.drop(int(ev.Fd))
+			}
+		}
+	}
+}
+
+// rawEpollWait is epoll_pwait as a raw system call: the runtime is not told, so the thread keeps its P.
+func rawEpollWait(epfd int, events []unix.EpollEvent, msec int) (int, error) {
+	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])),
+		uintptr(len(events)), uintptr(msec), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+func (l *ceilingLoop) accept() error {
+	for {
+		fd, _, err := unix.Accept4(l.lfd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		switch {
+		case err == unix.EAGAIN:
+			return nil
+		case err == unix.EINTR || err == unix.ECONNABORTED:
+			continue
+		case err != nil:
+			return fmt.Errorf("accept: %w", err)
+		}
+		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1) // as memcached does; best effort
+		to := l.loops[l.next%len(l.loops)]
+		l.next++
+		// epoll_ctl on another loop's instance is safe; that loop makes the connection's state when the
+		// first event arrives.
+		if err := to.watch(unix.EPOLL_CTL_ADD, fd, unix.EPOLLIN|unix.EPOLLRDHUP); err != nil {
+			unix.Close(fd)
+			return err
+		}
+	}
+}
+
+func (l *ceilingLoop) drop(fd int) {
+	delete(l.conns, int32(fd))
+	unix.Close(fd) // closing removes it from the epoll set
+}
+
+var errCeilingClosed = errors.New("connection closed")
+
+// serve handles one readiness event: write what is pending, or read, answer and write.
+func (l *ceilingLoop) serve(fd int, events uint32) error {
+	cn := l.conns[int32(fd)]
+	if cn == nil {
+		cn = &ceilingConn{}
+		l.conns[int32(fd)] = cn
+	}
+	if !cn.blocked {
+		n, err := sysRead(fd, l.rbuf)
+		switch {
+		case err == unix.EAGAIN || err == unix.EINTR:
+			return nil
+		case err != nil:
+			return err
+		case n == 0:
+			return errCeilingClosed
+		}
+		if err := l.c.respond(cn, l.rbuf[:n]); err != nil {
+			return err
+		}
+	}
+	return l.flush(fd, cn)
+}
+
+// flush writes cn.out. What the socket does not take waits for EPOLLOUT, and the connection is not read
+// meanwhile, so a client that does not read its replies cannot make the responder buffer without bound.
+func (l *ceilingLoop) flush(fd int, cn *ceilingConn) error {
+	written := 0
+	for written < len(cn.out) {
+		n, err := sysWrite(fd, cn.out[written:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EAGAIN {
+			cn.out = append(cn.out[:0], cn.out[written:]...)
+			if cn.blocked {
+				return nil
+			}
+			cn.blocked = true
+			return l.watch(unix.EPOLL_CTL_MOD, fd, unix.EPOLLOUT|unix.EPOLLRDHUP)
+		}
+		if err != nil {
+			return err
+		}
+		written += n
+	}
+	cn.out = cn.out[:0]
+	if cn.closing {
+		return errCeilingClosed
+	}
+	if cn.blocked {
+		cn.blocked = false
+		return l.watch(unix.EPOLL_CTL_MOD, fd, unix.EPOLLIN|unix.EPOLLRDHUP)
+	}
+	return nil
+}
+
+// runCeiling serves on addr with threads loops until ctx ends; ready (if not nil) is called once every
+// loop listens.
+func runCeiling(ctx context.Context, addr string, threads int, ranges []ceilingRange, ready func()) error {
+	sa, family, err := resolveSockaddr(addr)
+	if err != nil {
+		return err
+	}
+	c := newCeiling(ranges)
+	loops := make([]*ceilingLoop, 0, threads)
+	defer func() {
+		for _, l := range loops {
+			l.close()
+		}
+	}()
+	for range threads {
+		l, err := newCeilingLoop(c)
+		if err != nil {
+			return fmt.Errorf("ceiling on %s: %w", addr, err)
+		}
+		loops = append(loops, l)
+	}
+	if err := loops[0].listen(sa, family, loops); err != nil {
+		return fmt.Errorf("ceiling on %s: %w", addr, err)
+	}
+	// Every loop keeps a P while it waits (rawEpollWait): leave one for everything else.
+	if procs := runtime.GOMAXPROCS(0); procs < threads+1 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(threads + 1))
+	}
+	if ready != nil {
+		ready()
+	}
+	stop := make(chan struct{})
+	errs := make(chan error, threads)
+	var wg sync.WaitGroup
+	for _, l := range loops {
+		wg.Go(func() { errs <- l.run(stop) })
+	}
+	var first error
+	select {
+	case <-ctx.Done():
+	case first = <-errs:
+	}
+	close(stop)
+	wg.Wait()
+	return first
+}
+
+func ceilingMain(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("ceiling", flag.ContinueOnError)
+	port := fs.Int("p", 11211, "TCP port")
+	listen := fs.String("l", "127.0.0.1", "address to listen on")
+	threads := fs.Int("t", 2, "event loops (OS threads)")
+	sizes := fs.String("sizes", "0:100", "value size by key number: base:size[,base:size...]")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *threads < 1 || *threads > maxGenThreads {
+		return fmt.Errorf("ceiling: -t %d: must be between 1 and %d", *threads, maxGenThreads)
+	}
+	ranges, err := parseCeilingSizes(*sizes)
+	if err != nil {
+		return fmt.Errorf("ceiling: %w", err)
+	}
+	addr := fmt.Sprintf("%s:%d", *listen, *port)
+	return runCeiling(ctx, addr, *threads, ranges, func() {
+		fmt.Fprintf(out, "ceiling responder on %s, %d loops\n", addr, *threads)
+	})
+}
