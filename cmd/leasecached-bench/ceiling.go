@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -69,23 +70,13 @@ func parseCeilingSizes(s string) ([]ceilingRange, error) {
 		}
 		rs = append(rs, ceilingRange{base: base, size: size})
 	}
-	slices.SortFunc(rs, func(a, b ceilingRange) int { return cmpUint(a.base, b.base) })
+	slices.SortFunc(rs, func(a, b ceilingRange) int { return cmp.Compare(a.base, b.base) })
 	for i := 1; i < len(rs); i++ {
 		if rs[i].base == rs[i-1].base {
 			return nil, fmt.Errorf("-sizes %q: base %d given twice", s, rs[i].base)
 		}
 	}
 	return rs, nil
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // ceiling is the responder's shared, read-only state.
