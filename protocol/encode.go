@@ -55,12 +55,12 @@ func AppendValueHeader(dst, key []byte, flags uint32, n int, cas uint64, withCas
 	dst = append(dst, "VALUE "...)
 	dst = append(dst, key...)
 	dst = append(dst, ' ')
-	dst = strconv.AppendUint(dst, uint64(flags), 10)
+	dst = appendDecimal(dst, uint64(flags))
 	dst = append(dst, ' ')
-	dst = strconv.AppendInt(dst, int64(n), 10)
+	dst = appendDecimal(dst, uint64(n))
 	if withCas {
 		dst = append(dst, ' ')
-		dst = strconv.AppendUint(dst, cas, 10)
+		dst = appendDecimal(dst, cas)
 	}
 	return append(dst, crlf...)
 }
@@ -78,17 +78,17 @@ func AppendLValueHeader(dst, key []byte, token uint64, flags uint32, n int) []by
 	dst = append(dst, "LVALUE "...)
 	dst = append(dst, key...)
 	dst = append(dst, ' ')
-	dst = strconv.AppendUint(dst, token, 10)
+	dst = appendDecimal(dst, token)
 	dst = append(dst, ' ')
-	dst = strconv.AppendUint(dst, uint64(flags), 10)
+	dst = appendDecimal(dst, uint64(flags))
 	dst = append(dst, ' ')
-	dst = strconv.AppendInt(dst, int64(n), 10)
+	dst = appendDecimal(dst, uint64(n))
 	return append(dst, crlf...)
 }
 
 // AppendUint appends v in decimal and "\r\n": the incr/decr reply.
 func AppendUint(dst []byte, v uint64) []byte {
-	dst = strconv.AppendUint(dst, v, 10)
+	dst = appendDecimal(dst, v)
 	return append(dst, crlf...)
 }
 
