@@ -44,7 +44,7 @@ func (s *Store) AppendGet(dst, key []byte, withCas bool, hdr ValueHeader) ([]byt
 	vlen := itemVlen(b)
 	dst = slices.Grow(dst, maxHeaderLine+vlen)
 	dst = hdr(dst, key, itemFlags(b), vlen, itemCas(b), withCas)
-	dst = appendValueBytes(sh.al, dst, b)
+	dst = appendValueBytes(sh.al, dst, b, vlen)
 	sh.mu.Unlock()
 	return append(dst, blockTrailer...), true
 }
@@ -70,14 +70,19 @@ func (s *Store) AppendLeaseGet(dst, key []byte, hit ValueHeader, miss LValueHead
 		dst = miss(dst, key, token, flags, vlen)
 	}
 	if b != nil {
-		dst = appendValueBytes(sh.al, dst, b)
+		dst = appendValueBytes(sh.al, dst, b, vlen)
 	}
 	sh.mu.Unlock()
 	return append(dst, blockTrailer...), kind
 }
 
-// appendValueBytes appends the item's value, chunk by chunk, to dst (already grown by the caller).
-func appendValueBytes(al *slab.Allocator, dst, head []byte) []byte {
+// appendValueBytes appends the item's value (vlen bytes, as its header says) to dst, already grown by the
+// caller. A value that fits its head chunk is one copy; a chained one is read chunk by chunk.
+func appendValueBytes(al *slab.Allocator, dst, head []byte, vlen int) []byte {
+	if !itemChained(head) {
+		off := dataOff(head)
+		return append(dst, head[off:off+vlen]...)
+	}
 	r := newValueReader(al, head)
 	for s := r.segment(); s != nil; s = r.segment() {
 		dst = append(dst, s...)
