@@ -20,6 +20,14 @@ func isCSpace(c byte) bool {
 // the magnitude, whether a '-' sign was seen, and whether the token is acceptable to memcached's
 // safe_* wrappers (digits present, no overflow of uint64, followed by the end or a space).
 func strtoMagnitude(tok []byte) (mag uint64, neg, ok bool) {
+	if v, plain := plainDigits(tok); plain {
+		return v, false, true
+	}
+	return strtoMagnitudeC(tok)
+}
+
+// strtoMagnitudeC is strtoMagnitude without the fast path: glibc's rules, step by step.
+func strtoMagnitudeC(tok []byte) (mag uint64, neg, ok bool) {
 	i := 0
 	for i < len(tok) && isCSpace(tok[i]) {
 		i++
@@ -46,6 +54,26 @@ func strtoMagnitude(tok []byte) (mag uint64, neg, ok bool) {
 		return 0, neg, false
 	}
 	return mag, neg, true
+}
+
+// maxPlainDigits is the longest run of decimal digits that cannot overflow a uint64.
+const maxPlainDigits = 19
+
+// plainDigits parses a token of 1 to maxPlainDigits decimal digits and nothing else, the form clients
+// send, without strtoMagnitude's per-digit overflow test; plain is false for any other token, which then
+// takes the general path. A set line carries three numbers, and the general path was 8% of a set.
+func plainDigits(tok []byte) (v uint64, plain bool) {
+	if len(tok) == 0 || len(tok) > maxPlainDigits {
+		return 0, false
+	}
+	for _, c := range tok {
+		d := c - '0'
+		if d > 9 {
+			return 0, false
+		}
+		v = v*10 + uint64(d)
+	}
+	return v, true
 }
 
 // containsMinus reports whether tok has a '-' anywhere (memcached's strchr check).

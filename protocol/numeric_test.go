@@ -1,6 +1,9 @@
 package protocol
 
-import "testing"
+import (
+	"math/rand/v2"
+	"testing"
+)
 
 // Expected values follow glibc strtol/strtoul and memcached's safe_* wrappers on LP64.
 func TestParseUint64(t *testing.T) {
@@ -131,4 +134,47 @@ func TestTokenize(t *testing.T) {
 			t.Errorf("tokenize(%q) = %s, want %s", tc.in, got, tc.want)
 		}
 	}
+}
+
+// TestStrtoMagnitudeFastPathAgrees checks that the plain-digits fast path answers exactly as the general
+// path on every kind of token near its edges: lengths 0-25, overflow boundaries, signs, spaces, junk.
+func TestStrtoMagnitudeFastPathAgrees(t *testing.T) {
+	toks := []string{"", "0", "00", "9", "18446744073709551615", "18446744073709551616", "9999999999999999999",
+		"99999999999999999999", "1844674407370955161", "0000000000000000000001", "+5", "-5", " 5", "5 ", "5x",
+		"x5", "5\t", "\t5", "1-", "--1", ":", "/", "5:", "5/"}
+	r := rand.New(rand.NewPCG(3, 4))
+	const alphabet = "0123456789 -+x\t/:"
+	for range 200000 {
+		n := r.IntN(26)
+		b := make([]byte, n)
+		digitsOnly := r.IntN(2) == 0
+		for i := range b {
+			if digitsOnly {
+				b[i] = byte('0' + r.IntN(10))
+			} else {
+				b[i] = alphabet[r.IntN(len(alphabet))]
+			}
+		}
+		toks = append(toks, string(b))
+	}
+	for _, tok := range toks {
+		m1, n1, ok1 := strtoMagnitude([]byte(tok))
+		m2, n2, ok2 := strtoMagnitudeC([]byte(tok))
+		if m1 != m2 || n1 != n2 || ok1 != ok2 {
+			t.Fatalf("%q: fast path (%d, %v, %v), general path (%d, %v, %v)", tok, m1, n1, ok1, m2, n2, ok2)
+		}
+	}
+}
+
+func FuzzStrtoMagnitude(f *testing.F) {
+	for _, s := range []string{"0", "18446744073709551615", "18446744073709551616", " -5", "5 x", ""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, tok []byte) {
+		m1, n1, ok1 := strtoMagnitude(tok)
+		m2, n2, ok2 := strtoMagnitudeC(tok)
+		if m1 != m2 || n1 != n2 || ok1 != ok2 {
+			t.Fatalf("%q: fast path (%d, %v, %v), general path (%d, %v, %v)", tok, m1, n1, ok1, m2, n2, ok2)
+		}
+	})
 }
