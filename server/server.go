@@ -55,6 +55,7 @@ type Config struct {
 	Logger      *log.Logger
 	LeaseWindow time.Duration // how long a granted lease is valid
 	StaleWindow time.Duration // how long a deleted or expired value is kept for lease-get (< 0: none)
+	LargePages  bool          // -L: item memory on transparent huge pages (for the store: shard.Config)
 }
 
 // Server is the gnet event handler. One Server serves one listener.

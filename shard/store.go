@@ -82,6 +82,9 @@ type Config struct {
 	// NowNano is the lease clock, unix nanoseconds (nil: time.Now().UnixNano). Lease windows are
 	// timed finer than item exptimes so sub-second windows work.
 	NowNano func() int64
+	// LargePages backs item memory with transparent huge pages (memcached's -L; slab.NewLargePageArena
+	// says what it costs).
+	LargePages bool
 }
 
 // Info is an item's metadata as returned by reads.
@@ -133,7 +136,11 @@ func New(cfg Config) (*Store, error) {
 	}
 	// Lease bookkeeping lives on the Go heap, so its bound is carved out of -m rather than added to it.
 	arenaBytes, leaseBudget := splitMemory(cfg.MemoryLimit)
-	arena, err := slab.NewArena(arenaBytes)
+	newArena := slab.NewArena
+	if cfg.LargePages {
+		newArena = slab.NewLargePageArena
+	}
+	arena, err := newArena(arenaBytes)
 	if err != nil {
 		return nil, fmt.Errorf("shard: %w", err)
 	}

@@ -56,6 +56,8 @@ func (r Ref) Offset() uint32 { return uint32(r & (PageSize - 1)) }
 // 1 MiB allocation, so the lock is never contended in a way that matters.
 type Arena struct {
 	dir *directory
+	// spare is nil unless the arena backs its pages with huge pages (NewLargePageArena).
+	spare *spareHalves
 
 	mu      sync.Mutex
 	limit   int      // page budget; may be below inUse right after it is lowered
@@ -89,17 +91,80 @@ type segment struct {
 // Its pages are mapped memory (offheap.go): they go back to the system when released, or all at once
 // when the Arena becomes garbage.
 func NewArena(limit int64) (*Arena, error) {
-	a := &Arena{dir: new(directory)}
+	return newArena(limit, nil)
+}
+
+// NewLargePageArena is NewArena with pages backed by 2 MiB transparent huge pages where the kernel allows
+// them (memcached's -L). Pages are mapped two at a time, in one aligned huge-page region; the second
+// waits in reserve for the next taker. A released page is unmapped alone, so its memory still goes back
+// at once (the kernel splits the huge page).
+//
+// Why: a get touches an index slot and an item, at random, and with 4 KiB pages each is likely a TLB miss
+// as well as a cache miss; in a VM with nested paging a page walk costs several memory accesses. On the
+// development VM, pipelined 10-key gets over 100k items took 7% less CPU per request with it.
+//
+// Why not always: a huge page is resident in full once any byte of it is touched, while pages are carved
+// lazily. A class's partly used page, and the page in reserve, then cost a whole MiB of RSS each instead
+// of what was written (memcached's own pages are resident in full from the start).
+func NewLargePageArena(limit int64) (*Arena, error) {
+	return newArena(limit, &spareHalves{})
+}
+
+func newArena(limit int64, spare *spareHalves) (*Arena, error) {
+	a := &Arena{dir: new(directory), spare: spare}
 	if err := a.SetLimit(limit); err != nil {
 		return nil, err
 	}
-	runtime.AddCleanup(a, unmapAll, a.dir)
+	runtime.AddCleanup(a, unmapAll, arenaMemory{a.dir, spare})
 	return a, nil
 }
 
-// unmapAll gives back every page still mapped in d (its arena is unreachable: nothing can use them).
-func unmapAll(d *directory) {
-	for _, seg := range d {
+// hugePagePages is how many pages one huge-page region holds.
+const hugePagePages = hugePageSize / PageSize
+
+// spareHalves holds the pages of huge-page regions that were mapped but not yet handed out.
+type spareHalves struct {
+	mu    sync.Mutex
+	pages [][]byte
+}
+
+// mapPage maps the memory of one page: its own mapping, or a page of a huge-page region.
+func (a *Arena) mapPage() ([]byte, error) {
+	if a.spare == nil {
+		return mapBytes(PageSize, false)
+	}
+	a.spare.mu.Lock()
+	defer a.spare.mu.Unlock()
+	if n := len(a.spare.pages); n > 0 {
+		p := a.spare.pages[n-1]
+		a.spare.pages = a.spare.pages[:n-1]
+		return p, nil
+	}
+	region, err := mapHugeRegion()
+	if err != nil {
+		return nil, err
+	}
+	for i := hugePagePages - 1; i > 0; i-- {
+		a.spare.pages = append(a.spare.pages, region[i*PageSize:(i+1)*PageSize:(i+1)*PageSize])
+	}
+	return region[:PageSize:PageSize], nil
+}
+
+// arenaMemory is what the cleanup of an unreachable arena unmaps.
+type arenaMemory struct {
+	dir   *directory
+	spare *spareHalves
+}
+
+// unmapAll gives back every page still mapped by an arena that is unreachable: nothing can use them.
+func unmapAll(m arenaMemory) {
+	if m.spare != nil {
+		for _, p := range m.spare.pages {
+			unmapBytes(p)
+		}
+		m.spare.pages = nil
+	}
+	for _, seg := range m.dir {
 		if seg == nil {
 			continue
 		}
@@ -174,7 +239,7 @@ func (a *Arena) takePage() (uint32, bool) {
 	a.mu.Unlock()
 	// The slot is the taker's alone from here on; mapping outside the lock keeps takers of other pages
 	// from waiting on a system call.
-	mem, err := mapBytes(PageSize, false)
+	mem, err := a.mapPage()
 	if err != nil {
 		a.giveBack(id) // out of address space or memory: the caller evicts, as on an exhausted budget
 		return 0, false

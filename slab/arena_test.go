@@ -2,8 +2,10 @@ package slab
 
 import (
 	"reflect"
+	"runtime"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 func TestRefPacking(t *testing.T) {
@@ -174,5 +176,73 @@ func TestArenaSegments(t *testing.T) {
 	}
 	if _, ok := a.takePage(); ok {
 		t.Fatal("budget exceeded")
+	}
+}
+
+// A large-page arena hands out whole, distinct, writable pages two to an aligned region, keeps the
+// budget exactly as NewArena does, and reuses released ids.
+func TestLargePageArena(t *testing.T) {
+	const pages = 5
+	a, err := NewLargePageArena(pages * PageSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []uint32
+	for {
+		id, ok := a.takePage()
+		if !ok {
+			break
+		}
+		ids = append(ids, id)
+	}
+	if len(ids) != pages || a.PagesTaken() != pages {
+		t.Fatalf("took %d pages (arena says %d), budget %d", len(ids), a.PagesTaken(), pages)
+	}
+	addr := func(id uint32) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(a.page(id)))) }
+	for i, id := range ids {
+		p := a.page(id)
+		if len(p) != PageSize || cap(p) != PageSize {
+			t.Fatalf("page %d: len %d cap %d", id, len(p), cap(p))
+		}
+		for j := range p {
+			if p[j] != 0 {
+				t.Fatalf("page %d not zeroed at %d", id, j)
+			}
+		}
+		p[0], p[PageSize-1] = byte(i+1), byte(i+1)
+		// Pages are taken in region order: the first of each pair starts a region, the second follows it.
+		if i%2 == 0 && runtime.GOOS == "linux" && addr(id)%hugePageSize != 0 {
+			t.Errorf("page %d (the first of its region) at %#x: not aligned to %d", id, addr(id), hugePageSize)
+		}
+		if i%2 == 1 && addr(id) != addr(ids[i-1])+PageSize {
+			t.Errorf("page %d at %#x does not follow its region's first page at %#x", id, addr(id), addr(ids[i-1]))
+		}
+	}
+	for i, id := range ids { // no page overlaps another: each still holds its own marks
+		if p := a.page(id); p[0] != byte(i+1) || p[PageSize-1] != byte(i+1) {
+			t.Fatalf("page %d holds %d..%d, want %d", id, p[0], p[PageSize-1], i+1)
+		}
+	}
+	// The odd page count left one page of the last region in reserve; a released page's memory is gone,
+	// and its id comes back with fresh zeroed memory.
+	if n := len(a.spare.pages); n != 1 {
+		t.Errorf("%d pages in reserve, want 1", n)
+	}
+	a.releasePage(ids[1])
+	id, ok := a.takePage()
+	if !ok || id != ids[1] {
+		t.Fatalf("retake: id %d ok %v, want id %d", id, ok, ids[1])
+	}
+	if p := a.page(id); p[0] != 0 || p[PageSize-1] != 0 {
+		t.Errorf("retaken page not zeroed")
+	}
+	if n := len(a.spare.pages); n != 0 {
+		t.Errorf("%d pages in reserve after the retake, want 0 (it used the reserve)", n)
+	}
+	for _, id := range ids {
+		a.releasePage(id)
+	}
+	if a.PagesTaken() != 0 {
+		t.Errorf("%d pages still taken", a.PagesTaken())
 	}
 }

@@ -2,26 +2,67 @@
 
 package slab
 
-import "syscall"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mappings are made and removed by address (unix.MmapPtr, unix.MunmapPtr), not with syscall.Mmap, whose
+// bookkeeping only unmaps a slice it returned whole: a huge-page region is mapped oversized and trimmed,
+// and its pages are unmapped one at a time.
 
 // mapBytes maps n zeroed bytes of anonymous memory. The kernel backs them lazily, so a page that is
 // never written costs no resident memory. Without hugeOK transparent huge pages are refused: a slab
 // page is carved lazily, and a 2 MiB huge page behind a half-carved 1 MiB slab page would be resident
 // memory holding nothing.
 func mapBytes(n int, hugeOK bool) ([]byte, error) {
-	b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	b, err := mapAnon(n)
 	if err != nil {
 		return nil, err
 	}
 	if !hugeOK {
-		_ = syscall.Madvise(b, syscall.MADV_NOHUGEPAGE) // advice only: failure costs memory, not correctness
+		_ = unix.Madvise(b, unix.MADV_NOHUGEPAGE) // advice only: failure costs memory, not correctness
 	}
 	return b, nil
 }
 
-// unmapBytes gives memory from mapBytes back to the kernel at once.
+func mapAnon(n int) ([]byte, error) {
+	p, err := unix.MmapPtr(-1, 0, nil, uintptr(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((*byte)(p), n), nil
+}
+
+// hugePageSize is the size of a transparent huge page on x86-64 and (with 4 KiB base pages) arm64.
+const hugePageSize = 2 << 20
+
+// mapHugeRegion maps hugePageSize zeroed bytes aligned to hugePageSize, advised to be backed by a huge
+// page. It maps twice the size and unmaps the misaligned ends: the kernel aligns an anonymous mapping
+// only to the base page. Without transparent huge page support the advice fails, and the region is
+// ordinary memory.
+func mapHugeRegion() ([]byte, error) {
+	b, err := mapAnon(2 * hugePageSize)
+	if err != nil {
+		return nil, err
+	}
+	lead := int((hugePageSize - uintptr(unsafe.Pointer(unsafe.SliceData(b)))%hugePageSize) % hugePageSize)
+	if lead > 0 {
+		unmapBytes(b[:lead])
+	}
+	if tail := b[lead+hugePageSize:]; len(tail) > 0 {
+		unmapBytes(tail)
+	}
+	r := b[lead : lead+hugePageSize : lead+hugePageSize]
+	_ = unix.Madvise(r, unix.MADV_HUGEPAGE) // advice only: without it the pages are ordinary ones
+	return r, nil
+}
+
+// unmapBytes gives memory from mapBytes or mapHugeRegion (all of it, or any page-aligned part) back to
+// the kernel at once.
 func unmapBytes(b []byte) {
-	if err := syscall.Munmap(b); err != nil {
+	if err := unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(b)), uintptr(len(b))); err != nil {
 		panic("slab: unmapping memory: " + err.Error()) // only a bad slice can cause this: a programming error
 	}
 }

@@ -7,3 +7,9 @@ func mapBytes(n int, _ bool) ([]byte, error) { return make([]byte, n), nil }
 
 // unmapBytes leaves the memory to the garbage collector.
 func unmapBytes([]byte) {}
+
+// hugePageSize is the region mapHugeRegion returns.
+const hugePageSize = 2 << 20
+
+// mapHugeRegion has no huge pages to ask for here: it is ordinary memory of the same size.
+func mapHugeRegion() ([]byte, error) { return mapBytes(hugePageSize, true) }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasecached/leasecached/server"
+	"github.com/urfave/cli/v2"
 )
 
 func TestParseSize(t *testing.T) {
@@ -71,5 +72,35 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("error is not one line: %q", err)
 			}
 		})
+	}
+}
+
+// The command line reaches the configuration: memcached's short flags, bundled as memcached accepts them,
+// and -L (huge pages) off unless given.
+func TestCommandLineToConfig(t *testing.T) {
+	cases := []struct {
+		args []string
+		want func(server.Config) bool
+	}{
+		{[]string{"-p", "12345", "-m", "128"}, func(c server.Config) bool {
+			return c.Port == 12345 && c.MemoryLimit == 128<<20 && !c.LargePages
+		}},
+		{[]string{"-L"}, func(c server.Config) bool { return c.LargePages }},
+		{[]string{"--enable-largepages", "-t", "3"}, func(c server.Config) bool { return c.LargePages && c.Threads == 3 }},
+	}
+	for _, tc := range cases {
+		app := newApp()
+		var got server.Config
+		app.Action = func(c *cli.Context) error {
+			var err error
+			got, err = configFrom(c, 0)
+			return err
+		}
+		if err := app.Run(append([]string{"leasecached"}, tc.args...)); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if !tc.want(got) {
+			t.Errorf("%v: config %+v", tc.args, got)
+		}
 	}
 }

@@ -1,0 +1,54 @@
+package shard
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+)
+
+// A store on huge pages behaves as one on ordinary pages: values of every size (chained ones included)
+// read back intact, a full store evicts, and lowering the limit gives pages back (single pages out of
+// huge-page regions).
+func TestLargePagesStore(t *testing.T) {
+	s, _ := newStore(t, Config{MemoryLimit: 16 << 20, LargePages: true})
+	value := func(i int) []byte {
+		size := []int{10, 100, 3000, 200_000, 900_000}[i%5]
+		return bytes.Repeat([]byte{byte('a' + i%26)}, size)
+	}
+	const n = 400 // about 45 MB of values into a 16 MB store
+	for i := range n {
+		if r := s.Store(ModeSet, []byte(fmt.Sprint("key", i)), uint32(i), 0, value(i), 0); r != Stored {
+			t.Fatalf("set %d: %v", i, r)
+		}
+	}
+	if s.Stats().Evictions == 0 {
+		t.Error("no evictions after writing three times the limit")
+	}
+	check := func() (hits int) {
+		for i := range n {
+			v, info, ok := s.Get(nil, []byte(fmt.Sprint("key", i)))
+			if !ok {
+				continue
+			}
+			hits++
+			if !bytes.Equal(v, value(i)) || info.Flags != uint32(i) {
+				t.Fatalf("key%d: %d bytes, flags %d: not what was stored", i, len(v), info.Flags)
+			}
+		}
+		return hits
+	}
+	if check() == 0 {
+		t.Fatal("nothing readable")
+	}
+	if err := s.SetMemoryLimit(8 << 20); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n { // the reclaimer gives the excess pages back over its ticks, writes go on meanwhile
+		s.Store(ModeSet, []byte(fmt.Sprint("key", i)), uint32(i), 0, value(i), 0)
+		s.reclaimTick()
+	}
+	check()
+	if taken, limit := s.arena.PagesTaken(), s.arena.MaxPages(); taken > limit {
+		t.Errorf("%d pages still taken under a limit of %d", taken, limit)
+	}
+}
