@@ -13,12 +13,22 @@ const itemUpdateInterval = 60
 // marks the item fetched; a read of an already fetched item moves its last-access time to now and marks
 // it active.
 // It also sets the CLOCK bit, our stand-in for memcached's LRU position.
+//
+// Bytes that already hold the value are not written again: a hot item is read from both event loops'
+// CPUs, and a store to its header, even of the same value, takes the cache line away from the other CPU,
+// whose next read of the item then misses. Item times are in seconds, so a hot item is written about
+// once a second (and when the CLOCK hand clears its bit), not on every read.
 func bump(b []byte, now int64) {
-	if b[offState]&flagFetched != 0 {
-		le.PutUint32(b[offTime:], uint32(now))
-		b[offState] |= flagActive
+	st := b[offState]
+	if st&flagFetched != 0 {
+		if t := uint32(now); le.Uint32(b[offTime:]) != t {
+			le.PutUint32(b[offTime:], t)
+		}
+		st |= flagActive
 	}
-	b[offState] |= flagVisited | flagFetched
+	if st |= flagVisited | flagFetched; st != b[offState] {
+		b[offState] = st
+	}
 }
 
 // bumpIdle is memcached's do_item_update, used by writes in place (ma): the last-access time moves
