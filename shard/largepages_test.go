@@ -11,6 +11,9 @@ import (
 // huge-page regions).
 func TestLargePagesStore(t *testing.T) {
 	s, _ := newStore(t, Config{MemoryLimit: 16 << 20, LargePages: true})
+	if !s.arena.LargePages() {
+		t.Fatal("Config.LargePages did not reach the arena")
+	}
 	value := func(i int) []byte {
 		size := []int{10, 100, 3000, 200_000, 900_000}[i%5]
 		return bytes.Repeat([]byte{byte('a' + i%26)}, size)

@@ -246,3 +246,34 @@ func TestLargePageArena(t *testing.T) {
 		t.Errorf("%d pages still taken", a.PagesTaken())
 	}
 }
+
+// Releasing a page whose partner is still in reserve unmaps the whole region, the partner included; the
+// cleanup of an unreachable arena unmaps what is left in reserve.
+func TestLargePageArenaReleaseTakesReservedPartner(t *testing.T) {
+	a, err := NewLargePageArena(4 * PageSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.LargePages() {
+		t.Fatal("LargePages() is false for a large-page arena")
+	}
+	id, ok := a.takePage() // maps a region: the second page goes to the reserve
+	if !ok || len(a.spare.pages) != 1 {
+		t.Fatalf("take: ok %v, %d pages in reserve", ok, len(a.spare.pages))
+	}
+	a.releasePage(id)
+	if n := len(a.spare.pages); n != 0 {
+		t.Fatalf("%d pages in reserve after releasing the partner, want 0", n)
+	}
+	id, ok = a.takePage() // a fresh region again
+	if !ok || len(a.spare.pages) != 1 {
+		t.Fatalf("retake: ok %v, %d pages in reserve", ok, len(a.spare.pages))
+	}
+	unmapAll(arenaMemory{a.dir, a.spare}) // as the cleanup would, with a page in use and one in reserve
+	if a.spare.pages != nil || a.page(id) != nil {
+		t.Errorf("cleanup left %d pages in reserve, page in use mapped: %v", len(a.spare.pages), a.page(id) != nil)
+	}
+	if plain, _ := NewArena(PageSize); plain.LargePages() {
+		t.Error("LargePages() is true for NewArena")
+	}
+}

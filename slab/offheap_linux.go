@@ -49,7 +49,7 @@ func mapHugeRegion() ([]byte, error) {
 	}
 	lead := int((hugePageSize - uintptr(unsafe.Pointer(unsafe.SliceData(b)))%hugePageSize) % hugePageSize)
 	if lead > 0 {
-		unmapBytes(b[:lead])
+		unmapBytes(b[:lead:lead])
 	}
 	if tail := b[lead+hugePageSize:]; len(tail) > 0 {
 		unmapBytes(tail)
@@ -62,6 +62,10 @@ func mapHugeRegion() ([]byte, error) {
 // unmapBytes gives memory from mapBytes or mapHugeRegion (all of it, or any page-aligned part) back to
 // the kernel at once.
 func unmapBytes(b []byte) {
+	// munmap takes any page-aligned range, in use or not: check what syscall.Munmap used to.
+	if uintptr(unsafe.Pointer(unsafe.SliceData(b)))%uintptr(unix.Getpagesize()) != 0 || len(b) != cap(b) {
+		panic("slab: unmapping a slice that is not whole pages of a mapping") // a programming error
+	}
 	if err := unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(b)), uintptr(len(b))); err != nil {
 		panic("slab: unmapping memory: " + err.Error()) // only a bad slice can cause this: a programming error
 	}

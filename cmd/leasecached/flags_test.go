@@ -102,5 +102,11 @@ func TestCommandLineToConfig(t *testing.T) {
 		if !tc.want(got) {
 			t.Errorf("%v: config %+v", tc.args, got)
 		}
+		if sc := storeConfig(got); sc.LargePages != got.LargePages || sc.MemoryLimit != got.MemoryLimit {
+			t.Errorf("%v: store config %+v from %+v", tc.args, sc, got)
+		}
+	}
+	if sc := storeConfig(server.Config{StaleWindow: 0}); sc.StaleWindow >= 0 {
+		t.Errorf("--stale-window 0 reached the store as %v, want negative (keep none)", sc.StaleWindow)
 	}
 }

@@ -91,13 +91,18 @@ func newApp() *cli.App {
 	}
 }
 
-func serve(cfg server.Config) error {
+// storeConfig is the store's part of the daemon's settings.
+func storeConfig(cfg server.Config) shard.Config {
 	stale := cfg.StaleWindow
 	if stale == 0 {
 		stale = -1 // shard.Config's 0 means "default"; the flag's 0 means "keep none"
 	}
-	store, err := shard.New(shard.Config{MemoryLimit: cfg.MemoryLimit, MaxItemSize: cfg.MaxItemSize,
-		LeaseWindow: cfg.LeaseWindow, StaleWindow: stale, LargePages: cfg.LargePages})
+	return shard.Config{MemoryLimit: cfg.MemoryLimit, MaxItemSize: cfg.MaxItemSize,
+		LeaseWindow: cfg.LeaseWindow, StaleWindow: stale, LargePages: cfg.LargePages}
+}
+
+func serve(cfg server.Config) error {
+	store, err := shard.New(storeConfig(cfg))
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
 	}
