@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"runtime"
 	"slices"
 	"strconv"
@@ -121,7 +122,8 @@ type ceilingConn struct {
 	in      []byte
 	discard int
 	out     []byte
-	blocked bool // out waits for EPOLLOUT; the connection is not read meanwhile
+	sent    int  // bytes of out already written while blocked: kept, not copied down on every EAGAIN
+	blocked bool // out[sent:] waits for EPOLLOUT; the connection is not read meanwhile
 	closing bool // "quit" seen: close once out is written
 }
 
@@ -371,26 +373,27 @@ func (l *ceilingLoop) serve(fd int, events uint32) error {
 // flush writes cn.out. What the socket does not take waits for EPOLLOUT, and the connection is not read
 // meanwhile, so a client that does not read its replies cannot make the responder buffer without bound.
 func (l *ceilingLoop) flush(fd int, cn *ceilingConn) error {
-	written := 0
-	for written < len(cn.out) {
-		n, err := sysWrite(fd, cn.out[written:])
+	for cn.sent < len(cn.out) {
+		n, err := sysWrite(fd, cn.out[cn.sent:])
 		if err == unix.EINTR {
 			continue
 		}
 		if err == unix.EAGAIN {
-			cn.out = append(cn.out[:0], cn.out[written:]...)
 			if cn.blocked {
 				return nil
 			}
 			cn.blocked = true
-			return l.watch(unix.EPOLL_CTL_MOD, fd, unix.EPOLLOUT|unix.EPOLLRDHUP)
+			// EPOLLOUT only: a peer that half-closes while its replies back up would otherwise report
+			// EPOLLRDHUP on every wait, and the loop would spin until it reads. A closed peer fails the
+			// next write instead.
+			return l.watch(unix.EPOLL_CTL_MOD, fd, unix.EPOLLOUT)
 		}
 		if err != nil {
 			return err
 		}
-		written += n
+		cn.sent += n
 	}
-	cn.out = cn.out[:0]
+	cn.out, cn.sent = cn.out[:0], 0
 	if cn.closing {
 		return errCeilingClosed
 	}
@@ -401,9 +404,9 @@ func (l *ceilingLoop) flush(fd int, cn *ceilingConn) error {
 	return nil
 }
 
-// runCeiling serves on addr with threads loops until ctx ends; ready (if not nil) is called once every
-// loop listens.
-func runCeiling(ctx context.Context, addr string, threads int, ranges []ceilingRange, ready func()) error {
+// runCeiling serves on addr with threads loops until ctx ends; ready (if not nil) is called once the
+// listener is bound, with its address (port 0 in addr picks a free port).
+func runCeiling(ctx context.Context, addr string, threads int, ranges []ceilingRange, ready func(bound string)) error {
 	sa, family, err := resolveSockaddr(addr)
 	if err != nil {
 		return err
@@ -430,7 +433,11 @@ func runCeiling(ctx context.Context, addr string, threads int, ranges []ceilingR
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(threads + 1))
 	}
 	if ready != nil {
-		ready()
+		bound, err := unix.Getsockname(loops[0].lfd)
+		if err != nil {
+			return fmt.Errorf("ceiling on %s: %w", addr, err)
+		}
+		ready(sockaddrString(bound))
 	}
 	stop := make(chan struct{})
 	errs := make(chan error, threads)
@@ -448,6 +455,20 @@ func runCeiling(ctx context.Context, addr string, threads int, ranges []ceilingR
 	return first
 }
 
+// sockaddrString formats a bound TCP address as host:port.
+func sockaddrString(sa unix.Sockaddr) string {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return net.JoinHostPort(net.IP(a.Addr[:]).String(), strconv.Itoa(a.Port))
+	case *unix.SockaddrInet6:
+		return net.JoinHostPort(net.IP(a.Addr[:]).String(), strconv.Itoa(a.Port))
+	}
+	return fmt.Sprint(sa)
+}
+
+// maxCeilingLoops bounds -t: a thread each, and a P each while busy.
+const maxCeilingLoops = 1024
+
 func ceilingMain(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("ceiling", flag.ContinueOnError)
 	port := fs.Int("p", 11211, "TCP port")
@@ -457,15 +478,15 @@ func ceilingMain(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *threads < 1 || *threads > maxGenThreads {
-		return fmt.Errorf("ceiling: -t %d: must be between 1 and %d", *threads, maxGenThreads)
+	if *threads < 1 || *threads > maxCeilingLoops {
+		return fmt.Errorf("ceiling: -t %d: must be between 1 and %d", *threads, maxCeilingLoops)
 	}
 	ranges, err := parseCeilingSizes(*sizes)
 	if err != nil {
 		return fmt.Errorf("ceiling: %w", err)
 	}
 	addr := fmt.Sprintf("%s:%d", *listen, *port)
-	return runCeiling(ctx, addr, *threads, ranges, func() {
-		fmt.Fprintf(out, "ceiling responder on %s, %d loops\n", addr, *threads)
+	return runCeiling(ctx, addr, *threads, ranges, func(bound string) {
+		fmt.Fprintf(out, "ceiling responder on %s, %d loops\n", bound, *threads)
 	})
 }

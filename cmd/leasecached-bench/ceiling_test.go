@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -57,23 +59,19 @@ func TestCeilingValueSize(t *testing.T) {
 	}
 }
 
-// startCeiling runs the responder in-process on a free port until the test ends.
+// startCeiling runs the responder in-process on a port the kernel picks, until the test ends.
 func startCeiling(t *testing.T, sizes string) string {
 	t.Helper()
 	ranges, err := parseCeilingSizes(sizes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- runCeiling(ctx, addr, 2, ranges, func() { close(ready) }) }()
+	ready, done := make(chan string, 1), make(chan error, 1)
+	go func() { done <- runCeiling(ctx, "127.0.0.1:0", 2, ranges, func(a string) { ready <- a }) }()
+	var addr string
 	select {
-	case <-ready:
+	case addr = <-ready:
 	case err := <-done:
 		cancel()
 		t.Fatal(err)
@@ -144,9 +142,10 @@ func TestCeilingUnderLoad(t *testing.T) {
 		}
 	}
 
-	// 20,000 gets written before reading a byte: their replies (80 MB) are far more than the socket
-	// buffers hold, so the responder must stop reading while they back up, and deliver every one once the
-	// client reads.
+	// 20,000 gets pipelined by a writer that does not wait for replies: their replies (80 MB) are far more
+	// than the socket buffers hold, so the responder's writes hit EAGAIN and it must keep what is unsent
+	// and deliver every reply, in order, as the client reads. (That it stops reading meanwhile shows only
+	// in its memory, which this does not measure.)
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -175,5 +174,49 @@ func TestCeilingUnderLoad(t *testing.T) {
 		if l, err := r.ReadSlice('\n'); err != nil || string(l) != "END\r\n" {
 			t.Fatalf("get %d: %q, %v", i, l, err)
 		}
+	}
+}
+
+// A client that half-closes while its replies are backed up does not make the responder spin: it waits
+// for the socket to drain (EPOLLOUT), not on the half-close, which would be reported on every wait.
+func TestCeilingHalfCloseWhileBlocked(t *testing.T) {
+	addr := startCeiling(t, "0:4096")
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	// A small receive buffer, so that a few MB of replies fill the path (the responder's send buffer
+	// grows to 4 MB on loopback) and building them stays quick even under the race detector.
+	if err := c.(*net.TCPConn).SetReadBuffer(64 << 10); err != nil {
+		t.Fatal(err)
+	}
+	const gets = 1500 // 6 MB of replies
+	if _, err := c.Write([]byte(strings.Repeat("get k1\r\n", gets))); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	// Let the responder build its replies, fill the socket and block, and collect their garbage first: the
+	// window below should see only what a blocked responder costs.
+	time.Sleep(300 * time.Millisecond)
+	runtime.GC()
+	before, start := cpu(), time.Now()
+	time.Sleep(400 * time.Millisecond)
+	if used, wall := cpu()-before, time.Since(start); used > wall/2 {
+		t.Errorf("the process used %v of CPU in %v while the responder waited on a full socket", used, wall)
+	}
+	n, err := io.Copy(io.Discard, c) // every reply is still delivered, then the responder closes
+	if want := int64(gets * len("VALUE k1 0 4096\r\n\r\nEND\r\n"+strings.Repeat("x", 4096))); n != want || err != nil {
+		t.Errorf("read %d bytes (%v), want %d", n, err, want)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -104,17 +105,20 @@ func ceilingSpec() (serverSpec, error) {
 	if err != nil {
 		return serverSpec{}, fmt.Errorf("ceiling: finding this binary: %w", err)
 	}
-	return serverSpec{Name: ceilingName, Command: fmt.Sprintf("%q ceiling -p {port} -l 127.0.0.1 -t {threads} "+
-		"-sizes %d:%d,%d:%d", self, smallKeyBase, smallValue, largeKeyBase, largeValue)}, nil
+	return serverSpec{Name: ceilingName, Command: fmt.Sprintf("%s ceiling -p {port} -l 127.0.0.1 -t {threads} "+
+		"-sizes %d:%d,%d:%d", shellQuote(self), smallKeyBase, smallValue, largeKeyBase, largeValue)}, nil
 }
 
-// genChoices lists the generator thread counts a workload runs with against every server; the table shows,
-// for each server, the count under which it did best. On a machine the generator shares with the server the
-// count is a trade: a second thread issues batches while the first waits for the CPU, but takes CPU the
-// server may need. At pipeline 16 on the 2-core development VM (interleaved runs, 2 reps of 4 workloads)
-// memcached was 10-20% faster with one thread in every workload, leasecached 5-25% faster with two in
-// three of them. So pipelined rows try both and neither server is measured through a generator tuned for
-// the other; at pipeline 1 two threads were best for both (one thread caps the run at about 60% of it).
+// shellQuote quotes s as one word for sh: inside single quotes nothing is special but the quote itself.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// genChoices lists the generator thread counts a workload may run with; where there are several,
+// calibrate picks one per server. On a machine the generator shares with the server the count is a trade:
+// a second thread issues batches while the first waits for the CPU, but takes CPU the server may need. At
+// pipeline 16 on the 2-core development VM (interleaved runs, 2 reps of 4 workloads) memcached was 10-20%
+// faster with one thread in every workload, leasecached 5-25% faster with two in three of them. So
+// pipelined rows try both and neither server is measured through a generator tuned for the other; at
+// pipeline 1 two threads were best for both (one thread caps the run at about 60% of it).
 func (o compareOptions) genChoices(w workload) []int {
 	switch {
 	case o.genThreads > 0:
@@ -125,8 +129,77 @@ func (o compareOptions) genChoices(w workload) []int {
 	return []int{defaultGenThreads(w.Pipeline)}
 }
 
-// fixedGen is a genChoices for runs that compare two commands on one server: both use the default.
-func fixedGen(w workload) []int { return []int{defaultGenThreads(w.Pipeline)} }
+// genPlan is the generator thread count of each workload (by name) against each server (by name).
+type genPlan map[string]map[string]int
+
+func (p genPlan) threads(w workload, s *runningServer) int { return p[w.Name][s.name] }
+
+// defaultGen is the plan for runs that compare two commands on one server: both use the load default.
+func defaultGen(w workload, _ *runningServer) int { return defaultGenThreads(w.Pipeline) }
+
+// compareCalibration bounds a calibration run: long enough to tell 10-20% apart on the development VM.
+const compareCalibration = 2 * time.Second
+
+// calibrate picks, for every workload and server, the generator thread count among genChoices under which
+// the server did best in one short run of each (the fewer threads on a tie). The measured runs then use
+// only that count, so a table figure is a plain median, not the better of two noisy ones, which would
+// flatter whichever server the choice is closer for. Calibration runs are logged (label "calibration:")
+// but never reported.
+func calibrate(ctx context.Context, ws []workload, servers []*runningServer, o compareOptions,
+	jsonOut io.Writer) (genPlan, error) {
+	plan := genPlan{}
+	for _, w := range ws {
+		plan[w.Name] = map[string]int{}
+		choices := o.genChoices(w)
+		best := map[string]float64{}
+		for _, g := range choices {
+			for _, s := range servers {
+				if len(choices) == 1 {
+					plan[w.Name][s.name] = g
+					continue
+				}
+				cfg := w.loadConfig(s, min(o.duration, compareCalibration), 0)
+				cfg.GenThreads = g
+				r, err := runLoad(ctx, cfg)
+				if err != nil {
+					return nil, fmt.Errorf("calibration: %s, %s, %d generator threads: %w", w.Name, s.name, g, err)
+				}
+				r.Label, r.Server = "calibration: "+w.Name, s.name
+				logRun(jsonOut, "calibration", w, s, g, r)
+				if r.OpsPerSec > best[s.name] {
+					best[s.name], plan[w.Name][s.name] = r.OpsPerSec, g
+				}
+			}
+		}
+	}
+	return plan, nil
+}
+
+// logRun prints one run's progress line and appends its JSON line.
+func logRun(jsonOut io.Writer, tag string, w workload, s *runningServer, g int, r *loadResult) {
+	fmt.Fprintf(os.Stderr, "[%s] %-26s %-12s %9.0f ops/s  p99 %7.0fus  server %5.2f us/op  generator %d thr %.2f cores\n",
+		tag, w.Name, s.name, r.OpsPerSec, r.P99us, r.ServerCPUUsPerOp, g, r.GenCores)
+	if b, err := json.Marshal(r); err == nil {
+		fmt.Fprintf(jsonOut, "%s\n", b)
+	}
+}
+
+// estimateCompare is roughly how long a comparison takes: the runs, a second of set-up each, and the fills.
+func estimateCompare(o compareOptions, servers int) time.Duration {
+	const perRun, perServer = time.Second, 30 * time.Second
+	ws := compareWorkloads()
+	runs, calib := o.reps*len(ws)*servers, 0
+	for _, w := range ws {
+		if n := len(o.genChoices(w)); n > 1 {
+			calib += n * servers
+		}
+	}
+	if !o.skipLease {
+		runs += o.reps * len(leaseWorkloads())
+	}
+	return time.Duration(runs)*(o.duration+perRun) + time.Duration(calib)*(min(o.duration, compareCalibration)+perRun) +
+		time.Duration(servers)*perServer
+}
 
 func compareMain(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
@@ -141,7 +214,7 @@ func compareMain(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of one run")
 	quick := fs.Bool("quick", false, "one repetition of 1.5 s each (about a minute)")
 	fs.StringVar(&o.jsonOut, "json-out", "", "append every run's JSON line to this file")
-	fs.DurationVar(&o.maxTime, "max-time", 20*time.Minute, "give up after this long")
+	fs.DurationVar(&o.maxTime, "max-time", compareMaxTime, "give up after this long (at most 30m)")
 	fs.BoolVar(&o.skipLease, "skip-lease", false, "skip the lease-get vs get comparison")
 	fs.StringVar(&o.logDir, "log-dir", "", "keep the servers' logs in this directory (default: a temporary one, removed)")
 	fs.BoolVar(&o.ceiling, "ceiling", true,
@@ -161,7 +234,19 @@ func compareMain(ctx context.Context, args []string, out io.Writer) error {
 	if o.genThreads < 0 || o.genThreads > maxGenThreads {
 		return fmt.Errorf("compare: -gen-threads %d: must be between 0 (automatic) and %d", o.genThreads, maxGenThreads)
 	}
-	ctx, cancel := context.WithTimeout(ctx, min(o.maxTime, compareMaxTime))
+	o.maxTime = min(o.maxTime, compareMaxTime)
+	servers := 2
+	if o.third != "" {
+		servers++
+	}
+	if o.ceiling {
+		servers++
+	}
+	if est := estimateCompare(o, servers); est > o.maxTime {
+		return fmt.Errorf("compare: this matrix needs about %v, more than -max-time %v: lower -reps or -duration",
+			est.Round(time.Minute), o.maxTime)
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.maxTime)
 	defer cancel()
 	return runCompare(ctx, o, out)
 }
@@ -238,7 +323,11 @@ func runCompare(ctx context.Context, o compareOptions, out io.Writer) error {
 	}
 
 	ws := compareWorkloads()
-	results, err := runMatrix(ctx, ws, servers, o, o.genChoices, jsonOut)
+	plan, err := calibrate(ctx, ws, servers, o, jsonOut)
+	if err != nil {
+		return err
+	}
+	results, err := runMatrix(ctx, ws, servers, o, plan.threads, jsonOut)
 	if err != nil {
 		return err
 	}
@@ -257,7 +346,7 @@ func runCompare(ctx context.Context, o compareOptions, out io.Writer) error {
 			}
 		}
 		lw := leaseWorkloads()
-		lres, err := runMatrix(ctx, lw, []*runningServer{lc}, o, fixedGen, jsonOut)
+		lres, err := runMatrix(ctx, lw, []*runningServer{lc}, o, defaultGen, jsonOut)
 		if err != nil {
 			return err
 		}
@@ -288,7 +377,8 @@ func (m matrixResults) add(w, s string, threads int, r *loadResult) {
 }
 
 // best returns the runs of one workload against one server under the generator thread count that gave
-// the highest median ops/s (the fewer threads on a tie), and that count; none is 0 and nil.
+// the highest median ops/s (the fewer threads on a tie), and that count; none is 0 and nil. compare runs
+// each cell under one count (calibrate), so there it returns that count's runs.
 func (m matrixResults) best(w, s string) (threads int, rs []*loadResult) {
 	bestOps := -1.0
 	for g, runs := range m[w][s] {
@@ -300,41 +390,32 @@ func (m matrixResults) best(w, s string) (threads int, rs []*loadResult) {
 	return threads, rs
 }
 
-// runMatrix runs every workload against every server under each of its generator thread counts, reps
-// times, interleaved (rep, workload, threads, server) so that drift on the machine (thermal, other
-// tenants) spreads over all servers alike.
+// runMatrix runs every workload against every server, with the generator threads threads gives, reps
+// times, interleaved (rep, workload, server) so that drift on the machine (thermal, other tenants) spreads
+// over all servers alike.
 func runMatrix(ctx context.Context, ws []workload, servers []*runningServer, o compareOptions,
-	choices func(workload) []int, jsonOut io.Writer) (matrixResults, error) {
+	threads func(workload, *runningServer) int, jsonOut io.Writer) (matrixResults, error) {
 	res := matrixResults{}
-	total := 0
-	for _, w := range ws {
-		total += o.reps * len(choices(w)) * len(servers)
-	}
+	total := o.reps * len(ws) * len(servers)
 	n := 0
 	for rep := 0; rep < o.reps; rep++ {
 		for _, w := range ws {
-			for _, g := range choices(w) {
-				for _, s := range servers {
-					if !s.alive() {
-						return nil, fmt.Errorf("%s exited during the benchmark (log %s): %s", s.name, s.logPath,
-							lastLines(s.logSince(0), 5))
-					}
-					n++
-					cfg := w.loadConfig(s, o.duration, uint64(rep+1))
-					cfg.GenThreads = g
-					r, err := runLoad(ctx, cfg)
-					if err != nil {
-						return nil, fmt.Errorf("%s, %s, %d generator threads: %w", w.Name, s.name, g, err)
-					}
-					r.Label, r.Server = w.Name, s.name
-					fmt.Fprintf(os.Stderr, "[%d/%d] %-26s %-12s %9.0f ops/s  p99 %7.0fus  server %5.2f us/op  "+
-						"generator %d thr %.2f cores\n",
-						n, total, w.Name, s.name, r.OpsPerSec, r.P99us, r.ServerCPUUsPerOp, g, r.GenCores)
-					if b, err := json.Marshal(r); err == nil {
-						fmt.Fprintf(jsonOut, "%s\n", b)
-					}
-					res.add(w.Name, s.name, g, r)
+			for _, s := range servers {
+				if !s.alive() {
+					return nil, fmt.Errorf("%s exited during the benchmark (log %s): %s", s.name, s.logPath,
+						lastLines(s.logSince(0), 5))
 				}
+				n++
+				g := threads(w, s)
+				cfg := w.loadConfig(s, o.duration, uint64(rep+1))
+				cfg.GenThreads = g
+				r, err := runLoad(ctx, cfg)
+				if err != nil {
+					return nil, fmt.Errorf("%s, %s, %d generator threads: %w", w.Name, s.name, g, err)
+				}
+				r.Label, r.Server = w.Name, s.name
+				logRun(jsonOut, fmt.Sprintf("%d/%d", n, total), w, s, g, r)
+				res.add(w.Name, s.name, g, r)
 			}
 		}
 	}
@@ -389,8 +470,9 @@ func printCompareTable(out io.Writer, o compareOptions, ws []workload, servers [
 		compareKeySize, o.reps, o.duration)
 	fmt.Fprintf(out, "ops/s = requests/s (a 10-key get is one request); p99 = latency per request at p1, per batch "+
 		"of 16 at p16; us/op = server CPU microseconds per request (/proc utime+stime); x/mc = ratio to memcached; "+
-		"gen thr = generator threads behind each server's figures (%s order; where both 1 and 2 ran, the better "+
-		"for that server); gen = generator cores used (max over servers)\n\n", serverOrder(servers))
+		"gen thr = generator threads behind each server's figures (%s order; at pipeline 16 each server's better "+
+		"of 1 and 2 in a short calibration run, not reported); gen = generator cores used (max over servers)\n\n",
+		serverOrder(servers))
 	header := []string{"workload"}
 	for _, metric := range []string{"ops/s", "p99 us", "us/op"} {
 		for _, s := range servers {

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestGenChoices(t *testing.T) {
@@ -25,8 +30,45 @@ func TestGenChoices(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if got := fixedGen(p16); !slices.Equal(got, []int{defaultGenThreads(16)}) {
-		t.Errorf("fixedGen(p16) = %v", got)
+	if got := defaultGen(p16, nil); got != defaultGenThreads(16) {
+		t.Errorf("defaultGen(p16) = %v", got)
+	}
+}
+
+// calibrate runs each candidate once per server where there is a choice, picks one of them, and runs
+// nothing where there is none.
+func TestCalibrate(t *testing.T) {
+	addr := startCeiling(t, "0:100")
+	s := &runningServer{name: "ceiling", addr: addr, pid: os.Getpid()}
+	ws := []workload{
+		{Name: "p1", Pipeline: 1, MultiGet: 1, GetRatio: 0.9, ValueSize: 100, Dist: "uniform", GetCmd: "get"},
+		{Name: "p16", Pipeline: 16, MultiGet: 1, GetRatio: 0.9, ValueSize: 100, Dist: "uniform", GetCmd: "get"},
+	}
+	var log bytes.Buffer
+	plan, err := calibrate(context.Background(), ws, []*runningServer{s}, compareOptions{duration: 200 * time.Millisecond}, &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := plan.threads(ws[0], s); g != defaultGenThreads(1) {
+		t.Errorf("p1: %d threads, want the default %d", g, defaultGenThreads(1))
+	}
+	if g := plan.threads(ws[1], s); g != 1 && g != 2 {
+		t.Errorf("p16: %d threads, want 1 or 2", g)
+	}
+	if runs := bytes.Count(log.Bytes(), []byte("\n")); runs != 2 {
+		t.Errorf("%d calibration runs logged, want 2 (both candidates at p16, none at p1)", runs)
+	}
+}
+
+// The default options fit the default time limit; a matrix that cannot is refused up front.
+func TestEstimateCompare(t *testing.T) {
+	o := compareOptions{reps: 3, duration: 5 * time.Second, ceiling: true}
+	if est := estimateCompare(o, 3); est > compareMaxTime || est < 10*time.Minute {
+		t.Errorf("make bench's matrix estimated at %v", est)
+	}
+	o.reps = 20
+	if est := estimateCompare(o, 4); est <= compareMaxTime {
+		t.Errorf("20 reps with four servers estimated at %v, within the %v cap", est, compareMaxTime)
 	}
 }
 
@@ -68,6 +110,15 @@ func TestMatrixBestPicksHighestMedianPerServer(t *testing.T) {
 		if g != tc.wantG || median(rs, opsOf) != tc.wantMedian {
 			t.Errorf("%s: best %d threads with median %v, want %d and %v", tc.server, g, median(rs, opsOf),
 				tc.wantG, tc.wantMedian)
+		}
+	}
+}
+
+func TestShellQuote(t *testing.T) {
+	for _, s := range []string{"/usr/bin/x", "/tmp/a b/$HOME/`id`/x", "it's", ""} {
+		out, err := exec.Command("sh", "-c", "printf %s "+shellQuote(s)).Output()
+		if err != nil || string(out) != s {
+			t.Errorf("%q: sh printed %q (%v)", s, out, err)
 		}
 	}
 }
