@@ -151,13 +151,15 @@ func calibrate(ctx context.Context, ws []workload, servers []*runningServer, o c
 	for _, w := range ws {
 		plan[w.Name] = map[string]int{}
 		choices := o.genChoices(w)
+		if len(choices) == 1 {
+			for _, s := range servers {
+				plan[w.Name][s.name] = choices[0]
+			}
+			continue
+		}
 		best := map[string]float64{}
 		for _, g := range choices {
 			for _, s := range servers {
-				if len(choices) == 1 {
-					plan[w.Name][s.name] = g
-					continue
-				}
 				cfg := w.loadConfig(s, min(o.duration, compareCalibration), 0)
 				cfg.GenThreads = g
 				r, err := runLoad(ctx, cfg)
@@ -212,7 +214,7 @@ func compareMain(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.lim.ConnLimit, "conn-limit", 4096, "-c of every server")
 	fs.IntVar(&o.reps, "reps", 3, "repetitions of each run (the table shows medians)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of one run")
-	quick := fs.Bool("quick", false, "one repetition of 1.5 s each (about a minute)")
+	quick := fs.Bool("quick", false, "one repetition of 1.5 s each (about two minutes)")
 	fs.StringVar(&o.jsonOut, "json-out", "", "append every run's JSON line to this file")
 	fs.DurationVar(&o.maxTime, "max-time", compareMaxTime, "give up after this long (at most 30m)")
 	fs.BoolVar(&o.skipLease, "skip-lease", false, "skip the lease-get vs get comparison")
@@ -220,8 +222,8 @@ func compareMain(ctx context.Context, args []string, out io.Writer) error {
 	fs.BoolVar(&o.ceiling, "ceiling", true,
 		"also run every workload against the ceiling responder (what this generator allows on this machine)")
 	fs.IntVar(&o.genThreads, "gen-threads", 0,
-		"generator threads for every run (0: the load default at pipeline 1; at deeper pipelines both 1 and 2, "+
-			"and each server's better result is shown)")
+		"generator threads for every run (0: the load default at pipeline 1; at deeper pipelines each server's "+
+			"better of 1 and 2 in a short calibration run)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
