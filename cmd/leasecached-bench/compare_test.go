@@ -122,3 +122,27 @@ func TestShellQuote(t *testing.T) {
 		}
 	}
 }
+
+// The lease verdict is the median of per-repetition ratios: a drift that moves both runs of a pair
+// together cancels out, where comparing the two medians would not.
+func TestPairedRatio(t *testing.T) {
+	cpu := func(vs ...float64) []*loadResult {
+		var rs []*loadResult
+		for _, v := range vs {
+			rs = append(rs, &loadResult{ServerCPUUsPerOp: v})
+		}
+		return rs
+	}
+	// The machine slows down rep by rep; lease-get costs 2% more in every pair.
+	get := cpu(1.0, 1.2, 1.5, 1.9, 2.4)
+	lease := cpu(1.02, 1.224, 1.53, 1.938, 2.448)
+	if r := pairedRatio(lease, get, cpuOf); r < 1.0199 || r > 1.0201 {
+		t.Errorf("paired ratio %v, want 1.02", r)
+	}
+	if r := pairedRatio(cpu(1, 2), cpu(), cpuOf); r != 0 {
+		t.Errorf("no pairs: %v, want 0", r)
+	}
+	if r := pairedRatio(cpu(3, 1, 2), cpu(1, 1, 1, 9), cpuOf); r != 2 {
+		t.Errorf("unequal lengths: %v, want the median of 3, 1, 2", r)
+	}
+}
