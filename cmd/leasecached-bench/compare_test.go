@@ -72,13 +72,19 @@ func TestEstimateCompare(t *testing.T) {
 	}
 }
 
+// resultsOf makes one loadResult per value, with the value in the field set writes.
+func resultsOf(set func(*loadResult, float64), vs ...float64) []*loadResult {
+	rs := make([]*loadResult, len(vs))
+	for i, v := range vs {
+		rs[i] = &loadResult{}
+		set(rs[i], v)
+	}
+	return rs
+}
+
 func TestMatrixBestPicksHighestMedianPerServer(t *testing.T) {
 	runs := func(ops ...float64) []*loadResult {
-		var rs []*loadResult
-		for _, o := range ops {
-			rs = append(rs, &loadResult{OpsPerSec: o})
-		}
-		return rs
+		return resultsOf(func(r *loadResult, v float64) { r.OpsPerSec = v }, ops...)
 	}
 	m := matrixResults{}
 	for g, ops := range map[int][]float64{1: {100, 300, 200}, 2: {500, 150, 160}} { // medians 200 and 160
@@ -127,11 +133,7 @@ func TestShellQuote(t *testing.T) {
 // together cancels out, where comparing the two medians would not.
 func TestPairedRatio(t *testing.T) {
 	cpu := func(vs ...float64) []*loadResult {
-		var rs []*loadResult
-		for _, v := range vs {
-			rs = append(rs, &loadResult{ServerCPUUsPerOp: v})
-		}
-		return rs
+		return resultsOf(func(r *loadResult, v float64) { r.ServerCPUUsPerOp = v }, vs...)
 	}
 	// The machine slows down rep by rep; lease-get costs 2% more in every pair.
 	get := cpu(1.0, 1.2, 1.5, 1.9, 2.4)
