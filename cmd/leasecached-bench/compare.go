@@ -371,31 +371,24 @@ func describeServers(ss []*runningServer) string {
 	return s
 }
 
-// matrixResults holds every run: workload name -> server name -> generator threads -> repetitions.
-type matrixResults map[string]map[string]map[int][]*loadResult
+// matrixResults holds every run: workload name -> server name -> repetitions. Each run's configuration
+// carries the generator thread count it used.
+type matrixResults map[string]map[string][]*loadResult
 
-func (m matrixResults) add(w, s string, threads int, r *loadResult) {
+func (m matrixResults) add(w, s string, r *loadResult) {
 	if m[w] == nil {
-		m[w] = map[string]map[int][]*loadResult{}
+		m[w] = map[string][]*loadResult{}
 	}
-	if m[w][s] == nil {
-		m[w][s] = map[int][]*loadResult{}
-	}
-	m[w][s][threads] = append(m[w][s][threads], r)
+	m[w][s] = append(m[w][s], r)
 }
 
-// best returns the runs of one workload against one server under the generator thread count that gave
-// the highest median ops/s (the fewer threads on a tie), and that count; none is 0 and nil. compare runs
-// each cell under one count (calibrate), so there it returns that count's runs.
-func (m matrixResults) best(w, s string) (threads int, rs []*loadResult) {
-	bestOps := -1.0
-	for g, runs := range m[w][s] {
-		ops := median(runs, opsOf)
-		if ops > bestOps || (ops == bestOps && g < threads) {
-			threads, rs, bestOps = g, runs, ops
-		}
+// genThreadsOf is the generator thread count of runs (0 when there are none): runMatrix uses one count
+// per workload and server.
+func genThreadsOf(runs []*loadResult) int {
+	if len(runs) == 0 {
+		return 0
 	}
-	return threads, rs
+	return runs[0].Config.GenThreads
 }
 
 // runMatrix runs every workload against every server, with the generator threads threads gives, reps
@@ -423,7 +416,7 @@ func runMatrix(ctx context.Context, ws []workload, servers []*runningServer, o c
 				}
 				r.Label, r.Server = w.Name, s.name
 				logRun(jsonOut, fmt.Sprintf("%d/%d", n, total), w, s, g, r)
-				res.add(w.Name, s.name, g, r)
+				res.add(w.Name, s.name, r)
 			}
 		}
 	}
@@ -496,12 +489,11 @@ func printCompareTable(out io.Writer, o compareOptions, ws []workload, servers [
 		runs := make([][]*loadResult, len(servers))
 		threads := ""
 		for i, s := range servers {
-			var g int
-			g, runs[i] = res.best(w.Name, s.name)
+			runs[i] = res[w.Name][s.name]
 			if i > 0 {
 				threads += "/"
 			}
-			threads += fmt.Sprint(g)
+			threads += fmt.Sprint(genThreadsOf(runs[i]))
 		}
 		row := []string{w.Name}
 		for _, m := range []struct {
@@ -546,8 +538,7 @@ func printLeaseTable(out io.Writer, lw []workload, res matrixResults) {
 		"lease/get", "get p99", "lease p99", "cost within budget"}
 	var rows [][]string
 	for i := 0; i+1 < len(lw); i += 2 {
-		_, g := res.best(lw[i].Name, "leasecached")
-		_, l := res.best(lw[i+1].Name, "leasecached")
+		g, l := res[lw[i].Name]["leasecached"], res[lw[i+1].Name]["leasecached"]
 		cost := pairedRatio(l, g, cpuOf)
 		verdict := "yes"
 		if cost > 1+leaseCostBudget {
@@ -588,13 +579,13 @@ func printCeilingTable(out io.Writer, ws []workload, servers []*runningServer, r
 	header = append(header, "6x mc/ceil")
 	var rows [][]string
 	for _, w := range ws {
-		g, ceil := res.best(w.Name, ceilingName)
+		ceil := res[w.Name][ceilingName]
 		c := median(ceil, opsOf)
-		row := []string{w.Name, fmt.Sprintf("%.0f", c), fmt.Sprintf("%.2f", median(ceil, cpuOf)), fmt.Sprint(g)}
+		row := []string{w.Name, fmt.Sprintf("%.0f", c), fmt.Sprintf("%.2f", median(ceil, cpuOf)),
+			fmt.Sprint(genThreadsOf(ceil))}
 		mc := 0.0
 		for i, s := range servers {
-			_, rs := res.best(w.Name, s.name)
-			ops := median(rs, opsOf)
+			ops := median(res[w.Name][s.name], opsOf)
 			if i == 0 {
 				mc = ops
 			}

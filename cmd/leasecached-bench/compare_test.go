@@ -82,41 +82,13 @@ func resultsOf(set func(*loadResult, float64), vs ...float64) []*loadResult {
 	return rs
 }
 
-func TestMatrixBestPicksHighestMedianPerServer(t *testing.T) {
-	runs := func(ops ...float64) []*loadResult {
-		return resultsOf(func(r *loadResult, v float64) { r.OpsPerSec = v }, ops...)
+func TestGenThreadsOf(t *testing.T) {
+	runs := resultsOf(func(r *loadResult, v float64) { r.Config.GenThreads = int(v) }, 2, 2, 2)
+	if g := genThreadsOf(runs); g != 2 {
+		t.Errorf("genThreadsOf = %d, want 2", g)
 	}
-	m := matrixResults{}
-	for g, ops := range map[int][]float64{1: {100, 300, 200}, 2: {500, 150, 160}} { // medians 200 and 160
-		for _, r := range runs(ops...) {
-			m.add("w", "mc", g, r)
-		}
-	}
-	for g, ops := range map[int][]float64{1: {100, 110, 120}, 2: {90, 400, 130}} { // medians 110 and 130
-		for _, r := range runs(ops...) {
-			m.add("w", "lc", g, r)
-		}
-	}
-	for _, r := range runs(50, 50) {
-		m.add("w", "tie", 2, r)
-		m.add("w", "tie", 1, r)
-	}
-	cases := []struct {
-		server     string
-		wantG      int
-		wantMedian float64
-	}{
-		{"mc", 1, 200}, // the best median, not the best single run (500 under 2 threads)
-		{"lc", 2, 130},
-		{"tie", 1, 50}, // a tie goes to fewer threads
-		{"absent", 0, 0},
-	}
-	for _, tc := range cases {
-		g, rs := m.best("w", tc.server)
-		if g != tc.wantG || median(rs, opsOf) != tc.wantMedian {
-			t.Errorf("%s: best %d threads with median %v, want %d and %v", tc.server, g, median(rs, opsOf),
-				tc.wantG, tc.wantMedian)
-		}
+	if g := genThreadsOf(nil); g != 0 {
+		t.Errorf("genThreadsOf(nil) = %d, want 0", g)
 	}
 }
 
