@@ -97,15 +97,9 @@ func newCeiling(ranges []ceilingRange) *ceiling {
 // valueSize is the size of the value the responder returns for key.
 func (c *ceiling) valueSize(key []byte) int {
 	size := c.ranges[0].size
-	if len(key) < 2 || key[0] != keyPrefix {
+	v, ok := keyNumber(key)
+	if !ok {
 		return size
-	}
-	var v uint64
-	for _, ch := range key[1:] {
-		if ch < '0' || ch > '9' || v > (1<<63)/10 {
-			return size
-		}
-		v = v*10 + uint64(ch-'0')
 	}
 	for _, r := range c.ranges {
 		if v < r.base {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 )
 
@@ -67,20 +68,30 @@ func (ks keySpace) appendKey(dst []byte, i uint64) []byte {
 
 // index parses a key produced by appendKey back into its index; ok is false for any other key.
 func (ks keySpace) index(key []byte) (uint64, bool) {
-	if len(key) != ks.size || key[0] != keyPrefix {
+	if len(key) != ks.size {
+		return 0, false
+	}
+	v, ok := keyNumber(key)
+	if !ok || v < ks.base || v-ks.base >= ks.count {
+		return 0, false
+	}
+	return v - ks.base, true
+}
+
+// keyNumber parses the number in a key of the form appendKey writes (keyPrefix, then decimal digits,
+// whatever the key space); ok is false for any other key, and for a number beyond a uint64.
+func keyNumber(key []byte) (uint64, bool) {
+	if len(key) < 2 || key[0] != keyPrefix {
 		return 0, false
 	}
 	var v uint64
 	for _, c := range key[1:] {
-		if c < '0' || c > '9' {
+		if c < '0' || c > '9' || v > (math.MaxUint64-uint64(c-'0'))/10 {
 			return 0, false
 		}
 		v = v*10 + uint64(c-'0')
 	}
-	if v < ks.base || v-ks.base >= ks.count {
-		return 0, false
-	}
-	return v - ks.base, true
+	return v, true
 }
 
 // valueSource gives every index a deterministic value and flags word, so that anything read back can be
