@@ -27,6 +27,9 @@ type index struct {
 	slots []uint64
 	n     uint64 // len(slots)
 	count int
+	// retire, when set, takes an outgrown table instead of it being freed at once: the shard's main
+	// index is read without the lock by Prefetch, which must never find its table unmapped.
+	retire func(*slab.WordBuf)
 }
 
 const (
@@ -214,8 +217,13 @@ func (x *index) resize(size uint64, hashOf func(slab.Ref) uint64) {
 			}
 		}
 		if ok {
+			nx.retire = old.retire
 			*x = nx
-			old.free()
+			if old.retire != nil {
+				old.retire(old.mem)
+			} else {
+				old.free()
+			}
 			return
 		}
 		nx.free()

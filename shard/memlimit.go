@@ -122,9 +122,11 @@ func (sh *shard) shrinkIndexes() {
 
 // releaseExcess gives back up to budget pages this shard holds over its share, each from the class with
 // the most pages (memcached's automover also takes from the biggest), skipping pages with a pinned item.
+// It also shrinks underused tables and unmaps retired ones (freeRetired).
 func (sh *shard) releaseExcess(now int64, budget int) {
 	sh.mu.Lock()
 	sh.shrinkIndexes()
+	sh.freeRetired()
 	sh.mu.Unlock()
 	for range budget {
 		sh.mu.Lock()

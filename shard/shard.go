@@ -1,17 +1,26 @@
 package shard
 
 import (
+	"sync/atomic"
+
 	"github.com/leasecached/leasecached/lease"
 	"github.com/leasecached/leasecached/slab"
 )
 
 // shard is one lock domain: its index, its size classes and their pages,
-// its counters. Every field is guarded by mu.
+// its counters. Every field but view is guarded by mu.
 type shard struct {
 	mu  shardLock
 	st  *Store
 	al  *slab.Allocator
 	idx index
+	// view is a copy of idx as of its last resize, for Prefetch, which probes it without the lock: the
+	// slots it names are current (the copy shares them), and a table it names stays mapped until no
+	// Prefetch that could have loaded it is running (retireTable).
+	view atomic.Pointer[index]
+	// retired holds idx's outgrown tables, already given back to the system (slab.WordBuf.Discard) but
+	// still mapped for Prefetch calls that may be reading them; freeRetired unmaps them.
+	retired []*slab.WordBuf
 
 	// ghosts indexes this shard's stale values (items with flagGhost); leases are its lease table.
 	// Both change only under mu, in the same critical section as the item they concern.
@@ -47,6 +56,8 @@ func (sh *shard) init(s *Store, share int64) {
 	sh.st = s
 	sh.al = slab.NewAllocator(s.arena, s.classes, 1)
 	sh.idx = newIndex(indexInitialSlots)
+	sh.idx.retire = sh.retireTable
+	sh.publishIndex()
 	sh.ghosts = newIndex(ghostIndexInitialSlots)
 	sh.share = share
 	sh.fitShare()

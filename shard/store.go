@@ -118,6 +118,12 @@ type Store struct {
 	oldestLive atomic.Int64  // flush_all: items stored at or before it are gone (0 = none)
 	oldestCas  atomic.Uint64 // flush_all: items with a smaller CAS are gone (0 = none)
 
+	// prefetching counts the Prefetch calls under way (prefetch.go says why), on a cache line of its own:
+	// both event loops write it for every batch.
+	_           [64]byte
+	prefetching atomic.Int64
+	_           [56]byte
+
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once

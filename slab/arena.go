@@ -52,7 +52,8 @@ func (r Ref) Offset() uint32 { return uint32(r & (PageSize - 1)) }
 // out. That lets the budget change at run time (cache_memlimit) anywhere up to the MaxPages a Ref can
 // address without preallocating a table for that maximum (a flat one would cost 25 MiB) and without
 // ever moving the table, so readers need no lock: a page, once taken, is read and written only by the
-// Allocator that took it, under its owner's lock, and it learnt the page's segment under mu.
+// Allocator that took it, under its owner's lock. The directory's entries and each page's base address
+// are also published atomically, for ChunkHint, which may be asked about any page at any time.
 //
 // Taking and releasing pages is serialised by mu: it happens once per MiB of items at most, next to a
 // 1 MiB allocation, so the lock is never contended in a way that matters.
@@ -81,12 +82,14 @@ const (
 
 // directory is the fixed first level of the page table. It is its own object so that the cleanup that
 // unmaps the pages of an arena that became garbage can hold it without holding the arena.
-type directory [MaxPages >> segmentShift]*segment
+type directory [MaxPages >> segmentShift]atomic.Pointer[segment]
 
 // segment is one block of the page table. pages[i] is nil while the id is not in use.
 type segment struct {
 	pages [segmentPages][]byte
 	class [segmentPages]uint8 // size class of each page, owned like the page itself
+	// base[i] is the first byte of pages[i], or nil, for lock-free readers (ChunkHint).
+	base [segmentPages]atomic.Pointer[byte]
 }
 
 // NewArena sets the page budget to limit bytes (at least one page).
@@ -194,12 +197,14 @@ func unmapAll(m arenaMemory) {
 		}
 		m.spare.pages = nil
 	}
-	for _, seg := range m.dir {
+	for d := range m.dir {
+		seg := m.dir[d].Load()
 		if seg == nil {
 			continue
 		}
 		for i, p := range seg.pages {
 			if p != nil {
+				seg.base[i].Store(nil)
 				unmapBytes(p)
 				seg.pages[i] = nil
 			}
@@ -259,13 +264,13 @@ func (a *Arena) takePage() (uint32, bool) {
 		}
 		id = a.next
 		a.next++
-		if a.dir[id>>segmentShift] == nil {
-			a.dir[id>>segmentShift] = new(segment)
+		if a.dir[id>>segmentShift].Load() == nil {
+			a.dir[id>>segmentShift].Store(new(segment))
 		}
 	}
 	a.inUse++
 	a.inUseNow.Store(int64(a.inUse))
-	seg := a.dir[id>>segmentShift]
+	seg := a.dir[id>>segmentShift].Load()
 	a.mu.Unlock()
 	// The slot is the taker's alone from here on; mapping outside the lock keeps takers of other pages
 	// from waiting on a system call.
@@ -275,15 +280,17 @@ func (a *Arena) takePage() (uint32, bool) {
 		return 0, false
 	}
 	seg.pages[id&segmentMask] = mem
+	seg.base[id&segmentMask].Store(unsafe.SliceData(mem))
 	return id, true
 }
 
 // releasePage gives page id back to the budget and its memory back to the system at once. The caller
 // owned the page and must not use it again.
 func (a *Arena) releasePage(id uint32) {
-	seg := a.dir[id>>segmentShift]
+	seg := a.dir[id>>segmentShift].Load()
 	mem := seg.pages[id&segmentMask]
 	seg.pages[id&segmentMask] = nil
+	seg.base[id&segmentMask].Store(nil)
 	if a.spare != nil {
 		mem = a.spare.withPartner(mem)
 	}
@@ -301,13 +308,32 @@ func (a *Arena) giveBack(id uint32) {
 }
 
 // page returns the memory of page id (the caller owns the page).
-func (a *Arena) page(id uint32) []byte { return a.dir[id>>segmentShift].pages[id&segmentMask] }
+func (a *Arena) page(id uint32) []byte { return a.dir[id>>segmentShift].Load().pages[id&segmentMask] }
 
 // classOf is the size class of page id.
-func (a *Arena) classOf(id uint32) uint8 { return a.dir[id>>segmentShift].class[id&segmentMask] }
+func (a *Arena) classOf(id uint32) uint8 { return a.dir[id>>segmentShift].Load().class[id&segmentMask] }
 
 // setClass records the size class of page id (the caller owns the page).
-func (a *Arena) setClass(id uint32, c uint8) { a.dir[id>>segmentShift].class[id&segmentMask] = c }
+func (a *Arena) setClass(id uint32, c uint8) {
+	a.dir[id>>segmentShift].Load().class[id&segmentMask] = c
+}
+
+// ChunkHint is the address chunk r would start at, for a prefetch and nothing else: anyone may call it at
+// any time, without owning r's page, so r may be stale or made up, and its page released or reused by the
+// time the address is used. It is 0 when r's page is not mapped. Never dereference it: a prefetch
+// instruction is the one use that cannot fault.
+func (a *Arena) ChunkHint(r Ref) uintptr {
+	id := r.Page() & (MaxPages - 1)
+	seg := a.dir[id>>segmentShift].Load()
+	if seg == nil {
+		return 0
+	}
+	base := seg.base[id&segmentMask].Load()
+	if base == nil {
+		return 0
+	}
+	return uintptr(unsafe.Pointer(base)) + uintptr(r.Offset())
+}
 
 // chunkAt returns size bytes at r, capacity-limited so appends cannot spill
 // into the neighbour chunk.

@@ -171,11 +171,46 @@ func TestArenaSegments(t *testing.T) {
 			t.Fatalf("class of page %d", p)
 		}
 	}
-	if a.dir[1] == nil || a.dir[2] != nil {
+	if a.dir[1].Load() == nil || a.dir[2].Load() != nil {
 		t.Fatal("segments not allocated lazily")
 	}
 	if _, ok := a.takePage(); ok {
 		t.Fatal("budget exceeded")
+	}
+}
+
+// ChunkHint names a chunk's first byte while its page is taken and nothing once it is released, and takes
+// any Ref without panicking: lock-free prefetchers hand it whatever they read.
+func TestChunkHint(t *testing.T) {
+	al := newTestAllocator(t, 2)
+	id, _ := al.Classes().For(100)
+	var refs []Ref
+	for range 3 {
+		r, ok := al.Alloc(id)
+		if !ok {
+			t.Fatal("alloc failed")
+		}
+		refs = append(refs, r)
+	}
+	for _, r := range refs {
+		if got, want := al.arena.ChunkHint(r), uintptr(unsafe.Pointer(&al.Chunk(r)[0])); got != want {
+			t.Errorf("ref %x: hint %#x, chunk at %#x", r, got, want)
+		}
+	}
+	for _, r := range []Ref{NilRef, MakeRef(1, 0), MakeRef(MaxPages-1, 64), Ref(1<<64 - 1)} {
+		if got := al.arena.ChunkHint(r); got != 0 {
+			t.Errorf("ref %x of a page never taken: hint %#x", r, got)
+		}
+	}
+	p := refs[0].Page()
+	for _, r := range refs {
+		al.Free(r)
+	}
+	if err := al.ReleasePage(p); err != nil {
+		t.Fatal(err)
+	}
+	if got := al.arena.ChunkHint(refs[0]); got != 0 {
+		t.Errorf("hint into a released page: %#x", got)
 	}
 }
 

@@ -38,7 +38,11 @@ func FreeWords(w []uint64) {
 	if len(w) == 0 {
 		return
 	}
-	unmapBytes(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), len(w)*wordSize))
+	unmapBytes(wordBytes(w))
+}
+
+func wordBytes(w []uint64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), len(w)*wordSize)
 }
 
 // WordBuf is a []uint64 outside the Go heap (see Words) that is also given back if its owner forgets to:
@@ -57,6 +61,15 @@ func NewWordBuf(n int) (*WordBuf, error) {
 	b := &WordBuf{W: w}
 	b.cleanup = runtime.AddCleanup(b, FreeWords, w)
 	return b, nil
+}
+
+// Discard gives the words' memory back to the system but keeps their addresses valid: until Free they
+// read as zero, or as what is written after. It is for a table that lock-free readers may still be
+// reading (shard's outgrown index tables): its memory is not held while they finish.
+func (b *WordBuf) Discard() {
+	if len(b.W) > 0 {
+		discardBytes(wordBytes(b.W))
+	}
 }
 
 // Free gives the words back; b.W must not be used after.

@@ -70,3 +70,11 @@ func unmapBytes(b []byte) {
 		panic("slab: unmapping memory: " + err.Error()) // only a bad slice can cause this: a programming error
 	}
 }
+
+// discardBytes gives the memory of b (from mapBytes) back to the kernel while keeping it mapped: the next
+// access finds zeroed pages.
+func discardBytes(b []byte) {
+	if err := unix.Madvise(b, unix.MADV_DONTNEED); err != nil {
+		panic("slab: discarding memory: " + err.Error()) // only a bad slice can cause this: a programming error
+	}
+}

@@ -8,6 +8,9 @@ func mapBytes(n int, _ bool) ([]byte, error) { return make([]byte, n), nil }
 // unmapBytes leaves the memory to the garbage collector.
 func unmapBytes([]byte) {}
 
+// discardBytes keeps the memory: the garbage collector takes it once nothing refers to it.
+func discardBytes([]byte) {}
+
 // hugePageSize is the region mapHugeRegion returns.
 const hugePageSize = 2 << 20
 
