@@ -126,3 +126,17 @@ func hasLongLine(in []byte) bool {
 	}
 	return false
 }
+
+// FuzzSplitLine checks that splitLine's one-pass path answers exactly as frameLine followed by tokenize,
+// the rules memcached's own framing and tokenising follow, on any bytes.
+func FuzzSplitLine(f *testing.F) {
+	for _, s := range splitLineCases {
+		f.Add([]byte(s))
+	}
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		checkSplitLine(t, in)
+	})
+}

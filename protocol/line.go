@@ -1,6 +1,10 @@
 package protocol
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+	"math/bits"
+)
 
 // Line framing and tokenising, as memcached's try_read_command_ascii and tokenize_command do it:
 //   - a line ends at the first "\n"; one "\r" before it is stripped, but only when the line has at
@@ -17,6 +21,72 @@ const (
 	lineNeedMore                   // no newline yet, still within limits
 	lineTooLong                    // the connection must be closed
 )
+
+// shortLine bounds the lines splitLine reads in one pass; longer ones (multi-key fetches, mostly) are
+// framed with a vectorised search for their newline instead, which a byte loop would scan again on every
+// partial read.
+const shortLine = 256
+
+// splitLine is frameLine followed by tokenize, returning the line's tokens (reusing toks) and the offset
+// past its "\n". A line of plain tokens (bytes above ' ', single spaces or runs of them, "\r\n" or "\n")
+// of up to shortLine bytes takes one pass over its bytes; any other line, complete or not, takes the
+// general path.
+//
+// Why: frameLine and tokenize call bytes.IndexByte once for the newline, once for a NUL and once per
+// token, and on request lines of 20 to 60 bytes those calls' set-up cost more than the search (a set line
+// parsed about 30% faster in one pass).
+func splitLine(buf []byte, toks [][]byte) ([][]byte, int, lineStatus) {
+	toks = toks[:0]
+	b := buf[:min(len(buf), shortLine)]
+	i := 0
+	for {
+		for i < len(b) && b[i] == ' ' {
+			i++
+		}
+		start := i
+		i = plainEnd(b, i)
+		if i == len(b) {
+			break // no newline within shortLine bytes, or not yet arrived
+		}
+		if i > start {
+			toks = append(toks, b[start:i])
+		}
+		switch b[i] {
+		case ' ':
+			continue
+		case '\n':
+			return toks, i + 1, lineComplete
+		case '\r':
+			// frameLine strips a "\r" before the "\n" unless it is the line's only byte.
+			if i > 0 && i+1 < len(b) && b[i+1] == '\n' {
+				return toks, i + 2, lineComplete
+			}
+		}
+		break // a NUL, a lone "\r" or another control byte: the general rules apply
+	}
+	line, next, st := frameLine(buf)
+	if st != lineComplete {
+		return toks[:0], next, st
+	}
+	return tokenize(line, toks), next, st
+}
+
+// plainEnd is the index of the first byte at or below ' ' in b[i:] (len(b) if none), found eight bytes at a
+// time: a word has such a byte exactly when (x - 0x21 in each byte) &^ x has a byte's top bit set, and the
+// lowest such bit marks the first one (a borrow only runs upwards from it).
+func plainEnd(b []byte, i int) int {
+	const ones = 0x0101010101010101
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		if m := (x - ones*0x21) &^ x & (ones * 0x80); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for i < len(b) && b[i] > ' ' {
+		i++
+	}
+	return i
+}
 
 // frameLine finds the request line at the front of buf. On lineComplete, line is the line content
 // (terminator, "\r" and anything after a NUL removed) and next is the offset just past the "\n".

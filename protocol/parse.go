@@ -25,15 +25,14 @@ func (p *Parser) Parse(buf []byte, req *Request) (n int, err error) {
 	if len(buf) == 0 {
 		return 0, nil
 	}
-	line, next, st := frameLine(buf)
+	toks, next, st := splitLine(buf, p.toks)
+	p.toks = toks
 	switch st {
 	case lineNeedMore:
 		return 0, nil
 	case lineTooLong:
 		return len(buf), errLineTooLong
 	}
-	p.toks = tokenize(line, p.toks)
-	toks := p.toks
 	// memcached: no command has fewer than 1 token or a name shorter than 2 bytes.
 	if len(toks) == 0 || len(toks[0]) < 2 {
 		return next, errUnknown
