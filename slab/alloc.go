@@ -117,7 +117,13 @@ func (al *Allocator) ClassOf(r Ref) int { return int(al.arena.classOf(r.Page()))
 
 // Chunk is the whole chunk at r.
 func (al *Allocator) Chunk(r Ref) []byte {
-	return al.arena.chunkAt(r, int(al.classes.size[al.arena.classOf(r.Page())]))
+	// Every item access comes through here, several times per store: one directory load serves both the
+	// class and the page, and the masks spare the bounds checks (r is the owner's, so always in range).
+	id := r.Page() & (MaxPages - 1)
+	seg := al.arena.dir[id>>segmentShift].Load()
+	i := id & segmentMask
+	size, off := al.classes.sizeOf[seg.class[i]], r.Offset()
+	return seg.pages[i][off : off+size : off+size]
 }
 
 // carved is the end offset of the chunks handed out so far in page p of

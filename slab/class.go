@@ -65,6 +65,9 @@ const (
 type Classes struct {
 	size    []uint32
 	perPage []uint32
+	// sizeOf is size indexed by a page's uint8 class: Allocator.Chunk, on every item access, looks sizes up
+	// here without a bounds check.
+	sizeOf [1 << 8]uint32
 }
 
 // NewClasses builds the size class table: ChunkAlign steps from minChunk up
@@ -104,6 +107,7 @@ func NewClasses(minChunk, maxChunk int, factor float64) (*Classes, error) {
 	c.perPage = make([]uint32, len(c.size))
 	for i, s := range c.size {
 		c.perPage[i] = PageSize / s
+		c.sizeOf[i] = s
 	}
 	return c, nil
 }
