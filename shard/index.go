@@ -96,20 +96,29 @@ func (x *index) probe(h uint64) probe { return probe{i: x.home(h), tag: tagOf(h)
 
 // next returns the next candidate entry (same home and tag), its slot and ref, or false when the probe
 // sequence ends: at an empty slot or at an entry closer to its home than the probe (robin hood order).
+//
+// It is the innermost loop of every lookup (about three slots per lookup at the loads the table keeps),
+// so the probe lives in registers until it returns, one comparison checks use, distance and tag at once,
+// and the wrap doubles as the bounds check.
 func (x *index) next(p *probe) (uint64, slab.Ref, bool) {
-	for p.dist <= indexMaxDist {
-		e := x.slots[p.i]
-		d := entryDist(e)
-		if e == 0 || d < p.dist {
-			return 0, 0, false
+	const match = entryUsed | distMask<<distShift | tagMask<<tagShift
+	slots := x.slots
+	i, dist, want := p.i, p.dist, entryUsed|p.tag<<tagShift
+	for ; dist <= indexMaxDist; dist++ {
+		if i >= uint64(len(slots)) {
+			i = 0
 		}
-		i := p.i
-		p.i = x.step(p.i)
-		p.dist++
-		if d == p.dist-1 && (e>>tagShift)&tagMask == p.tag {
+		e := slots[i]
+		if e&match == dist<<distShift|want {
+			p.i, p.dist = i+1, dist+1
 			return i, entryRef(e), true
 		}
+		if e == 0 || entryDist(e) < dist {
+			break
+		}
+		i++
 	}
+	p.dist = indexMaxDist + 1 // ended: later calls return false at once
 	return 0, 0, false
 }
 
