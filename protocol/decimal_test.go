@@ -50,3 +50,14 @@ func BenchmarkAppendValueHeader(b *testing.B) {
 		dst = AppendValueHeader(dst[:0], key, 0, 100, 0, false)
 	}
 }
+
+// BenchmarkAppendValueHeaderBigFlags is the VALUE line of an item whose flags are a 32-bit hash (as the
+// load tool's are), which takes appendDecimal's long path.
+func BenchmarkAppendValueHeaderBigFlags(b *testing.B) {
+	dst := make([]byte, 0, 512)
+	key := []byte("k0000000012345")
+	b.ReportAllocs()
+	for b.Loop() {
+		dst = AppendValueHeader(dst[:0], key, 3735928559, 100, 0, false)
+	}
+}
