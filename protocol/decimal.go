@@ -1,11 +1,13 @@
 package protocol
 
 // appendDecimal appends v in base 10, like strconv.AppendUint(dst, v, 10). Every VALUE line carries two
-// numbers (flags, usually 0, and the length), and strconv's general path was 10% of a get hit served
-// from a warm cache (BenchmarkGetHit in server): this writes numbers below 10000 straight into dst, and
-// longer ones two digits per step from a table, with no base switch and no sign handling.
+// numbers (flags and the length), and strconv's general path was 10% of a get hit served from a warm cache
+// (BenchmarkGetHit in server). This splits v into groups of four digits with divisions by constants and
+// writes each group as two pairs from a table: no loop, no base switch, no sign handling, and no scratch
+// copy. Flags are often a hash or a bit set of up to ten digits, which a two-digits-per-step loop took
+// five steps and a copy for (BenchmarkAppendValueHeaderBigFlags, callgrind: 331 -> 270 instructions per line).
 func appendDecimal(dst []byte, v uint64) []byte {
-	// Flags and value lengths are nearly always below 10000: append those digits directly.
+	// Lengths and most flags are below 10000: those digits are appended right here.
 	switch {
 	case v < 10:
 		return append(dst, byte('0'+v))
@@ -15,28 +17,50 @@ func appendDecimal(dst []byte, v uint64) []byte {
 		q := v / 100
 		r := (v - q*100) * 2
 		return append(dst, byte('0'+q), digitPairs[r], digitPairs[r+1])
-	case v < 10000:
+	case v < 1e4:
+		return append4(dst, v)
+	case v < 1e8:
+		return append4(appendUpTo4(dst, v/1e4), v%1e4)
+	case v < 1e16:
+		return append8(appendUpTo8(dst, v/1e8), v%1e8)
+	}
+	return append8(append8(appendUpTo4(dst, v/1e16), v/1e8%1e8), v%1e8) // v/1e16 <= 1844
+}
+
+// appendUpTo4 appends v < 10000 with no leading zeros.
+func appendUpTo4(dst []byte, v uint64) []byte {
+	switch {
+	case v < 10:
+		return append(dst, byte('0'+v))
+	case v < 100:
+		return append(dst, digitPairs[v*2], digitPairs[v*2+1])
+	case v < 1000:
 		q := v / 100
 		r := (v - q*100) * 2
-		return append(dst, digitPairs[q*2], digitPairs[q*2+1], digitPairs[r], digitPairs[r+1])
+		return append(dst, byte('0'+q), digitPairs[r], digitPairs[r+1])
 	}
-	var b [20]byte // the longest uint64 has 20 digits
-	i := len(b)
-	for v >= 100 {
-		q := v / 100
-		r := (v - q*100) * 2
-		i -= 2
-		b[i], b[i+1] = digitPairs[r], digitPairs[r+1]
-		v = q
+	return append4(dst, v)
+}
+
+// appendUpTo8 appends v < 10^8 with no leading zeros.
+func appendUpTo8(dst []byte, v uint64) []byte {
+	if v < 1e4 {
+		return appendUpTo4(dst, v)
 	}
-	if v >= 10 {
-		i -= 2
-		b[i], b[i+1] = digitPairs[v*2], digitPairs[v*2+1]
-	} else {
-		i--
-		b[i] = byte('0' + v)
-	}
-	return append(dst, b[i:]...)
+	return append4(appendUpTo4(dst, v/1e4), v%1e4)
+}
+
+// append4 appends exactly four digits of v < 10000 (with leading zeros).
+func append4(dst []byte, v uint64) []byte {
+	q := v / 100
+	hi, lo := q*2, (v-q*100)*2
+	return append(dst, digitPairs[hi], digitPairs[hi+1], digitPairs[lo], digitPairs[lo+1])
+}
+
+// append8 appends exactly eight digits of v < 10^8 (with leading zeros).
+func append8(dst []byte, v uint64) []byte {
+	q := v / 1e4
+	return append4(append4(dst, q), v-q*1e4)
 }
 
 // digitPairs holds "00" through "99".
