@@ -114,7 +114,7 @@ func (cn *conn) retrieve(req *protocol.Request) {
 	touch := req.Cmd == protocol.CmdGat || req.Cmd == protocol.CmdGats
 	withCas := req.Cmd == protocol.CmdGets || req.Cmd == protocol.CmdGats
 	store := cn.srv.store
-	for _, key := range req.Keys {
+	for i, key := range req.Keys {
 		var ok bool
 		// memcached counts gat/gats only as touches, never in cmd_get/get_hits/get_misses.
 		if touch {
@@ -128,7 +128,7 @@ func (cn *conn) retrieve(req *protocol.Request) {
 			cn.countHit(ok, statTouchHits, statTouchMisses)
 		} else {
 			// The store appends the whole VALUE block straight into the output: one copy of the value.
-			cn.out, ok = store.AppendGet(cn.out, key, withCas, protocol.AppendValueHeader)
+			cn.out, ok = store.AppendGetHashed(cn.out, key, cn.hashOf(i, key), withCas, protocol.AppendValueHeader)
 			cn.local[statCmdGet]++
 			cn.countHit(ok, statGetHits, statGetMisses)
 		}
@@ -141,7 +141,8 @@ func (cn *conn) retrieve(req *protocol.Request) {
 func (cn *conn) storeCmd(req *protocol.Request) {
 	cn.local[statCmdSet]++
 	cn.srv.detail.record(req.Key(), prefixSet, false)
-	res := cn.srv.store.Store(storeModes[req.Cmd], req.Key(), req.Flags, req.Exptime, req.Data, req.Cas)
+	key := req.Key()
+	res := cn.srv.store.StoreHashed(storeModes[req.Cmd], key, cn.hashOf(0, key), req.Flags, req.Exptime, req.Data, req.Cas)
 	if req.Cmd == protocol.CmdCas {
 		switch res {
 		case shard.Stored:

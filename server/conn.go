@@ -30,10 +30,14 @@ type conn struct {
 	// has been read and discarded, so a client that waits for the reply before sending the rest of the
 	// block sees it no earlier than memcached would let it. Nothing else is parsed while swallowing, so
 	// holding it keeps replies in request order.
-	held    []byte
-	local   counters
-	gc      gnet.Conn                   // the connection being served, during serve only (for replies flushed mid-command)
-	metaKey [protocol.KeyMaxLength]byte // a meta command's base64-decoded key (flag b)
+	held  []byte
+	local counters
+	gc    gnet.Conn // the connection being served, during serve only (for replies flushed mid-command)
+	ahead *ahead    // a pipelined read's requests (serveAhead); nil until the connection pipelines or multi-gets
+	// The store hashes of the first hashN keys of the request being executed are ahead.hs[hashAt:] (hashOf):
+	// what Prefetch computed. Indexes rather than a slice, so setting them costs no write barrier.
+	hashAt, hashN int
+	metaKey       [protocol.KeyMaxLength]byte // a meta command's base64-decoded key (flag b)
 
 	fd      int          // socket descriptor, the connection's name in `stats conns`
 	remote  string       // peer address, captured once at open
@@ -48,15 +52,30 @@ func newConn(s *Server) *conn {
 	}
 }
 
+// batchRequests bounds how many requests serve parses ahead of executing them.
+const batchRequests = 16
+
+// ahead holds the requests of a pipelined read, parsed before any of them is executed so that the keys of
+// all of them go to the store's Prefetch together, and the hashes Prefetch leaves. A connection gets one
+// the first time it pipelines or sends a multi-key fetch (one that never does is spared its 2.4 KiB).
+type ahead struct {
+	reqs [batchRequests]protocol.Request
+	ends [batchRequests]int // where each request ends in the read buffer
+	// hs are the hashes Prefetch left for the keys of the requests up to reqs[to] (prefetchAhead), and hashAt[i] is
+	// where request i's keys start in hs.
+	hs     [shard.PrefetchMax]uint64
+	hashAt [batchRequests]uint8
+	to     int
+}
+
 // serve executes every complete request in c's input, in order, and writes their replies in one batch.
 func (cn *conn) serve(c gnet.Conn) gnet.Action {
 	cn.gc = c
 	defer func() { cn.gc = nil }()
 	buf, _ := c.Peek(-1)
 	pos := 0
-	peeked := 0 // end of the requests whose keys were last handed to Prefetch
 	action := gnet.None
-	for pos < len(buf) {
+	for pos < len(buf) && action == gnet.None {
 		if cn.swallow > 0 {
 			k := min(cn.swallow, len(buf)-pos)
 			pos += k
@@ -68,47 +87,32 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 			continue
 		}
 		n, err := cn.parser.Parse(buf[pos:], &cn.req)
-		if err != nil {
+		switch {
+		case err != nil:
 			pos += n
-			perr, ok := err.(*protocol.Error)
-			if !ok {
-				// The parser promises *protocol.Error; anything else is a bug we must not answer with a guess.
-				cn.out = append(cn.out, "SERVER_ERROR internal parser error\r\n"...)
+			action = cn.refuse(err)
+		case n == 0:
+			return cn.done(c, pos, action) // incomplete request: wait for more bytes
+		case pos+n < len(buf):
+			pos, action = cn.serveAhead(buf, pos, n)
+		default:
+			// The only request in the buffer. A multi-key fetch still gains from fetching its keys' memory
+			// together; one key has nothing to overlap with.
+			if len(cn.req.Keys) > 1 {
+				cn.prefetchKeys(cn.req.Keys)
+			}
+			pos += n
+			if cn.execute(&cn.req) == closeConn {
 				action = gnet.Close
-				break
 			}
-			if perr.DropKey != nil {
-				cn.srv.store.Discard(perr.DropKey)
-			}
-			cn.swallow = perr.Swallow
-			if cn.swallow > 0 {
-				cn.held = perr.Reply // a package-level reply text: safe to keep past the next Parse
-			} else {
-				cn.out = append(cn.out, perr.Reply...)
-			}
-			if perr.Close {
-				action = gnet.Close
-				break
-			}
-			continue
-		}
-		if n == 0 {
-			break // incomplete request: wait for more bytes
-		}
-		// Look ahead when there is something to overlap: more requests behind this one, or several keys in
-		// it. An unpipelined one-key request, the common case at depth 1, costs two comparisons here.
-		if pos >= peeked && (pos+n < len(buf) || len(cn.req.Keys) > 1) {
-			peeked = cn.prefetch(buf, pos)
-		}
-		pos += n
-		if cn.execute(&cn.req) == closeConn {
-			action = gnet.Close
-			break
-		}
-		if len(cn.out) >= flushThreshold {
-			cn.flush(c)
+			cn.hashN = 0
 		}
 	}
+	return cn.done(c, pos, action)
+}
+
+// done ends a serve call: the first pos bytes of input are consumed and the replies written.
+func (cn *conn) done(c gnet.Conn, pos int, action gnet.Action) gnet.Action {
 	cn.local[statBytesRead] += uint64(pos)
 	if pos > 0 {
 		_, _ = c.Discard(pos)
@@ -119,22 +123,129 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 	return action
 }
 
-// prefetch hands the keys of the requests starting at buf[pos:] to the store, which starts loading their
-// memory so that executing them in turn takes their cache misses together rather than one by one. It
-// returns where those requests end, or the end of buf when it looked at nothing (when the first request
-// is a storage command whose length PeekKeys cannot read, the rest of this buffer goes without
-// prefetching, which costs speed only).
-//
-// The keys live on the stack: zeroing them costs a few nanoseconds per look-ahead, which runs only when
-// there is a batch to gain from, and a connection does not carry 768 bytes for them.
-func (cn *conn) prefetch(buf []byte, pos int) int {
-	var keys [shard.PrefetchMax][]byte
-	n, end := protocol.PeekKeys(buf[pos:], keys[:])
-	cn.srv.store.Prefetch(keys[:n])
-	if end == 0 {
-		return len(buf)
+// refuse answers a request the parser refused, as memcached would: the reply now, or once the refused data
+// block has been swallowed; the value the refused store would have replaced dropped; the connection closed
+// when memcached closes it.
+func (cn *conn) refuse(err error) gnet.Action {
+	perr, ok := err.(*protocol.Error)
+	if !ok {
+		// The parser promises *protocol.Error; anything else is a bug we must not answer with a guess.
+		cn.out = append(cn.out, "SERVER_ERROR internal parser error\r\n"...)
+		return gnet.Close
 	}
-	return pos + end
+	if perr.DropKey != nil {
+		cn.srv.store.Discard(perr.DropKey)
+	}
+	cn.swallow = perr.Swallow
+	if cn.swallow > 0 {
+		cn.held = perr.Reply // a package-level reply text: safe to keep past the next Parse
+	} else {
+		cn.out = append(cn.out, perr.Reply...)
+	}
+	if perr.Close {
+		return gnet.Close
+	}
+	return gnet.None
+}
+
+// serveAhead serves a pipelined stretch of buf: the request parsed into cn.req, n bytes at pos, and up to
+// batchRequests-1 more behind it, all parsed before the first is executed. It stops before an incomplete
+// request, and after a refused one. It returns where it stopped and whether to close.
+func (cn *conn) serveAhead(buf []byte, pos, n int) (int, gnet.Action) {
+	a := cn.batch()
+	// The first request moves into the batch: a swap, so both keep their slices' capacity.
+	cn.req, a.reqs[0] = a.reqs[0], cn.req
+	a.ends[0] = pos + n
+	k, end := 1, pos+n
+	var refused error
+	refusedLen := 0
+	for k < batchRequests && end < len(buf) {
+		m, err := cn.parser.Parse(buf[end:], &a.reqs[k])
+		if err != nil {
+			refused, refusedLen = err, m
+			break
+		}
+		if m == 0 {
+			break
+		}
+		end += m
+		a.ends[k] = end
+		k++
+	}
+	a.to = 0
+	for i := range k {
+		if i >= a.to {
+			cn.prefetchAhead(i, k)
+		}
+		if i < a.to {
+			cn.hashAt = int(a.hashAt[i])
+			cn.hashN = min(len(a.reqs[i].Keys), len(a.hs)-cn.hashAt)
+		}
+		pos = a.ends[i]
+		out := cn.execute(&a.reqs[i])
+		cn.hashN = 0
+		if out == closeConn {
+			return pos, gnet.Close
+		}
+		if len(cn.out) >= flushThreshold {
+			cn.flush(cn.gc)
+		}
+	}
+	if refused != nil {
+		return pos + refusedLen, cn.refuse(refused)
+	}
+	return pos, gnet.None
+}
+
+// prefetchAhead hands the keys of the batch's requests from i on (of k) to the store's Prefetch, as many
+// whole requests as PrefetchMax keys allow (at least the first keys of request i), and records where each
+// one's hashes are.
+//
+// The keys live on the stack: zeroing them costs a few nanoseconds per call, which runs only when there is
+// a batch to gain from.
+func (cn *conn) prefetchAhead(i, k int) {
+	a := cn.ahead
+	var keys [shard.PrefetchMax][]byte
+	n := 0
+	j := i
+	for ; j < k; j++ {
+		ks := a.reqs[j].Keys
+		if n+len(ks) > len(keys) && j > i {
+			break
+		}
+		a.hashAt[j] = uint8(n)
+		for _, key := range ks[:min(len(ks), len(keys)-n)] { // not copy: that is a typed copy of pointers
+			keys[n] = key
+			n++
+		}
+	}
+	a.to = j
+	if n > 0 {
+		cn.srv.store.Prefetch(keys[:n], a.hs[:])
+	}
+}
+
+// prefetchKeys hands one request's keys to the store's Prefetch, and keeps their hashes for its execution.
+func (cn *conn) prefetchKeys(keys [][]byte) {
+	a := cn.batch()
+	cn.srv.store.Prefetch(keys, a.hs[:])
+	cn.hashAt, cn.hashN = 0, min(len(keys), len(a.hs))
+}
+
+// batch is the connection's ahead, made on first use.
+func (cn *conn) batch() *ahead {
+	if cn.ahead == nil {
+		cn.ahead = new(ahead)
+	}
+	return cn.ahead
+}
+
+// hashOf is the store's hash of key i of the request being executed: the one Prefetch left, or computed now.
+func (cn *conn) hashOf(i int, key []byte) uint64 {
+	if i < cn.hashN {
+		return cn.ahead.hs[cn.hashAt+i]
+	}
+	return shard.Hash(key)
 }
 
 // flush hands the batched replies to gnet, which writes what the socket takes and buffers the rest.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -139,21 +140,13 @@ func TestExecuteAllocatesNothing(t *testing.T) {
 	}
 }
 
-// Looking ahead at a pipelined batch allocates nothing either (the keys live on the stack).
-func TestPrefetchAllocatesNothing(t *testing.T) {
+// The pipelined path (serveAhead: parse a batch, prefetch its keys, execute it) allocates nothing once the
+// buffers have grown.
+func TestPipelinedServeAllocatesNothing(t *testing.T) {
 	s := newTestServer(t)
 	cn := newConn(s)
-	in := []byte("get a\r\nset k 0 0 5\r\nhello\r\nget b c d\r\nmg e v\r\ndelete f\r\nget g")
-	if end := cn.prefetch(in, 0); end != len(in)-len("get g") {
-		t.Fatalf("prefetch looked up to %d of %d bytes", end, len(in))
-	}
-	if a := testing.AllocsPerRun(200, func() { cn.prefetch(in, 0) }); a != 0 {
-		t.Errorf("%.1f allocations per look-ahead", a)
-	}
-
-	// The whole pipelined path, look-ahead included, once the buffers have grown.
 	fc := &fakeConn{}
-	batch := strings.Repeat("get a\r\nget k\r\nget b c d\r\n", 5) + "set k 0 0 5\r\nhello\r\n"
+	batch := strings.Repeat("get a\r\nget k\r\nget b c d\r\nlease-get k\r\n", 5) + "set k 0 0 5\r\nhello\r\nmg k v\r\n"
 	serve := func() {
 		fc.out.Reset()
 		fc.in.WriteString(batch)
@@ -162,6 +155,65 @@ func TestPrefetchAllocatesNothing(t *testing.T) {
 	serve()
 	if a := testing.AllocsPerRun(200, serve); a != 0 {
 		t.Errorf("%.1f allocations per pipelined batch", a)
+	}
+}
+
+// Parsing a pipelined read ahead of executing it changes nothing a client can see: a script of requests of
+// every kind (refused ones, swallowed data blocks, noreply, more keys than Prefetch takes, more requests than
+// a batch holds, meta commands with base64 keys, quit with requests behind it) gets the same replies, byte
+// for byte, fed one request per read, all in one read, and cut at random points.
+func TestPipelinedServeMatchesOneByOne(t *testing.T) {
+	var script []string
+	add := func(reqs ...string) { script = append(script, reqs...) }
+	var keys []string
+	for i := range 50 {
+		k := fmt.Sprintf("k%d", i)
+		keys = append(keys, k)
+		add(fmt.Sprintf("set %s %d 0 %d\r\n%s\r\n", k, i, len(k)+3, k+"val"))
+	}
+	add("get "+strings.Join(keys[:40], " ")+"\r\n", "gets k3 k4 nope\r\n", "set q 0 0 1 noreply\r\nq\r\n", "get q\r\n")
+	add("set big 0 0 2000000\r\n"+strings.Repeat("b", 2_000_000)+"\r\n", "get big k5\r\n")
+	add("bogus\r\n", "get "+strings.Repeat("x", 251)+"\r\n", "set k6 0 0 abc\r\n", "get k6\r\n")
+	add("incr n 1\r\n", "set n 0 0 1\r\n5\r\n", "incr n 10\r\n", "decr n 3\r\n", "touch k7 100\r\n")
+	add("gat 0 k8\r\n", "delete k9\r\n", "delete k9\r\n", "get k9 k10\r\n", "append k10 0 0 2\r\n!!\r\n")
+	add("mg k11 v f\r\n", "ms k12 2\r\nzz\r\n", "mg azEy b v\r\n", "md k13 q\r\n", "mn\r\n", "mg k13 v\r\n")
+	for i := range 20 {
+		add(fmt.Sprintf("get k%d\r\n", i))
+	}
+	add("version\r\n", "cas k14 0 0 1 999\r\nc\r\n", "verbosity 1 noreply\r\n", "quit\r\n", "get k1\r\n")
+
+	run := func(pieces []string) string {
+		cn := newConn(newTestServer(t))
+		fc := &fakeConn{}
+		for _, p := range pieces {
+			fc.in.WriteString(p)
+			if cn.serve(fc) == gnet.Close {
+				break
+			}
+		}
+		return fc.out.String()
+	}
+	want := run(script)
+	if !strings.Contains(want, "VALUE k39 39 6\r\nk39val\r\nEND\r\n") || !strings.HasSuffix(want, "VERSION "+ProtocolVersion+"\r\nEXISTS\r\n") {
+		t.Fatalf("the script's replies are not what it was written for; they end:\n%q", want[max(0, len(want)-700):])
+	}
+	whole := strings.Join(script, "")
+	if got := run([]string{whole}); got != want {
+		t.Fatalf("in one read:\n%q\nwant\n%q", got, want)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 20 {
+		var pieces []string
+		for rest := whole; len(rest) > 0; {
+			n := min(len(rest), 1+rng.IntN(300))
+			if rng.IntN(50) == 0 {
+				n = min(len(rest), rng.IntN(3_000_000))
+			}
+			pieces, rest = append(pieces, rest[:n]), rest[n:]
+		}
+		if got := run(pieces); got != want {
+			t.Fatalf("in %d pieces: replies differ", len(pieces))
+		}
 	}
 }
 

@@ -9,11 +9,12 @@ import (
 // with a fresh token or the hot-miss token 1 on a miss (carrying the stale value when one is held), then
 // one END. A lease-get miss is never silent.
 func (cn *conn) leaseGet(req *protocol.Request) {
-	for _, key := range req.Keys {
+	for i, key := range req.Keys {
 		var kind shard.LeaseKind
 		// The store appends the VALUE or LVALUE block (a miss without a stale value is
 		// "LVALUE <key> <token> 0 0" and an empty line) straight into the output.
-		cn.out, kind = cn.srv.store.AppendLeaseGet(cn.out, key, protocol.AppendValueHeader, protocol.AppendLValueHeader)
+		cn.out, kind = cn.srv.store.AppendLeaseGetHashed(cn.out, key, cn.hashOf(i, key), protocol.AppendValueHeader,
+			protocol.AppendLValueHeader)
 		cn.local[statCmdGet]++
 		cn.countHit(kind == shard.LeaseHit, statGetHits, statGetMisses)
 		cn.srv.detail.record(key, prefixGet, kind == shard.LeaseHit)

@@ -31,10 +31,15 @@ const maxHeaderLine = len("LVALUE ") + MaxKeyLen + 3*(1+20) + len(blockTrailer)
 // value, "\r\n". On a miss dst is returned unchanged. gat/gats stay on GetAndTouch: they are rare, and
 // giving an item an exptime may move it, which only get() knows how to do.
 func (s *Store) AppendGet(dst, key []byte, withCas bool, hdr ValueHeader) ([]byte, bool) {
+	return s.AppendGetHashed(dst, key, Hash(key), withCas, hdr)
+}
+
+// AppendGetHashed is AppendGet for a key whose Hash is h.
+func (s *Store) AppendGetHashed(dst, key []byte, h uint64, withCas bool, hdr ValueHeader) ([]byte, bool) {
 	if !validKey(key) {
 		return dst, false
 	}
-	sh, h, now := s.lockKey(key)
+	sh, now := s.lockHashed(h)
 	ref, b := sh.findForRead(h, key, now)
 	if ref == slab.NilRef {
 		sh.mu.Unlock()
@@ -53,10 +58,15 @@ func (s *Store) AppendGet(dst, key []byte, withCas bool, hdr ValueHeader) ([]byt
 // miss's LVALUE line with the granted or hot-miss token, then the value (the stale one on a miss, if held,
 // else nothing) and "\r\n".
 func (s *Store) AppendLeaseGet(dst, key []byte, hit ValueHeader, miss LValueHeader) ([]byte, LeaseKind) {
+	return s.AppendLeaseGetHashed(dst, key, Hash(key), hit, miss)
+}
+
+// AppendLeaseGetHashed is AppendLeaseGet for a key whose Hash is h.
+func (s *Store) AppendLeaseGetHashed(dst, key []byte, h uint64, hit ValueHeader, miss LValueHeader) ([]byte, LeaseKind) {
 	if !validKey(key) {
 		return append(miss(dst, key, 1, 0, 0), blockTrailer...), LeaseHotMiss
 	}
-	sh, h, now := s.lockKey(key)
+	sh, now := s.lockHashed(h)
 	kind, token, b := sh.leaseLookup(h, key, now)
 	var flags uint32
 	vlen := 0

@@ -68,10 +68,15 @@ func infoOf(b []byte) Info {
 // Store runs a storage command. cas is compared for ModeCas and, when
 // non-zero, for ModeAppend/ModePrepend (meta commands); other modes ignore it.
 func (s *Store) Store(mode Mode, key []byte, flags uint32, exptime int64, value []byte, cas uint64) Result {
+	return s.StoreHashed(mode, key, Hash(key), flags, exptime, value, cas)
+}
+
+// StoreHashed is Store for a key whose Hash is h.
+func (s *Store) StoreHashed(mode Mode, key []byte, h uint64, flags uint32, exptime int64, value []byte, cas uint64) Result {
 	if !validKey(key) {
 		return NotStored
 	}
-	sh, h, now := s.lockKey(key)
+	sh, now := s.lockHashed(h)
 	r := sh.store(h, mode, key, flags, absExptime(exptime, now), value, cas, now)
 	sh.mu.Unlock()
 	return r

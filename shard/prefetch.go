@@ -18,8 +18,9 @@ const cacheLine = 64
 
 // Prefetch starts loading the index slots and items that lookups of keys will touch, so a server that
 // has several requests in hand pays for their cache misses about once instead of once per key. It
-// changes nothing and returns nothing; keys may be invalid or absent. The keys are read only during the
-// call.
+// changes nothing; keys may be invalid or absent, and are read only during the call. It leaves the Hash of
+// each of the first PrefetchMax keys in hs (which must hold that many), so the lookups that follow need
+// not hash them again.
 //
 // Why two passes: a lookup misses twice, on its index slot and then on the item the slot names, and
 // the second address is only known once the first line has arrived. The first pass asks for every
@@ -32,19 +33,16 @@ const cacheLine = 64
 // names nothing, and a prefetch never faults). What it must never see is a table unmapped under it:
 // tables are read through shard.view and retired, not freed, when the index outgrows them
 // (retireTable), and the prefetching count says when the last reader that could hold one is gone.
-func (s *Store) Prefetch(keys [][]byte) {
-	if len(keys) < 2 {
-		return // nothing to overlap: the lookup itself will take its misses just as soon
-	}
-	var hs [PrefetchMax]uint64
+func (s *Store) Prefetch(keys [][]byte, hs []uint64) {
 	n := min(len(keys), PrefetchMax)
+	hs = hs[:n]
 	s.prefetching.Add(1)
 	for i, k := range keys[:n] {
 		h := hashKey(k)
 		hs[i] = h
 		s.shardOf(h).view.Load().prefetchHome(h)
 	}
-	for _, h := range hs[:n] {
+	for _, h := range hs {
 		x := s.shardOf(h).view.Load()
 		p := x.probe(h)
 		if _, ref, ok := x.next(&p); ok {

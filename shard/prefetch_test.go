@@ -36,11 +36,12 @@ func TestPrefetchWhileTablesGrow(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(r), 9))
 			batch := make([][]byte, PrefetchMax+4) // longer than Prefetch takes
+			var hs [PrefetchMax]uint64
 			for n := 0; n < 200_000 && time.Now().Before(deadline); n++ {
 				for i := range batch {
 					batch[i] = key(rng.IntN(2 * keys))
 				}
-				s.Prefetch(batch)
+				s.Prefetch(batch, hs[:])
 			}
 		}()
 	}
@@ -102,8 +103,42 @@ func TestPrefetchAllocatesNothing(t *testing.T) {
 		batch[i] = key(i * 37)
 	}
 	batch[3] = []byte("absent")
-	if n := testing.AllocsPerRun(200, func() { s.Prefetch(batch) }); n != 0 {
+	var hs [16]uint64
+	if n := testing.AllocsPerRun(200, func() { s.Prefetch(batch, hs[:]) }); n != 0 {
 		t.Errorf("Prefetch: %v allocs per call", n)
+	}
+}
+
+// The hashes Prefetch hands out are the keys' Hash, so the ...Hashed methods given them find what the plain
+// methods find; it fills only the first PrefetchMax.
+func TestPrefetchHashes(t *testing.T) {
+	s, _ := newStore(t, Config{})
+	keys := make([][]byte, PrefetchMax+3)
+	for i := range keys {
+		keys[i] = key(i)
+		if r := s.StoreHashed(ModeSet, keys[i], Hash(keys[i]), 7, 0, pattern(20, i), 0); r != Stored {
+			t.Fatalf("StoreHashed %d: %v", i, r)
+		}
+	}
+	hs := make([]uint64, len(keys))
+	s.Prefetch(keys, hs)
+	for i, k := range keys {
+		want := Hash(k)
+		if i >= PrefetchMax {
+			want = 0
+		}
+		if hs[i] != want {
+			t.Fatalf("hash %d: %#x, want %#x", i, hs[i], want)
+		}
+		if i >= PrefetchMax {
+			continue
+		}
+		got, ok := s.AppendGetHashed(nil, k, hs[i], false, func(dst, key []byte, flags uint32, n int, _ uint64, _ bool) []byte {
+			return append(dst, key...)
+		})
+		if v, _, _ := s.Get(nil, k); !ok || string(got) != string(k)+string(v)+"\r\n" {
+			t.Fatalf("AppendGetHashed %d: %q", i, got)
+		}
 	}
 }
 
@@ -121,6 +156,7 @@ func BenchmarkGetBatch(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(1, 1))
 			ks := make([][]byte, batch)
+			var hs [batch]uint64
 			buf := make([]byte, 0, 4096)
 			b.ReportAllocs()
 			for b.Loop() {
@@ -128,7 +164,7 @@ func BenchmarkGetBatch(b *testing.B) {
 					ks[i] = keys[rng.IntN(items)]
 				}
 				if mode == "prefetch" {
-					s.Prefetch(ks)
+					s.Prefetch(ks, hs[:])
 				}
 				buf = buf[:0]
 				for _, k := range ks {
