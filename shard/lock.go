@@ -47,8 +47,5 @@ func (l *shardLock) lockSlow() {
 	l.m.Lock()
 }
 
-// TryLock takes the lock if it is free, without waiting.
-func (l *shardLock) TryLock() bool { return l.m.TryLock() }
-
 // Unlock releases the lock.
 func (l *shardLock) Unlock() { l.m.Unlock() }
