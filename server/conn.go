@@ -61,8 +61,8 @@ const batchRequests = 16
 type ahead struct {
 	reqs [batchRequests]protocol.Request
 	ends [batchRequests]int // where each request ends in the read buffer
-	// hs are the hashes Prefetch left for the keys of the requests up to reqs[to] (prefetchAhead), and hashAt[i] is
-	// where request i's keys start in hs.
+	// hs are the hashes Prefetch left for the keys of the requests before reqs[to] (prefetchAhead); hashAt[i]
+	// is where request i's keys start in hs.
 	hs     [shard.PrefetchMax]uint64
 	hashAt [batchRequests]uint8
 	to     int

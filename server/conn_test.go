@@ -194,7 +194,8 @@ func TestPipelinedServeMatchesOneByOne(t *testing.T) {
 		return fc.out.String()
 	}
 	want := run(script)
-	if !strings.Contains(want, "VALUE k39 39 6\r\nk39val\r\nEND\r\n") || !strings.HasSuffix(want, "VERSION "+ProtocolVersion+"\r\nEXISTS\r\n") {
+	if !strings.Contains(want, "VALUE k39 39 6\r\nk39val\r\nEND\r\n") ||
+		!strings.HasSuffix(want, "VERSION "+ProtocolVersion+"\r\nEXISTS\r\n") {
 		t.Fatalf("the script's replies are not what it was written for; they end:\n%q", want[max(0, len(want)-700):])
 	}
 	whole := strings.Join(script, "")

@@ -62,7 +62,8 @@ func (s *Store) AppendLeaseGet(dst, key []byte, hit ValueHeader, miss LValueHead
 }
 
 // AppendLeaseGetHashed is AppendLeaseGet for a key whose Hash is h.
-func (s *Store) AppendLeaseGetHashed(dst, key []byte, h uint64, hit ValueHeader, miss LValueHeader) ([]byte, LeaseKind) {
+func (s *Store) AppendLeaseGetHashed(dst, key []byte, h uint64, hit ValueHeader,
+	miss LValueHeader) ([]byte, LeaseKind) {
 	if !validKey(key) {
 		return append(miss(dst, key, 1, 0, 0), blockTrailer...), LeaseHotMiss
 	}
