@@ -144,11 +144,18 @@ func defaultGen(w workload, _ *runningServer) int { return defaultGenThreads(w.P
 // compareCalibration bounds a calibration run: long enough to tell 10-20% apart on the development VM.
 const compareCalibration = 2 * time.Second
 
+// calibrationRounds is how many calibration runs each thread count gets per workload and server. One was
+// not enough: on the development VM, throughput drifts by 30% over a minute, and a single 2 s run of
+// each count once picked one thread for leasecached at 642k against 417k ops/s with two, where
+// interleaved 5 s runs then gave two threads 15% more.
+const calibrationRounds = 2
+
 // calibrate picks, for every workload and server, the generator thread count among genChoices under which
-// the server did best in one short run of each (the fewer threads on a tie). The measured runs then use
-// only that count, so a table figure is a plain median, not the better of two noisy ones, which would
-// flatter whichever server the choice is closer for. Calibration runs are logged (label "calibration:")
-// but never reported.
+// the server did best over calibrationRounds short runs of each, taken in alternating order so that a drift
+// of the machine's speed does not favour the count that ran first (the fewer threads on a tie). The
+// measured runs then use only that count, so a table figure is a plain median, not the better of two noisy
+// ones, which would flatter whichever server the choice is closer for. Calibration runs are logged (label
+// "calibration:") but never reported.
 func calibrate(ctx context.Context, ws []workload, servers []*runningServer, o compareOptions,
 	jsonOut io.Writer) (genPlan, error) {
 	plan := genPlan{}
@@ -161,19 +168,34 @@ func calibrate(ctx context.Context, ws []workload, servers []*runningServer, o c
 			}
 			continue
 		}
-		best := map[string]float64{}
-		for _, g := range choices {
-			for _, s := range servers {
-				cfg := w.loadConfig(s, min(o.duration, compareCalibration), 0)
-				cfg.GenThreads = g
-				r, err := runLoad(ctx, cfg)
-				if err != nil {
-					return nil, fmt.Errorf("calibration: %s, %s, %d generator threads: %w", w.Name, s.name, g, err)
+		total := map[string]map[int]float64{}
+		for _, s := range servers {
+			total[s.name] = map[int]float64{}
+		}
+		for round := range calibrationRounds {
+			for i := range choices {
+				g := choices[i]
+				if round%2 == 1 {
+					g = choices[len(choices)-1-i]
 				}
-				r.Label, r.Server = "calibration: "+w.Name, s.name
-				logRun(jsonOut, "calibration", w, s, g, r)
-				if r.OpsPerSec > best[s.name] {
-					best[s.name], plan[w.Name][s.name] = r.OpsPerSec, g
+				for _, s := range servers {
+					cfg := w.loadConfig(s, min(o.duration, compareCalibration), 0)
+					cfg.GenThreads = g
+					r, err := runLoad(ctx, cfg)
+					if err != nil {
+						return nil, fmt.Errorf("calibration: %s, %s, %d generator threads: %w", w.Name, s.name, g, err)
+					}
+					r.Label, r.Server = "calibration: "+w.Name, s.name
+					logRun(jsonOut, "calibration", w, s, g, r)
+					total[s.name][g] += r.OpsPerSec
+				}
+			}
+		}
+		for _, s := range servers {
+			best := -1.0
+			for _, g := range choices { // ascending: a tie keeps the fewer threads
+				if total[s.name][g] > best {
+					best, plan[w.Name][s.name] = total[s.name][g], g
 				}
 			}
 		}
@@ -197,7 +219,7 @@ func estimateCompare(o compareOptions, servers int) time.Duration {
 	runs, calib := o.reps*len(ws)*servers, 0
 	for _, w := range ws {
 		if n := len(o.genChoices(w)); n > 1 {
-			calib += n * servers
+			calib += n * servers * calibrationRounds
 		}
 	}
 	if !o.skipLease {
@@ -227,7 +249,7 @@ func compareMain(ctx context.Context, args []string, out io.Writer) error {
 		"also run every workload against the ceiling responder (what this generator allows on this machine)")
 	fs.IntVar(&o.genThreads, "gen-threads", 0,
 		"generator threads for every run (0: the load default at pipeline 1; at deeper pipelines each server's "+
-			"better of 1 and 2 in a short calibration run)")
+			"better of 1 and 2 over two short calibration runs of each)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -472,7 +494,7 @@ func printCompareTable(out io.Writer, o compareOptions, ws []workload, servers [
 	fmt.Fprintf(out, "ops/s = requests/s (a 10-key get is one request); p99 = latency per request at p1, per batch "+
 		"of 16 at p16; us/op = server CPU microseconds per request (/proc utime+stime); x/mc = ratio to memcached; "+
 		"gen thr = generator threads behind each server's figures (%s order; at pipeline 16 each server's better "+
-		"of 1 and 2 in a short calibration run, not reported); gen = generator cores used (max over servers)\n\n",
+		"of 1 and 2 over two short calibration runs of each, not reported); gen = generator cores used (max over servers)\n\n",
 		serverOrder(servers))
 	header := []string{"workload"}
 	for _, metric := range []string{"ops/s", "p99 us", "us/op"} {

@@ -55,8 +55,9 @@ func TestCalibrate(t *testing.T) {
 	if g := plan.threads(ws[1], s); g != 1 && g != 2 {
 		t.Errorf("p16: %d threads, want 1 or 2", g)
 	}
-	if runs := bytes.Count(log.Bytes(), []byte("\n")); runs != 2 {
-		t.Errorf("%d calibration runs logged, want 2 (both candidates at p16, none at p1)", runs)
+	if runs := bytes.Count(log.Bytes(), []byte("\n")); runs != 2*calibrationRounds {
+		t.Errorf("%d calibration runs logged, want %d (both candidates at p16 in every round, none at p1)", runs,
+			2*calibrationRounds)
 	}
 }
 
