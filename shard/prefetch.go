@@ -9,13 +9,6 @@ import (
 // PrefetchMax is how many keys one Prefetch call works on; the rest of a longer list is ignored.
 const PrefetchMax = 32
 
-// prefetchItemBytes is how much of an item's chunk Prefetch asks for, from the chunk's start: a 27-byte
-// header at most, a 14-byte key and a 100-byte value with its \r\n fit.
-const prefetchItemBytes = 3 * cacheLine
-
-// cacheLine is the cache line size of the CPUs we build the prefetch instruction for.
-const cacheLine = 64
-
 // Prefetch starts loading the index slots and items that lookups of keys will touch, so a server that
 // has several requests in hand pays for their cache misses about once instead of once per key. It
 // changes nothing; keys may be invalid or absent, and are read only during the call. It leaves the Hash of
@@ -62,11 +55,8 @@ func (x *index) prefetchHome(h uint64) {
 // chunk's real length is not known without owning its page; lines past a shorter chunk are a wasted
 // hint (a longer value is streamed by the hardware prefetcher once the copy starts).
 func prefetchChunk(addr uintptr) {
-	if addr == 0 {
-		return
-	}
-	for line := addr &^ (cacheLine - 1); line < addr+prefetchItemBytes; line += cacheLine {
-		prefetch(line)
+	if addr != 0 {
+		prefetchItemSpan(addr)
 	}
 }
 
