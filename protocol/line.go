@@ -38,29 +38,26 @@ const shortLine = 256
 func splitLine(buf []byte, toks [][]byte) ([][]byte, int, lineStatus) {
 	toks = toks[:0]
 	b := buf[:min(len(buf), shortLine)]
-	i := 0
-	for {
-		for i < len(b) && b[i] == ' ' {
-			i++
-		}
+	for i := 0; ; {
 		start := i
 		i = plainEnd(b, i)
 		if i == len(b) {
 			break // no newline within shortLine bytes, or not yet arrived
 		}
-		if i > start {
+		if i > start { // a run of spaces leaves empty tokens, which are skipped
 			toks = append(toks, b[start:i])
 		}
-		switch b[i] {
-		case ' ':
+		c := b[i]
+		i++
+		if c == ' ' {
 			continue
-		case '\n':
+		}
+		if c == '\n' {
+			return toks, i, lineComplete
+		}
+		// frameLine strips a "\r" before the "\n" unless it is the line's only byte.
+		if c == '\r' && i > 1 && i < len(b) && b[i] == '\n' {
 			return toks, i + 1, lineComplete
-		case '\r':
-			// frameLine strips a "\r" before the "\n" unless it is the line's only byte.
-			if i > 0 && i+1 < len(b) && b[i+1] == '\n' {
-				return toks, i + 2, lineComplete
-			}
 		}
 		break // a NUL, a lone "\r" or another control byte: the general rules apply
 	}
