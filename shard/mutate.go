@@ -85,6 +85,9 @@ func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
 // cancels its outstanding lease, flush_all cancels all. Evictions and expiries are not client writes and
 // leave leases alone (a refill in progress for an expired key is exactly what a lease is for).
 func (sh *shard) invalidateLeases(h uint64, why cause) {
+	if sh.leases.Len() == 0 {
+		return // every write calls this: a store that hands out no leases should not pay for the clock
+	}
 	switch why {
 	case causeStore, causeDelete, causeRejected:
 		sh.leases.Invalidate(h, sh.st.nowNano())
