@@ -49,7 +49,7 @@ fmt-check:
 ## fuzz-smoke: a short run of every parser fuzz target (longer: FUZZTIME=10m make fuzz-smoke).
 ## `go test -fuzz` takes one target at a time, hence the list.
 FUZZTIME ?= 30s
-FUZZ_TARGETS := ./protocol:FuzzParse ./protocol:FuzzStrtoMagnitude ./protocol:FuzzSplitLine ./server:FuzzParseMetaFlags ./server:FuzzDecodeKeyBase64 \
+FUZZ_TARGETS := ./protocol:FuzzParse ./protocol:FuzzStrtoMagnitude ./protocol:FuzzSplitLine ./protocol:FuzzParseHot ./server:FuzzParseMetaFlags ./server:FuzzDecodeKeyBase64 \
 	./clientlib:FuzzReplyParsers
 fuzz-smoke:
 	@set -e; for t in $(FUZZ_TARGETS); do \

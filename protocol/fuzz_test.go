@@ -140,3 +140,17 @@ func FuzzSplitLine(f *testing.F) {
 		checkSplitLine(t, in)
 	})
 }
+
+// FuzzParseHot checks that the hot path agrees with the general one: whatever request it accepts, the
+// general path parses to the same length and the same Request.
+func FuzzParseHot(f *testing.F) {
+	for _, s := range hotCases {
+		f.Add([]byte(s))
+	}
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		checkParseHot(t, in)
+	})
+}

@@ -22,6 +22,14 @@ type Parser struct {
 // reads the data as a command line (memcached 1.6.18 answers "CLIENT_ERROR bad command line
 // format" and then "ERROR" for "set k abc 0 5\r\nhello\r\n").
 func (p *Parser) Parse(buf []byte, req *Request) (n int, err error) {
+	if n, ok := p.parseHot(buf, req); ok {
+		return n, nil
+	}
+	return p.parseGeneral(buf, req)
+}
+
+// parseGeneral is Parse without the hot path: every request, by memcached's rules.
+func (p *Parser) parseGeneral(buf []byte, req *Request) (n int, err error) {
 	if len(buf) == 0 {
 		return 0, nil
 	}
