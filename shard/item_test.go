@@ -81,3 +81,19 @@ func TestTouchRelocatesItemWithoutExptime(t *testing.T) {
 	clk.advance(201)
 	miss(t, s, "k")
 }
+
+// keyOff's table agrees with headerLen for every meta byte, chained or not.
+func TestKeyOffMatchesHeaderLen(t *testing.T) {
+	b := make([]byte, headerMax)
+	for m := range 256 {
+		for _, chained := range []bool{false, true} {
+			b[offMeta], b[offState] = byte(m), kindHead
+			if chained {
+				b[offState] |= flagChained
+			}
+			if got, want := keyOff(b), headerLen(byte(m), chained); got != want {
+				t.Fatalf("meta %#x chained %v: keyOff %d, headerLen %d", m, chained, got, want)
+			}
+		}
+	}
+}
