@@ -197,7 +197,9 @@ func chainOff(b []byte) int {
 
 // keyOff is where the key starts: headerLen, looked up rather than computed, because every key compare and
 // every stats update of every request asks (a store about six times).
-func keyOff(b []byte) int { return int(keyOffsets[b[offMeta]]) + int(b[offState]&flagChained)*chainLinkPerFlag }
+func keyOff(b []byte) int {
+	return int(keyOffsets[b[offMeta]]) + int(b[offState]&flagChained)*chainLinkPerFlag
+}
 
 // keyOffsets[m] is headerLen(m, false) for every meta byte m.
 var keyOffsets = func() (t [256]uint8) {
