@@ -159,6 +159,7 @@ const calibrationRounds = 2
 func calibrate(ctx context.Context, ws []workload, servers []*runningServer, o compareOptions,
 	jsonOut io.Writer) (genPlan, error) {
 	plan := genPlan{}
+	warm := false
 	for _, w := range ws {
 		plan[w.Name] = map[string]int{}
 		choices := o.genChoices(w)
@@ -167,6 +168,17 @@ func calibrate(ctx context.Context, ws []workload, servers []*runningServer, o c
 				plan[w.Name][s.name] = choices[0]
 			}
 			continue
+		}
+		if !warm {
+			// The first run against a fresh server was 20-45% slower than the rest on the development VM
+			// (memory faulted in, caches cold), for every server: it would count against whichever thread
+			// count ran first. One unreported run per server absorbs it.
+			for _, s := range servers {
+				if _, err := runLoad(ctx, w.loadConfig(s, min(o.duration, compareCalibration), 0)); err != nil {
+					return nil, fmt.Errorf("calibration warm-up: %s, %s: %w", w.Name, s.name, err)
+				}
+			}
+			warm = true
 		}
 		total := map[string]map[int]float64{}
 		for _, s := range servers {
@@ -219,6 +231,9 @@ func estimateCompare(o compareOptions, servers int) time.Duration {
 	runs, calib := o.reps*len(ws)*servers, 0
 	for _, w := range ws {
 		if n := len(o.genChoices(w)); n > 1 {
+			if calib == 0 {
+				calib = servers // calibrate's warm-up, once per server
+			}
 			calib += n * servers * calibrationRounds
 		}
 	}
