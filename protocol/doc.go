@@ -13,6 +13,9 @@
 //     requests and errors, provided the caller honours Error.Swallow.
 //   - Steady-state parsing and encoding allocate nothing: Request and Parser carry reusable scratch,
 //     and every []byte in a Request aliases the input buffer.
+//   - The common requests (one-key get, gets and lease-get, plain set) take a hot path that reads them
+//     straight off the buffer (parse_hot.go); it hands anything unusual to the general path and only
+//     ever agrees with it (FuzzParseHot).
 //   - Leases (lease-get, lease-set) are parsed with the same rules as memcached's get and set; the
 //     wire contract is /work/shared/spec/leases.md.
 package protocol
