@@ -200,7 +200,7 @@ func TestShardSharesPreventStarvation(t *testing.T) {
 	var k0, k1 [][]byte
 	for i := 0; len(k0) < 200 || len(k1) < 1; i++ {
 		k := key(i)
-		if s.shardOf(hashKey(k)) == &s.shards[0] {
+		if s.shardOf(Hash(k)) == &s.shards[0] {
 			k0 = append(k0, k)
 		} else {
 			k1 = append(k1, k)

@@ -22,7 +22,7 @@ func (s *Store) MetaSet(key, value []byte, req *MetaSetRequest) (Result, uint64)
 	if !validKey(key) {
 		return NotStored, 0
 	}
-	h := hashKey(key)
+	h := Hash(key)
 	sh := s.shardOf(h)
 	now := s.now()
 	rq := storeReq{mode: req.Mode, flags: req.Flags, exp: absExptime(req.Exptime, now), cas: req.Cas,

@@ -31,7 +31,7 @@ func (s *Store) Prefetch(keys [][]byte, hs []uint64) {
 	hs = hs[:n]
 	s.prefetching.Add(1)
 	for i, k := range keys[:n] {
-		h := hashKey(k)
+		h := Hash(k)
 		hs[i] = h
 		s.shardOf(h).view.Load().prefetchHome(h)
 	}

@@ -93,7 +93,7 @@ func (sh *shard) find(h uint64, key []byte, now int64) (slab.Ref, []byte) {
 }
 
 // hashOf rehashes an indexed item's key (index growth, eviction).
-func (sh *shard) hashOf(r slab.Ref) uint64 { return hashKey(itemKey(sh.chunk(r))) }
+func (sh *shard) hashOf(r slab.Ref) uint64 { return Hash(itemKey(sh.chunk(r))) }
 
 // freeItem returns all chunks of the item at head to their classes.
 func (sh *shard) freeItem(head slab.Ref) {

@@ -243,17 +243,15 @@ func (s *Store) shardOf(h uint64) *shard {
 	return &s.shards[((h>>32)&0xffff)*uint64(len(s.shards))>>16]
 }
 
-func hashKey(key []byte) uint64 { return xxhash.Sum64(key) }
-
 // Hash is the hash the store files key under. A caller that already has it (Prefetch hands it out) passes
 // it to the ...Hashed methods, which do not hash the key again; a wrong hash makes the key look absent or
 // files it where lookups will not find it, so it must come from this function or from Prefetch.
-func Hash(key []byte) uint64 { return hashKey(key) }
+func Hash(key []byte) uint64 { return xxhash.Sum64(key) }
 
 // lockKey is how every keyed operation starts: it hashes key, locks the shard that owns it and reads the
 // clock once. The caller unlocks sh.mu.
 func (s *Store) lockKey(key []byte) (sh *shard, h uint64, now int64) {
-	h = hashKey(key)
+	h = Hash(key)
 	sh, now = s.lockHashed(h)
 	return sh, h, now
 }
