@@ -42,7 +42,7 @@ func (p *Parser) parseHot(buf []byte, req *Request) (n int, ok bool) {
 // hotGet parses a one-key fetch whose key starts at buf[i].
 func hotGet(buf []byte, i int, cmd Command, req *Request) (int, bool) {
 	key, end, ok := hotToken(buf, i)
-	if !ok || len(key) > KeyMaxLength {
+	if !ok || keyTooLong(key) {
 		return 0, false
 	}
 	n, ok := hotLineEnd(buf, end)
@@ -57,7 +57,7 @@ func hotGet(buf []byte, i int, cmd Command, req *Request) (int, bool) {
 // hotSet parses "set <key> <flags> <exptime> <bytes>\r\n<data>\r\n".
 func (p *Parser) hotSet(buf []byte, req *Request) (int, bool) {
 	key, i, ok := hotToken(buf, 4)
-	if !ok || len(key) > KeyMaxLength || i >= len(buf) || buf[i] != ' ' {
+	if !ok || keyTooLong(key) || i >= len(buf) || buf[i] != ' ' {
 		return 0, false
 	}
 	var nums [3]int

@@ -175,12 +175,10 @@ func (cn *conn) serveAhead(buf []byte, pos, n int) (int, gnet.Action) {
 	a.to = 0
 	for i := range k {
 		if i >= a.to {
-			cn.prefetchAhead(i, k)
+			cn.prefetchAhead(i, k) // covers request i at least
 		}
-		if i < a.to {
-			cn.hashAt = int(a.hashAt[i])
-			cn.hashN = min(len(a.reqs[i].Keys), len(a.hs)-cn.hashAt)
-		}
+		cn.hashAt = int(a.hashAt[i])
+		cn.hashN = min(len(a.reqs[i].Keys), len(a.hs)-cn.hashAt)
 		pos = a.ends[i]
 		out := cn.execute(&a.reqs[i])
 		cn.hashN = 0
