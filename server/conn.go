@@ -37,7 +37,13 @@ type conn struct {
 	// The store hashes of the first hashN keys of the request being executed are ahead.hs[hashAt:] (hashOf):
 	// what Prefetch computed. Indexes rather than a slice, so setting them costs no write barrier.
 	hashAt, hashN int
-	metaKey       [protocol.KeyMaxLength]byte // a meta command's base64-decoded key (flag b)
+	// preParsed is how many bytes of the input's first request OnTrafficBatch already parsed into req (0:
+	// none), and preHash that request's key's hash when preHashed. serve uses both for the first request
+	// of its next call only.
+	preParsed int
+	preHash   uint64
+	preHashed bool
+	metaKey   [protocol.KeyMaxLength]byte // a meta command's base64-decoded key (flag b)
 
 	fd      int          // socket descriptor, the connection's name in `stats conns`
 	remote  string       // peer address, captured once at open
@@ -75,6 +81,11 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 	buf, _ := c.Peek(-1)
 	pos := 0
 	action := gnet.None
+	pre := cn.preParsed
+	cn.preParsed = 0
+	if pre == 0 {
+		cn.preHashed = false // never set without preParsed; cleared here too so no path can leave it stale
+	}
 	for pos < len(buf) && action == gnet.None {
 		if cn.swallow > 0 {
 			k := min(cn.swallow, len(buf)-pos)
@@ -86,7 +97,11 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 			}
 			continue
 		}
-		n, err := cn.parser.Parse(buf[pos:], &cn.req)
+		n, err := pre, error(nil)
+		if pre == 0 {
+			n, err = cn.parser.Parse(buf[pos:], &cn.req)
+		}
+		pre = 0
 		switch {
 		case err != nil:
 			pos += n
@@ -94,6 +109,7 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 		case n == 0:
 			return cn.done(c, pos, action) // incomplete request: wait for more bytes
 		case pos+n < len(buf):
+			cn.preHashed = false // the batch's Prefetch hashes every request's keys
 			pos, action = cn.serveAhead(buf, pos, n)
 		default:
 			// The only request in the buffer. A multi-key fetch still gains from fetching its keys' memory
@@ -106,6 +122,7 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 				action = gnet.Close
 			}
 			cn.hashN = 0
+			cn.preHashed = false
 		}
 	}
 	return cn.done(c, pos, action)
@@ -242,6 +259,9 @@ func (cn *conn) batch() *ahead {
 func (cn *conn) hashOf(i int, key []byte) uint64 {
 	if i < cn.hashN {
 		return cn.ahead.hs[cn.hashAt+i]
+	}
+	if i == 0 && cn.preHashed {
+		return cn.preHash
 	}
 	return shard.Hash(key)
 }

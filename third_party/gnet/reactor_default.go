@@ -49,6 +49,7 @@ func (el *eventloop) orbit() error {
 		defer runtime.UnlockOSThread()
 	}
 
+	el.batchReads() // leasecached patch
 	err := el.poller.Polling(func(fd int, ev netpoll.IOEvent, flags netpoll.IOFlags) error {
 		c := el.connections.getConn(fd)
 		if c == nil {
@@ -61,7 +62,7 @@ func (el *eventloop) orbit() error {
 			el.getLogger().Warnf("received event[fd=%d|ev=%d|flags=%d] of a stale connection from event-loop(%d)", fd, ev, flags, el.idx)
 			return el.poller.Delete(fd)
 		}
-		return c.processIO(fd, ev, flags)
+		return el.processEvent(c, fd, ev, flags) // leasecached patch: was c.processIO
 	})
 	if errors.Is(err, errorx.ErrEngineShutdown) {
 		el.getLogger().Debugf("event-loop(%d) is exiting in terms of the demand from user, %v", el.idx, err)
@@ -82,10 +83,14 @@ func (el *eventloop) run() error {
 		defer runtime.UnlockOSThread()
 	}
 
+	el.batchReads() // leasecached patch
 	err := el.poller.Polling(func(fd int, ev netpoll.IOEvent, flags netpoll.IOFlags) error {
 		c := el.connections.getConn(fd)
 		if c == nil {
 			if _, ok := el.listeners[fd]; ok {
+				if err := el.serveReads(); err != nil { // leasecached patch: a UDP read reuses the read buffer
+					return err
+				}
 				return el.accept(fd, ev, flags)
 			}
 			// For kqueue, this might happen when the connection has already been closed,
@@ -97,7 +102,7 @@ func (el *eventloop) run() error {
 			el.getLogger().Warnf("received event[fd=%d|ev=%d|flags=%d] of a stale connection from event-loop(%d)", fd, ev, flags, el.idx)
 			return el.poller.Delete(fd)
 		}
-		return c.processIO(fd, ev, flags)
+		return el.processEvent(c, fd, ev, flags) // leasecached patch: was c.processIO
 	})
 	if errors.Is(err, errorx.ErrEngineShutdown) {
 		el.getLogger().Debugf("event-loop(%d) is exiting in terms of the demand from user, %v", el.idx, err)

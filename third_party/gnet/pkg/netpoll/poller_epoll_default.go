@@ -40,6 +40,7 @@ type Poller struct {
 	asyncTaskQueue              queue.AsyncTaskQueue // queue with low priority
 	urgentAsyncTaskQueue        queue.AsyncTaskQueue // queue with high priority
 	highPriorityEventsThreshold int32                // threshold of high-priority events
+	roundDone                   func() error         // leasecached patch: see OnRoundDone
 }
 
 // OpenPoller instantiates a poller.
@@ -156,6 +157,13 @@ func (p *Poller) Polling(callback PollEventHandler) error {
 			}
 		}
 
+		// leasecached patch: the loop finishes what it deferred while going through this round's events.
+		if p.roundDone != nil {
+			if err = p.roundDone(); errors.Is(err, errorx.ErrEngineShutdown) {
+				return err
+			}
+		}
+
 		if doChores {
 			doChores = false
 			task := p.urgentAsyncTaskQueue.Dequeue()
@@ -254,3 +262,7 @@ func (p *Poller) ModReadWrite(pa *PollAttachment, edgeTriggered bool) error {
 func (p *Poller) Delete(fd int) error {
 	return os.NewSyscallError("epoll_ctl del", unix.EpollCtl(p.fd, unix.EPOLL_CTL_DEL, fd, nil))
 }
+
+// OnRoundDone (leasecached patch) makes Polling call f after the callbacks of each round of events, before
+// the queued tasks. It must be called before Polling starts.
+func (p *Poller) OnRoundDone(f func() error) { p.roundDone = f }

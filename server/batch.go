@@ -1,0 +1,63 @@
+package server
+
+import (
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/leasecached/leasecached/shard"
+)
+
+// OnTrafficBatch serves the connections one poll found readable (gnet.TrafficBatchHandler, a leasecached
+// patch of gnet). Before serving any of them it parses the first request of each and hands the keys of
+// those naming one key to the store's Prefetch together.
+//
+// Why: at pipeline depth 1 a loop finds about 16 connections ready per poll (0.06 epoll waits per request
+// on the benchmark's 90/10 load), each holding one request. Served one by one, every lookup waits for its
+// index slot and then its item to come from memory, and those two misses were about a third of the
+// server's user time. Prefetched together they overlap. A pipelined read gains nothing more from this
+// (serveAhead already prefetches its own batch), so only requests naming one key take part.
+func (s *Server) OnTrafficBatch(cs []gnet.Conn, actions []gnet.Action) {
+	if len(cs) > 1 {
+		s.prefetchFirst(cs)
+	}
+	for i, c := range cs {
+		actions[i] = s.OnTraffic(c)
+	}
+}
+
+// prefetchFirst parses the first request of each connection in cs into its conn, for serve to execute
+// without parsing it again, and prefetches the keys of those naming exactly one, leaving each of those
+// conns its key's hash. A connection whose first request is incomplete or refused is left for serve to parse.
+func (s *Server) prefetchFirst(cs []gnet.Conn) {
+	var (
+		keys   [shard.PrefetchMax][]byte
+		hs     [shard.PrefetchMax]uint64
+		owners [shard.PrefetchMax]*conn
+	)
+	n := 0
+	for _, c := range cs {
+		cn, ok := c.Context().(*conn)
+		if !ok || cn.swallow > 0 {
+			continue
+		}
+		buf, _ := c.Peek(-1) // the connection's whole input: gnet batches only connections with none left over
+		m, err := cn.parser.Parse(buf, &cn.req)
+		if err != nil || m == 0 {
+			continue
+		}
+		cn.preParsed = m
+		if len(cn.req.Keys) != 1 {
+			continue
+		}
+		keys[n], owners[n] = cn.req.Keys[0], cn
+		if n++; n == len(keys) {
+			break
+		}
+	}
+	if n == 0 {
+		return
+	}
+	s.store.Prefetch(keys[:n], hs[:])
+	for i, cn := range owners[:n] {
+		cn.preHash, cn.preHashed = hs[i], true
+	}
+}

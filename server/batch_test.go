@@ -1,0 +1,173 @@
+package server
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/panjf2000/gnet/v2"
+)
+
+// grantedToken matches the key and token of an LVALUE line that grants a lease.
+var grantedToken = regexp.MustCompile(`LVALUE (\S+) (?:[02-9]|\d\d+) `)
+
+// ctxConn is a fakeConn whose Context is its conn, as Server.OnOpen leaves a gnet connection's.
+type ctxConn struct {
+	fakeConn
+	cn *conn
+}
+
+func (c *ctxConn) Context() any { return c.cn }
+
+// Serving the connections of one poll together changes nothing a client can see. Six clients share keys
+// (one sets what another reads in the same round), and each sends a script of single-key gets and sets,
+// lease-gets, multi-gets, pipelined requests, refused requests, swallowed data blocks, noreply, meta
+// commands with base64 keys and a quit, cut at random points. Round by round, each client's next piece is
+// served either with OnTrafficBatch for all clients that have one, or with OnTraffic one client after the
+// other; each client must get the same bytes back both ways.
+func TestTrafficBatchMatchesOneByOne(t *testing.T) {
+	const clients = 6
+	rng := rand.New(rand.NewPCG(5, 6))
+	scripts := make([][]string, clients)
+	for c := range clients {
+		var reqs []string
+		for i := range 300 {
+			k := fmt.Sprintf("k%d", rng.IntN(40))
+			switch r := rng.IntN(20); {
+			case r < 8:
+				reqs = append(reqs, "get "+k+"\r\n")
+			case r < 12:
+				v := fmt.Sprintf("c%di%d", c, i)
+				reqs = append(reqs, fmt.Sprintf("set %s %d 0 %d\r\n%s\r\n", k, c, len(v), v))
+			case r == 12:
+				reqs = append(reqs, "lease-get "+k+"\r\n")
+			case r == 13:
+				reqs = append(reqs, fmt.Sprintf("gets %s k%d nope\r\n", k, rng.IntN(40)))
+			case r == 14:
+				reqs = append(reqs, "delete "+k+"\r\n", "get "+k+"\r\n")
+			case r == 15:
+				reqs = append(reqs, "set "+k+" 0 0 1 noreply\r\nn\r\n")
+			case r == 16:
+				reqs = append(reqs, "set "+k+" 0 0 3\r\ntoo long\r\n", "get "+k+"\r\n") // refused, then swallowed
+			case r == 17:
+				reqs = append(reqs, "bogus\r\n", "get "+strings.Repeat("x", 251)+"\r\n")
+			case r == 18:
+				reqs = append(reqs, "mg azE v\r\n", "ms azE 2 b\r\nzz\r\n", "mg k1 v f\r\n") // azE is base64 of "k1"
+			default:
+				reqs = append(reqs, "incr n 1\r\n", "touch "+k+" 100\r\n")
+			}
+		}
+		if c == 2 {
+			reqs = append(reqs, "quit\r\n", "get k1\r\n")
+		}
+		whole := strings.Join(reqs, "")
+		// Mostly one request per piece, as at pipeline depth 1; sometimes several, or a cut mid-request.
+		for i := 0; i < len(reqs); {
+			switch r := rng.IntN(10); {
+			case r < 6:
+				scripts[c] = append(scripts[c], reqs[i])
+				i++
+			case r < 8:
+				n := min(len(reqs)-i, 2+rng.IntN(5))
+				scripts[c] = append(scripts[c], strings.Join(reqs[i:i+n], ""))
+				i += n
+			default:
+				cut := rng.IntN(len(reqs[i]) + 1)
+				scripts[c] = append(scripts[c], reqs[i][:cut], reqs[i][cut:])
+				i++
+			}
+		}
+		if strings.Join(scripts[c], "") != whole {
+			t.Fatal("the pieces do not add up to the script")
+		}
+	}
+
+	run := func(batched bool) []string {
+		s := newTestServer(t)
+		cs := make([]*ctxConn, clients)
+		for i := range cs {
+			cs[i] = &ctxConn{cn: newConn(s)}
+		}
+		closed := make([]bool, clients)
+		var ready []gnet.Conn
+		var who []int
+		for round := 0; ; round++ {
+			ready, who = ready[:0], who[:0]
+			for c, sc := range scripts {
+				if round < len(sc) && !closed[c] {
+					cs[c].in.WriteString(sc[round])
+					ready, who = append(ready, cs[c]), append(who, c)
+				}
+			}
+			if len(ready) == 0 {
+				break
+			}
+			actions := make([]gnet.Action, len(ready))
+			if batched {
+				s.OnTrafficBatch(ready, actions)
+			} else {
+				for i, c := range ready {
+					actions[i] = s.OnTraffic(c)
+				}
+			}
+			for i, a := range actions {
+				closed[who[i]] = closed[who[i]] || a == gnet.Close
+			}
+		}
+		out := make([]string, clients)
+		for i, c := range cs {
+			// Granted lease tokens are random; whether one was granted (rather than a hot miss, token 1) is
+			// what must match.
+			out[i] = grantedToken.ReplaceAllString(c.out.String(), "LVALUE $1 granted ")
+		}
+		return out
+	}
+	want, got := run(false), run(true)
+	if !strings.Contains(want[0], "VALUE k") || !strings.Contains(want[1], "CLIENT_ERROR bad data chunk") {
+		t.Fatal("the scripts do not exercise hits and refusals")
+	}
+	for c := range want {
+		if got[c] != want[c] {
+			i := 0
+			for i < len(got[c]) && i < len(want[c]) && got[c][i] == want[c][i] {
+				i++
+			}
+			t.Fatalf("client %d: batched replies differ at byte %d:\n%q\nwant\n%q", c, i,
+				got[c][i:min(len(got[c]), i+200)], want[c][i:min(len(want[c]), i+200)])
+		}
+	}
+}
+
+// A poll's worth of one-request connections is served without allocating.
+func TestTrafficBatchAllocatesNothing(t *testing.T) {
+	s := newTestServer(t)
+	var cs []gnet.Conn
+	var fcs []*ctxConn
+	for i := range 16 {
+		c := &ctxConn{cn: newConn(s)}
+		c.in.WriteString(fmt.Sprintf("set k%d 0 0 5\r\nhello\r\n", i))
+		cs, fcs = append(cs, c), append(fcs, c)
+	}
+	actions := make([]gnet.Action, len(cs))
+	s.OnTrafficBatch(cs, actions)
+	reqs := make([]string, len(fcs))
+	for i := range reqs {
+		reqs[i] = fmt.Sprintf("get k%d\r\n", i)
+		if i%4 == 0 {
+			reqs[i] = fmt.Sprintf("set k%d 0 0 5\r\nhello\r\n", i)
+		}
+	}
+	serve := func() {
+		for i, c := range fcs {
+			c.out.Reset()
+			c.in.WriteString(reqs[i])
+		}
+		s.OnTrafficBatch(cs, actions)
+	}
+	serve()
+	if a := testing.AllocsPerRun(200, serve); a != 0 {
+		t.Errorf("%.1f allocations per batch", a)
+	}
+}

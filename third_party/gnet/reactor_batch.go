@@ -1,0 +1,96 @@
+// leasecached patch: serving the connections that became readable in one poll together. See LEASECACHED.md
+// and batch_unix.go.
+
+//go:build (darwin || dragonfly || freebsd || linux || netbsd || openbsd) && !poll_opt
+
+package gnet
+
+import (
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	errorx "github.com/panjf2000/gnet/v2/pkg/errors"
+	gio "github.com/panjf2000/gnet/v2/pkg/io"
+	"github.com/panjf2000/gnet/v2/pkg/netpoll"
+)
+
+// batchReads switches the loop to batched reads when its handler supports them.
+func (el *eventloop) batchReads() {
+	h, ok := el.eventHandler.(TrafficBatchHandler)
+	if !ok || el.engine.opts.EdgeTriggeredIO {
+		return
+	}
+	el.reads.handler = h
+	el.poller.OnRoundDone(el.serveReads)
+}
+
+// processEvent handles one polled event of c: a read event of a stream connection with no unread input
+// joins the batch, anything else is handled at once, after the batch (which shares the read buffer).
+func (el *eventloop) processEvent(c *conn, fd int, ev netpoll.IOEvent, flags netpoll.IOFlags) error {
+	if el.reads.handler != nil && ev&^netpoll.ReadEvents == 0 && !c.isDatagram && c.inboundBuffer.IsEmpty() {
+		return el.readAhead(c)
+	}
+	if err := el.serveReads(); err != nil {
+		return err
+	}
+	return c.processIO(fd, ev, flags)
+}
+
+// readAhead reads c's new data into the free part of the read buffer and adds c to the batch.
+func (el *eventloop) readAhead(c *conn) error {
+	if !c.opened {
+		return nil
+	}
+	if len(el.buffer)-el.reads.used < readBatchSpare {
+		if err := el.serveReads(); err != nil {
+			return err
+		}
+	}
+	buf := el.buffer[el.reads.used:]
+	n, err := gio.RawRead(c.fd, buf)
+	if err != nil || n == 0 {
+		if err == unix.EAGAIN {
+			return nil
+		}
+		if n == 0 {
+			err = io.EOF
+		}
+		return el.close(c, os.NewSyscallError("read", err))
+	}
+	c.buffer = buf[:n:n]
+	el.reads.used += n
+	el.reads.conns = append(el.reads.conns, c)
+	el.reads.ifaces = append(el.reads.ifaces, c)
+	el.reads.actions = append(el.reads.actions, None)
+	return nil
+}
+
+// serveReads hands the batch to the handler, then does for each connection what read does after OnTraffic.
+func (el *eventloop) serveReads() error {
+	b := &el.reads
+	if len(b.conns) == 0 {
+		return nil
+	}
+	b.handler.OnTrafficBatch(b.ifaces, b.actions)
+	var err error
+	for i, c := range b.conns {
+		b.ifaces[i] = nil
+		b.conns[i] = nil
+		if !c.opened {
+			continue
+		}
+		switch b.actions[i] {
+		case Close:
+			_ = el.close(c, nil)
+			continue
+		case Shutdown:
+			err = errorx.ErrEngineShutdown
+		}
+		_, _ = c.inboundBuffer.Write(c.buffer)
+		c.buffer = c.buffer[:0]
+	}
+	b.conns, b.ifaces, b.actions, b.used = b.conns[:0], b.ifaces[:0], b.actions[:0], 0
+	return err
+}
