@@ -8,13 +8,12 @@ import (
 
 // OnTrafficBatch serves the connections one poll found readable (gnet.TrafficBatchHandler, a leasecached
 // patch of gnet). Before serving any of them it parses the first request of each and hands the keys of
-// those naming one key to the store's Prefetch together.
+// those that name one key, each alone in its read, to the store's Prefetch together.
 //
 // Why: at pipeline depth 1 a loop finds about 16 connections ready per poll (0.06 epoll waits per request
 // on the benchmark's 90/10 load), each holding one request. Served one by one, every lookup waits for its
 // index slot and then its item to come from memory, and those two misses were about a third of the
-// server's user time. Prefetched together they overlap. A pipelined read gains nothing more from this
-// (serveAhead already prefetches its own batch), so only requests naming one key take part.
+// server's user time. Prefetched together they overlap.
 func (s *Server) OnTrafficBatch(cs []gnet.Conn, actions []gnet.Action) {
 	if len(cs) > 1 {
 		s.prefetchFirst(cs)
@@ -25,8 +24,9 @@ func (s *Server) OnTrafficBatch(cs []gnet.Conn, actions []gnet.Action) {
 }
 
 // prefetchFirst parses the first request of each connection in cs into its conn, for serve to execute
-// without parsing it again, and prefetches the keys of those naming exactly one, leaving each of those
-// conns its key's hash. A connection whose first request is incomplete or refused is left for serve to parse.
+// without parsing it again. It prefetches the keys of those that name exactly one key and are alone in
+// their connection's input, and leaves each of those conns its key's hash. A connection whose first
+// request is incomplete or refused is left for serve to parse.
 func (s *Server) prefetchFirst(cs []gnet.Conn) {
 	var (
 		keys   [shard.PrefetchMax][]byte
@@ -45,8 +45,8 @@ func (s *Server) prefetchFirst(cs []gnet.Conn) {
 			continue
 		}
 		cn.preParsed = m
-		if len(cn.req.Keys) != 1 {
-			continue
+		if len(cn.req.Keys) != 1 || m < len(buf) {
+			continue // serve prefetches a multi-key request's keys, and serveAhead a pipelined read's
 		}
 		keys[n], owners[n] = cn.req.Keys[0], cn
 		if n++; n == len(keys) {

@@ -171,3 +171,53 @@ func TestTrafficBatchAllocatesNothing(t *testing.T) {
 		t.Errorf("%.1f allocations per batch", a)
 	}
 }
+
+// BenchmarkTrafficBatch serves 16 connections holding one get each, for keys spread over far more memory
+// than the CPU caches hold, with OnTrafficBatch ("batched") and with OnTraffic one connection after the
+// other ("one-by-one"). ns/op is per request.
+func BenchmarkTrafficBatch(b *testing.B) {
+	const conns, keys = 16, 1 << 20
+	s := newTestServer(b)
+	fill := &ctxConn{cn: newConn(s)}
+	value := strings.Repeat("v", 100)
+	for i := range keys {
+		fill.in.WriteString(fmt.Sprintf("set key:%08d 0 0 100 noreply\r\n%s\r\n", i, value))
+		if i%1024 == 1023 {
+			s.OnTraffic(fill)
+		}
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	req := []byte("get key:00000000\r\n")
+	get := func() []byte { // a random key's get, written over the last one's
+		for i, k := len("get key:")+7, rng.IntN(keys); i >= len("get key:"); i, k = i-1, k/10 {
+			req[i] = byte('0' + k%10)
+		}
+		return req
+	}
+	cs := make([]gnet.Conn, conns)
+	fcs := make([]*ctxConn, conns)
+	for i := range cs {
+		fcs[i] = &ctxConn{cn: newConn(s)}
+		cs[i] = fcs[i]
+	}
+	actions := make([]gnet.Action, conns)
+	for _, batched := range []bool{true, false} {
+		name := map[bool]string{true: "batched", false: "one-by-one"}[batched]
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				for _, c := range fcs {
+					c.out.Reset()
+					c.in.Write(get())
+				}
+				if batched {
+					s.OnTrafficBatch(cs, actions)
+				} else {
+					for i, c := range cs {
+						actions[i] = s.OnTraffic(c)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*conns), "ns/request")
+		})
+	}
+}
