@@ -6,6 +6,7 @@
 package gnet
 
 import (
+	"errors"
 	"io"
 	"os"
 
@@ -68,6 +69,7 @@ func (el *eventloop) readAhead(c *conn) error {
 }
 
 // serveReads hands the batch to the handler, then does for each connection what read does after OnTraffic.
+// It returns errorx.ErrEngineShutdown when an action or an OnClose asks for a shutdown, and nil otherwise.
 func (el *eventloop) serveReads() error {
 	b := &el.reads
 	if len(b.conns) == 0 {
@@ -83,7 +85,10 @@ func (el *eventloop) serveReads() error {
 		}
 		switch b.actions[i] {
 		case Close:
-			_ = el.close(c, nil)
+			// Only a shutdown asked for by OnClose matters here: Polling ignores read's other errors too.
+			if e := el.close(c, nil); errors.Is(e, errorx.ErrEngineShutdown) {
+				err = e
+			}
 			continue
 		case Shutdown:
 			err = errorx.ErrEngineShutdown
