@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"runtime"
 
 	"golang.org/x/sys/unix"
 
@@ -17,10 +18,12 @@ import (
 	"github.com/panjf2000/gnet/v2/pkg/netpoll"
 )
 
-// batchReads switches the loop to batched reads when its handler supports them.
+// batchReads switches the loop to batched reads when its handler supports them, on Linux. processEvent
+// tells a plain read event by epoll's bits; kqueue's filters are values, not bits (EVFILT_WRITE would pass
+// the test), and the BSDs and macOS are not where leasecached is measured, so they keep reading one by one.
 func (el *eventloop) batchReads() {
 	h, ok := el.eventHandler.(TrafficBatchHandler)
-	if !ok || el.engine.opts.EdgeTriggeredIO {
+	if !ok || el.engine.opts.EdgeTriggeredIO || runtime.GOOS != "linux" {
 		return
 	}
 	el.reads.handler = h
