@@ -8,7 +8,23 @@ import (
 
 // TestZipfMatchesExactDistribution draws from small key spaces and compares every key's frequency with
 // the exact Zipf probability k^-s / H(n,s), for exponents below, at and above 1.
+// Both samplers are checked: rejection-inversion (large key spaces) and the alias table.
 func TestZipfMatchesExactDistribution(t *testing.T) {
+	for _, sm := range zipfSamplers {
+		t.Run(sm.name, func(t *testing.T) { testZipfMatchesExactDistribution(t, sm.mk) })
+	}
+}
+
+// zipfSamplers are the two ways newKeyDist draws Zipf keys.
+var zipfSamplers = []struct {
+	name string
+	mk   func(r *rand.Rand, s float64, n uint64) (keyDist, error)
+}{
+	{"rejection-inversion", func(r *rand.Rand, s float64, n uint64) (keyDist, error) { return newZipfDist(r, s, n) }},
+	{"alias-table", func(r *rand.Rand, s float64, n uint64) (keyDist, error) { return newZipfTableDist(r, s, n) }},
+}
+
+func testZipfMatchesExactDistribution(t *testing.T, mk func(r *rand.Rand, s float64, n uint64) (keyDist, error)) {
 	const draws = 150000
 	tests := []struct {
 		s float64
@@ -17,7 +33,7 @@ func TestZipfMatchesExactDistribution(t *testing.T) {
 		{0.5, 20}, {0.9, 50}, {0.99, 50}, {1.0, 30}, {1.1, 50}, {2.0, 10}, {0.9, 1},
 	}
 	for _, tc := range tests {
-		z, err := newZipfDist(rand.New(rand.NewPCG(7, 7)), tc.s, tc.n)
+		z, err := mk(rand.New(rand.NewPCG(7, 7)), tc.s, tc.n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,20 +84,22 @@ func TestZipfLargeKeySpace(t *testing.T) {
 }
 
 func TestZipfDeterministicAndRejectsBadInput(t *testing.T) {
-	a, _ := newZipfDist(rand.New(rand.NewPCG(3, 4)), 0.9, 1000)
-	b, _ := newZipfDist(rand.New(rand.NewPCG(3, 4)), 0.9, 1000)
-	for i := 0; i < 1000; i++ {
-		if x, y := a.next(), b.next(); x != y {
-			t.Fatalf("draw %d: same seed gave %d and %d", i, x, y)
+	for _, sm := range zipfSamplers {
+		a, _ := sm.mk(rand.New(rand.NewPCG(3, 4)), 0.9, 1000)
+		b, _ := sm.mk(rand.New(rand.NewPCG(3, 4)), 0.9, 1000)
+		for i := 0; i < 1000; i++ {
+			if x, y := a.next(), b.next(); x != y {
+				t.Fatalf("%s, draw %d: same seed gave %d and %d", sm.name, i, x, y)
+			}
 		}
-	}
-	for _, s := range []float64{0, -1, math.NaN(), math.Inf(1)} {
-		if _, err := newZipfDist(rand.New(rand.NewPCG(1, 1)), s, 10); err == nil {
-			t.Errorf("s=%v accepted", s)
+		for _, s := range []float64{0, -1, math.NaN(), math.Inf(1)} {
+			if _, err := sm.mk(rand.New(rand.NewPCG(1, 1)), s, 10); err == nil {
+				t.Errorf("%s: s=%v accepted", sm.name, s)
+			}
 		}
-	}
-	if _, err := newZipfDist(rand.New(rand.NewPCG(1, 1)), 1, 0); err == nil {
-		t.Error("n=0 accepted")
+		if _, err := sm.mk(rand.New(rand.NewPCG(1, 1)), 1, 0); err == nil {
+			t.Errorf("%s: n=0 accepted", sm.name)
+		}
 	}
 	if _, err := newKeyDist("pareto", 1, 10, rand.New(rand.NewPCG(1, 1))); err == nil {
 		t.Error("unknown distribution accepted")
@@ -105,8 +123,81 @@ func TestUniformCoversRange(t *testing.T) {
 }
 
 func TestZipfAllocatesNothing(t *testing.T) {
-	z, _ := newZipfDist(rand.New(rand.NewPCG(1, 1)), 0.99, 1000000)
-	if a := testing.AllocsPerRun(1000, func() { z.next() }); a != 0 {
-		t.Errorf("next allocates %v times", a)
+	for _, sm := range zipfSamplers {
+		z, _ := sm.mk(rand.New(rand.NewPCG(1, 1)), 0.99, 100000)
+		if a := testing.AllocsPerRun(1000, func() { z.next() }); a != 0 {
+			t.Errorf("%s: next allocates %v times", sm.name, a)
+		}
+	}
+}
+
+// The alias table is exact: the probability it gives each key, worked out from its columns, is the
+// key's weight over the total, to float precision. No sampling noise, so the bound is tight.
+func TestAliasTableIsExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	cases := [][]float64{{1}, {1, 1}, {3, 1}, {1, 0, 2}}
+	for _, c := range []struct {
+		s float64
+		n int
+	}{{0.99, 1000}, {0.5, 7}, {1.1, 100000}, {2, 64}} {
+		w := make([]float64, c.n)
+		for i := range w {
+			w[i] = math.Pow(float64(i+1), -c.s)
+		}
+		cases = append(cases, w)
+	}
+	random := make([]float64, 5000)
+	for i := range random {
+		random[i] = r.Float64() * float64(r.IntN(4)) // some zero weights
+	}
+	cases = append(cases, random)
+	for ci, w := range cases {
+		tab := newAliasTable(w)
+		n := float64(len(w))
+		got := make([]float64, len(w))
+		for i := range w {
+			keep := float64(tab.keep[i]) / (1 << 64)
+			got[i] += keep / n
+			got[tab.alias[i]] += (1 - keep) / n
+		}
+		var sum float64
+		for _, x := range w {
+			sum += x
+		}
+		for i, x := range w {
+			if want := x / sum; math.Abs(got[i]-want) > 1e-9*max(want, 1/n) {
+				t.Fatalf("case %d (%d keys): key %d gets %.12g, want %.12g", ci, len(w), i, got[i], want)
+			}
+		}
+	}
+}
+
+// newKeyDist draws Zipf keys from a shared table up to zipfTableMaxKeys keys, and by rejection-inversion
+// beyond.
+func TestKeyDistChoosesZipfSampler(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 1))
+	a, _ := newKeyDist("zipf", 0.99, 1000, r)
+	b, _ := newKeyDist("zipf", 0.99, 1000, r)
+	if ta, ok := a.(*zipfTableDist); !ok || ta.t != b.(*zipfTableDist).t {
+		t.Errorf("1000 keys: got %T, or two tables for the same distribution", a)
+	}
+	if d, _ := newKeyDist("zipf", 0.99, zipfTableMaxKeys+1, r); func() bool { _, ok := d.(*zipfDist); return !ok }() {
+		t.Errorf("%d keys: got %T, want rejection-inversion", zipfTableMaxKeys+1, d)
+	}
+}
+
+func BenchmarkKeyDist(b *testing.B) {
+	for _, kind := range []string{"uniform", "zipf"} {
+		b.Run(kind, func(b *testing.B) {
+			d, err := newKeyDist(kind, 0.99, 100000, rand.New(rand.NewPCG(1, 2)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			var sink uint64
+			for b.Loop() {
+				sink += d.next()
+			}
+			_ = sink
+		})
 	}
 }
