@@ -71,6 +71,12 @@ bench: bench-deps build
 bench-storage: bench-deps build
 	./bench/storage.sh
 
+## pgo: regenerate cmd/leasecached/default.pgo, the profile `go build` optimises the daemon with, from a
+## run of the daemon under a mix of the benchmark workloads (about 40 s); then make build.
+.PHONY: pgo
+pgo:
+	./bench/pgo.sh
+
 # bench-deps: the benchmarks need only the real memcached (installed the way test-deps does).
 bench-deps:
 	@command -v memcached >/dev/null 2>&1 || [ -x /usr/bin/memcached ] || { 		echo "installing benchmark dependency: memcached"; 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq memcached; }
