@@ -6,10 +6,11 @@
 package gnet
 
 // TrafficBatchHandler is an EventHandler that can serve several connections' new data in one call. When
-// the engine's handler implements it (and edge-triggered I/O is off), an event loop first reads every
-// connection that one poll reported readable, then hands them all to OnTrafficBatch, instead of reading
-// and serving them one by one. A server that looks up each request's data in memory much larger than the
-// CPU caches can then start loading all of it before it waits for any of it.
+// the engine's handler implements it, edge-triggered I/O is off and the system is Linux (batchReads), an
+// event loop first reads every connection that one poll reported readable, then hands them all to
+// OnTrafficBatch, instead of reading and serving them one by one. A server that looks up each request's
+// data in memory much larger than the CPU caches can then start loading all of it before it waits for any
+// of it.
 //
 // OnTrafficBatch must set actions[i] to what OnTraffic would return for conns[i]; both slices have the
 // same length, and actions is all None on entry. Each connection's new data is its whole input (nothing
