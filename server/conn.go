@@ -83,9 +83,6 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 	action := gnet.None
 	pre := cn.preParsed
 	cn.preParsed = 0
-	if pre == 0 {
-		cn.preHashed = false // never set without preParsed; cleared here too so no path can leave it stale
-	}
 	for pos < len(buf) && action == gnet.None {
 		if cn.swallow > 0 {
 			k := min(cn.swallow, len(buf)-pos)
@@ -99,6 +96,7 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 		}
 		n, err := pre, error(nil)
 		if pre == 0 {
+			cn.preHashed = false // preHash belongs to the pre-parsed request only
 			n, err = cn.parser.Parse(buf[pos:], &cn.req)
 		}
 		pre = 0
@@ -122,7 +120,6 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 				action = gnet.Close
 			}
 			cn.hashN = 0
-			cn.preHashed = false
 		}
 	}
 	return cn.done(c, pos, action)

@@ -39,12 +39,20 @@ type zipfDist struct {
 // log1p(x)/x and expm1(x)/x lose precision (and at s == 1 the closed form divides by zero).
 const zipfTaylorCutoff = 1e-8
 
-func newZipfDist(r *rand.Rand, s float64, n uint64) (*zipfDist, error) {
+// checkZipf rejects what neither Zipf sampler can draw from.
+func checkZipf(s float64, n uint64) error {
 	if !(s > 0) || math.IsInf(s, 0) {
-		return nil, fmt.Errorf("zipf exponent %v: must be a positive number", s)
+		return fmt.Errorf("zipf exponent %v: must be a positive number", s)
 	}
 	if n == 0 {
-		return nil, fmt.Errorf("zipf needs at least one key")
+		return fmt.Errorf("zipf needs at least one key")
+	}
+	return nil
+}
+
+func newZipfDist(r *rand.Rand, s float64, n uint64) (*zipfDist, error) {
+	if err := checkZipf(s, n); err != nil {
+		return nil, err
 	}
 	z := &zipfDist{r: r, n: float64(n), s: s, maxIndex: n}
 	z.hIntegralX1 = z.hIntegral(1.5) - 1
@@ -155,7 +163,7 @@ var zipfTables struct {
 }
 
 func newZipfTableDist(r *rand.Rand, s float64, n uint64) (*zipfTableDist, error) {
-	if _, err := newZipfDist(r, s, n); err != nil { // the same checks of s and n
+	if err := checkZipf(s, n); err != nil {
 		return nil, err
 	}
 	zipfTables.Lock()

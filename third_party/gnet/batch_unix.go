@@ -28,8 +28,7 @@ const readBatchSpare = 16 << 10
 // readBatch is the connections read so far in this round, with their data in the loop's read buffer.
 type readBatch struct {
 	handler TrafficBatchHandler
-	conns   []*conn
-	ifaces  []Conn // conns, as handed to the handler
+	conns   []Conn // each a *conn
 	actions []Action
 	used    int // bytes of el.buffer the batch's data takes
 }

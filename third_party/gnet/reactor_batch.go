@@ -66,7 +66,6 @@ func (el *eventloop) readAhead(c *conn) error {
 	c.buffer = buf[:n:n]
 	el.reads.used += n
 	el.reads.conns = append(el.reads.conns, c)
-	el.reads.ifaces = append(el.reads.ifaces, c)
 	el.reads.actions = append(el.reads.actions, None)
 	return nil
 }
@@ -78,10 +77,10 @@ func (el *eventloop) serveReads() error {
 	if len(b.conns) == 0 {
 		return nil
 	}
-	b.handler.OnTrafficBatch(b.ifaces, b.actions)
+	b.handler.OnTrafficBatch(b.conns, b.actions)
 	var err error
-	for i, c := range b.conns {
-		b.ifaces[i] = nil
+	for i, bc := range b.conns {
+		c := bc.(*conn)
 		b.conns[i] = nil
 		if !c.opened {
 			continue
@@ -99,6 +98,6 @@ func (el *eventloop) serveReads() error {
 		_, _ = c.inboundBuffer.Write(c.buffer)
 		c.buffer = c.buffer[:0]
 	}
-	b.conns, b.ifaces, b.actions, b.used = b.conns[:0], b.ifaces[:0], b.actions[:0], 0
+	b.conns, b.actions, b.used = b.conns[:0], b.actions[:0], 0
 	return err
 }
