@@ -25,12 +25,12 @@ func (s *Server) OnTrafficBatch(cs []gnet.Conn, actions []gnet.Action) {
 
 // prefetchFirst parses the first request of each connection in cs into its conn, for serve to execute
 // without parsing it again. It prefetches the keys of those that name exactly one key and are alone in
-// their connection's input, and leaves each of those conns its key's hash. A connection whose first
+// their connection's input, and leaves each of those conns its key's Hashed. A connection whose first
 // request is incomplete or refused is left for serve to parse.
 func (s *Server) prefetchFirst(cs []gnet.Conn) {
 	var (
 		keys   [shard.PrefetchMax][]byte
-		hs     [shard.PrefetchMax]uint64
+		hs     [shard.PrefetchMax]shard.Hashed
 		owners [shard.PrefetchMax]*conn
 	)
 	n := 0

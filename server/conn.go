@@ -34,14 +34,14 @@ type conn struct {
 	local counters
 	gc    gnet.Conn // the connection being served, during serve only (for replies flushed mid-command)
 	ahead *ahead    // a pipelined read's requests (serveAhead); nil until the connection pipelines or multi-gets
-	// The store hashes of the first hashN keys of the request being executed are ahead.hs[hashAt:] (hashOf):
+	// The store Hashed of the first hashN keys of the request being executed are ahead.hs[hashAt:] (hashOf):
 	// what Prefetch computed. Indexes rather than a slice, so setting them costs no write barrier.
 	hashAt, hashN int
 	// preParsed is how many bytes of the input's first request OnTrafficBatch already parsed into req (0:
-	// none), and preHash that request's key's hash when preHashed. serve uses both for the first request
+	// none), and preHash that request's key's Hashed when preHashed. serve uses both for the first request
 	// of its next call only.
 	preParsed int
-	preHash   uint64
+	preHash   shard.Hashed
 	preHashed bool
 	metaKey   [protocol.KeyMaxLength]byte // a meta command's base64-decoded key (flag b)
 
@@ -69,7 +69,7 @@ type ahead struct {
 	ends [batchRequests]int // where each request ends in the read buffer
 	// hs are the hashes Prefetch left for the keys of the requests before reqs[to] (prefetchAhead); hashAt[i]
 	// is where request i's keys start in hs.
-	hs     [shard.PrefetchMax]uint64
+	hs     [shard.PrefetchMax]shard.Hashed
 	hashAt [batchRequests]uint8
 	to     int
 }
@@ -252,15 +252,15 @@ func (cn *conn) batch() *ahead {
 	return cn.ahead
 }
 
-// hashOf is the store's hash of key i of the request being executed: the one Prefetch left, or computed now.
-func (cn *conn) hashOf(i int, key []byte) uint64 {
+// hashOf is the store's Hashed of key i of the request being executed: the one Prefetch left, or computed now.
+func (cn *conn) hashOf(i int, key []byte) shard.Hashed {
 	if i < cn.hashN {
 		return cn.ahead.hs[cn.hashAt+i]
 	}
 	if i == 0 && cn.preHashed {
 		return cn.preHash
 	}
-	return shard.Hash(key)
+	return shard.HashOf(key)
 }
 
 // flush hands the batched replies to gnet, which writes what the socket takes and buffers the rest.

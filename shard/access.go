@@ -42,8 +42,8 @@ func bumpIdle(b []byte, now int64) {
 
 // findForRead is find for the fetch commands: a key found expired or flushed counts in memcached's
 // get_expired / get_flushed, as its do_item_get counts them.
-func (sh *shard) findForRead(h uint64, key []byte, now int64) (slab.Ref, []byte) {
-	ref, b := sh.find(h, key, now)
+func (sh *shard) findForRead(k Hashed, key []byte, now int64) (slab.Ref, []byte) {
+	ref, b := sh.findHinted(k, key, now)
 	if ref == slab.NilRef {
 		sh.countMissCause()
 	}

@@ -31,16 +31,16 @@ const maxHeaderLine = len("LVALUE ") + MaxKeyLen + 3*(1+20) + len(blockTrailer)
 // value, "\r\n". On a miss dst is returned unchanged. gat/gats stay on GetAndTouch: they are rare, and
 // giving an item an exptime may move it, which only get() knows how to do.
 func (s *Store) AppendGet(dst, key []byte, withCas bool, hdr ValueHeader) ([]byte, bool) {
-	return s.AppendGetHashed(dst, key, Hash(key), withCas, hdr)
+	return s.AppendGetHashed(dst, key, HashOf(key), withCas, hdr)
 }
 
-// AppendGetHashed is AppendGet for a key whose Hash is h.
-func (s *Store) AppendGetHashed(dst, key []byte, h uint64, withCas bool, hdr ValueHeader) ([]byte, bool) {
+// AppendGetHashed is AppendGet for a key whose Hashed is k.
+func (s *Store) AppendGetHashed(dst, key []byte, k Hashed, withCas bool, hdr ValueHeader) ([]byte, bool) {
 	if !validKey(key) {
 		return dst, false
 	}
-	sh, now := s.lockHashed(h)
-	ref, b := sh.findForRead(h, key, now)
+	sh, now := s.lockHashed(k.Sum)
+	ref, b := sh.findForRead(k, key, now)
 	if ref == slab.NilRef {
 		sh.mu.Unlock()
 		return dst, false
@@ -58,17 +58,17 @@ func (s *Store) AppendGetHashed(dst, key []byte, h uint64, withCas bool, hdr Val
 // miss's LVALUE line with the granted or hot-miss token, then the value (the stale one on a miss, if held,
 // else nothing) and "\r\n".
 func (s *Store) AppendLeaseGet(dst, key []byte, hit ValueHeader, miss LValueHeader) ([]byte, LeaseKind) {
-	return s.AppendLeaseGetHashed(dst, key, Hash(key), hit, miss)
+	return s.AppendLeaseGetHashed(dst, key, HashOf(key), hit, miss)
 }
 
-// AppendLeaseGetHashed is AppendLeaseGet for a key whose Hash is h.
-func (s *Store) AppendLeaseGetHashed(dst, key []byte, h uint64, hit ValueHeader,
+// AppendLeaseGetHashed is AppendLeaseGet for a key whose Hashed is k.
+func (s *Store) AppendLeaseGetHashed(dst, key []byte, k Hashed, hit ValueHeader,
 	miss LValueHeader) ([]byte, LeaseKind) {
 	if !validKey(key) {
 		return append(miss(dst, key, 1, 0, 0), blockTrailer...), LeaseHotMiss
 	}
-	sh, now := s.lockHashed(h)
-	kind, token, b := sh.leaseLookup(h, key, now)
+	sh, now := s.lockHashed(k.Sum)
+	kind, token, b := sh.leaseLookup(k, key, now)
 	var flags uint32
 	vlen := 0
 	if b != nil {

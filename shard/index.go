@@ -122,6 +122,18 @@ func (x *index) next(p *probe) (uint64, slab.Ref, bool) {
 	return 0, 0, false
 }
 
+// at returns the ref of the entry at slot i if there is one there with h's tag: a candidate for a key of
+// hash h, which only the key can confirm.
+func (x *index) at(h, i uint64) (slab.Ref, bool) {
+	const match = entryUsed | tagMask<<tagShift
+	if i < uint64(len(x.slots)) {
+		if e := x.slots[i]; e&match == entryUsed|tagOf(h)<<tagShift {
+			return entryRef(e), true
+		}
+	}
+	return 0, false
+}
+
 // slotOf finds the slot holding ref (which must be indexed under hash h).
 func (x *index) slotOf(h uint64, ref slab.Ref) (uint64, bool) {
 	i := x.home(h)

@@ -99,11 +99,38 @@ func TestIndexRandomizedAgainstMap(t *testing.T) {
 				if _, ok := r.x.slotOf(keyHash(k), wref); !ok {
 					t.Fatalf("slotOf lost key %d", k)
 				}
+				checkAt(t, &r.x, keyHash(k))
 			}
 			if len(r.x.slots)*indexLoadNum < r.x.count*indexLoadDen {
 				t.Fatalf("load factor exceeded: %d in %d", r.x.count, len(r.x.slots))
 			}
 		})
+	}
+}
+
+// checkAt checks that at, given hash h and a slot, accepts every slot next offers when probing for h, with
+// the same ref, and otherwise only used slots with h's tag: it tries the offered slots, their neighbours,
+// and slots past the table's end.
+func checkAt(t *testing.T, x *index, h uint64) {
+	t.Helper()
+	offered := map[uint64]slab.Ref{}
+	p := x.probe(h)
+	for slot, ref, ok := x.next(&p); ok; slot, ref, ok = x.next(&p) {
+		offered[slot] = ref
+	}
+	tries := []uint64{x.n, x.n + 1, ^uint64(0), x.home(h)}
+	for slot := range offered {
+		tries = append(tries, slot, slot+1, slot-1, slot+2)
+	}
+	for _, i := range tries {
+		ref, ok := x.at(h, i)
+		want, wantOK := offered[i]
+		if !wantOK && i < x.n && x.slots[i] != 0 && tagOf(h) == x.slots[i]>>tagShift&tagMask {
+			want, wantOK = entryRef(x.slots[i]), true // another home's entry with the same tag
+		}
+		if ok != wantOK || ref != want {
+			t.Fatalf("at(%#x, %d) = %x %v, want %x %v", h, i, ref, ok, want, wantOK)
+		}
 	}
 }
 

@@ -29,7 +29,7 @@ func (s *Store) LeaseGet(dst, key []byte) ([]byte, LeaseResult) {
 	}
 	sh, h, now := s.lockKey(key)
 	defer sh.mu.Unlock()
-	kind, token, b := sh.leaseLookup(h, key, now)
+	kind, token, b := sh.leaseLookup(Hashed{Sum: h}, key, now)
 	res := LeaseResult{Kind: kind, Token: token}
 	if b != nil {
 		res.Info, res.Stale = infoOf(b), kind != LeaseHit
@@ -44,8 +44,9 @@ func (s *Store) LeaseGet(dst, key []byte) ([]byte, LeaseResult) {
 // leaseLookup applies the lease-get rules to one key under the shard lock: a live item is a hit (and a
 // read, so it is bumped); otherwise the key's lease is granted or the miss is hot, and the stale value, if
 // one is held, is returned (and counted as served). b is the item to send, nil for a miss without one.
-func (sh *shard) leaseLookup(h uint64, key []byte, now int64) (kind LeaseKind, token uint64, b []byte) {
-	if ref, b := sh.find(h, key, now); ref != slab.NilRef {
+func (sh *shard) leaseLookup(k Hashed, key []byte, now int64) (kind LeaseKind, token uint64, b []byte) {
+	h := k.Sum
+	if ref, b := sh.findHinted(k, key, now); ref != slab.NilRef {
 		bump(b, now)
 		return LeaseHit, 0, b
 	}
@@ -73,7 +74,7 @@ func (s *Store) LeaseSet(key []byte, token uint64, flags uint32, exptime int64, 
 		sh.leases.Counters.SetsRejected++
 		return NotStored
 	}
-	res := sh.store(h, ModeSet, key, flags, absExptime(exptime, now), value, 0, now)
+	res, _ := sh.storeItem(h, key, value, &storeReq{mode: ModeSet, flags: flags, exp: absExptime(exptime, now)}, now)
 	if res == Stored {
 		sh.leases.Counters.SetsStored++
 	} else {

@@ -43,7 +43,7 @@ func (s *Store) get(dst, key []byte, touch bool, exptime int64) ([]byte, Info, b
 		return dst, Info{}, false
 	}
 	sh, h, now := s.lockKey(key)
-	ref, b := sh.findForRead(h, key, now)
+	ref, b := sh.findForRead(Hashed{Sum: h}, key, now)
 	if ref == slab.NilRef {
 		sh.mu.Unlock()
 		return dst, Info{}, false
@@ -68,22 +68,18 @@ func infoOf(b []byte) Info {
 // Store runs a storage command. cas is compared for ModeCas and, when
 // non-zero, for ModeAppend/ModePrepend (meta commands); other modes ignore it.
 func (s *Store) Store(mode Mode, key []byte, flags uint32, exptime int64, value []byte, cas uint64) Result {
-	return s.StoreHashed(mode, key, Hash(key), flags, exptime, value, cas)
+	return s.StoreHashed(mode, key, HashOf(key), flags, exptime, value, cas)
 }
 
-// StoreHashed is Store for a key whose Hash is h.
-func (s *Store) StoreHashed(mode Mode, key []byte, h uint64, flags uint32, exptime int64, value []byte, cas uint64) Result {
+// StoreHashed is Store for a key whose Hashed is k.
+func (s *Store) StoreHashed(mode Mode, key []byte, k Hashed, flags uint32, exptime int64, value []byte, cas uint64) Result {
 	if !validKey(key) {
 		return NotStored
 	}
-	sh, now := s.lockHashed(h)
-	r := sh.store(h, mode, key, flags, absExptime(exptime, now), value, cas, now)
+	sh, now := s.lockHashed(k.Sum)
+	res, _ := sh.storeItem(k.Sum, key, value, &storeReq{mode: mode, flags: flags, exp: absExptime(exptime, now), cas: cas,
+		slot: k.slot}, now)
 	sh.mu.Unlock()
-	return r
-}
-
-func (sh *shard) store(h uint64, mode Mode, key []byte, flags, exp uint32, value []byte, cas uint64, now int64) Result {
-	res, _ := sh.storeItem(h, key, value, &storeReq{mode: mode, flags: flags, exp: exp, cas: cas}, now)
 	return res
 }
 
@@ -99,6 +95,8 @@ type storeReq struct {
 	// meta are the meta bits of the new item (metaKeyBinary for ms with b). Append and prepend build
 	// their item afresh as memcached does, without them.
 	meta byte
+	// slot is Prefetch's hint of where the key's index entry is (Hashed), 0 when there is none.
+	slot uint32
 }
 
 // storeItem runs one store and reports its result and, when Stored, the new item's CAS.
@@ -113,7 +111,7 @@ func (sh *shard) storeItem(h uint64, key, value []byte, rq *storeReq, now int64)
 		}
 		return TooLarge, 0
 	}
-	old, ob := sh.find(h, key, now)
+	old, ob := sh.findHinted(Hashed{Sum: h, slot: rq.slot}, key, now)
 	vlen := len(value)
 	switch mode {
 	case ModeAdd:

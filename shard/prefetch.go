@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"math"
 	"unsafe"
 
 	"github.com/leasecached/leasecached/slab"
@@ -11,9 +12,9 @@ const PrefetchMax = 32
 
 // Prefetch starts loading the index slots and items that lookups of keys will touch, so a server that
 // has several requests in hand pays for their cache misses about once instead of once per key. It
-// changes nothing; keys may be invalid or absent, and are read only during the call. It leaves the Hash of
+// changes nothing; keys may be invalid or absent, and are read only during the call. It leaves the Hashed of
 // each of the first PrefetchMax keys in hs (which must hold that many), so the lookups that follow need
-// not hash them again.
+// neither hash them nor probe for them again.
 //
 // Why two passes: a lookup misses twice, on its index slot and then on the item the slot names, and
 // the second address is only known once the first line has arrived. The first pass asks for every
@@ -26,20 +27,24 @@ const PrefetchMax = 32
 // names nothing, and a prefetch never faults). What it must never see is a table unmapped under it:
 // tables are read through shard.view and retired, not freed, when the index outgrows them
 // (retireTable), and the prefetching count says when the last reader that could hold one is gone.
-func (s *Store) Prefetch(keys [][]byte, hs []uint64) {
+func (s *Store) Prefetch(keys [][]byte, hs []Hashed) {
 	n := min(len(keys), PrefetchMax)
 	hs = hs[:n]
 	s.prefetching.Add(1)
 	for i, k := range keys[:n] {
 		h := Hash(k)
-		hs[i] = h
+		hs[i] = Hashed{Sum: h}
 		s.shardOf(h).view.Load().prefetchHome(h)
 	}
-	for _, h := range hs {
+	for i := range hs {
+		h := hs[i].Sum
 		x := s.shardOf(h).view.Load()
 		p := x.probe(h)
-		if _, ref, ok := x.next(&p); ok {
+		if slot, ref, ok := x.next(&p); ok {
 			prefetchChunk(s.arena.ChunkHint(ref))
+			if slot < math.MaxUint32 {
+				hs[i].slot = uint32(slot) + 1
+			}
 		}
 	}
 	s.prefetching.Add(-1)

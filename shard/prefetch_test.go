@@ -2,10 +2,13 @@ package shard
 
 import (
 	"bytes"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/leasecached/leasecached/slab"
 )
 
 // Prefetch reads a shard's table without its lock while other goroutines grow it (each growth retires
@@ -36,7 +39,7 @@ func TestPrefetchWhileTablesGrow(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(r), 9))
 			batch := make([][]byte, PrefetchMax+4) // longer than Prefetch takes
-			var hs [PrefetchMax]uint64
+			var hs [PrefetchMax]Hashed
 			for n := 0; n < 200_000 && time.Now().Before(deadline); n++ {
 				for i := range batch {
 					batch[i] = key(rng.IntN(2 * keys))
@@ -103,42 +106,113 @@ func TestPrefetchAllocatesNothing(t *testing.T) {
 		batch[i] = key(i * 37)
 	}
 	batch[3] = []byte("absent")
-	var hs [16]uint64
+	var hs [16]Hashed
 	if n := testing.AllocsPerRun(200, func() { s.Prefetch(batch, hs[:]) }); n != 0 {
 		t.Errorf("Prefetch: %v allocs per call", n)
 	}
 }
 
-// The hashes Prefetch hands out are the keys' Hash, so the ...Hashed methods given them find what the plain
-// methods find; it fills only the first PrefetchMax.
+// The Hashed Prefetch hands out carry the keys' Hash and, for a key it found, the slot of its entry, so the
+// ...Hashed methods given them find what the plain methods find; it fills only the first PrefetchMax.
 func TestPrefetchHashes(t *testing.T) {
 	s, _ := newStore(t, Config{})
 	keys := make([][]byte, PrefetchMax+3)
 	for i := range keys {
 		keys[i] = key(i)
-		if r := s.StoreHashed(ModeSet, keys[i], Hash(keys[i]), 7, 0, pattern(20, i), 0); r != Stored {
+		if r := s.StoreHashed(ModeSet, keys[i], HashOf(keys[i]), 7, 0, pattern(20, i), 0); r != Stored {
 			t.Fatalf("StoreHashed %d: %v", i, r)
 		}
 	}
-	hs := make([]uint64, len(keys))
+	keys[5] = []byte("absent")
+	hs := make([]Hashed, len(keys))
 	s.Prefetch(keys, hs)
 	for i, k := range keys {
-		want := Hash(k)
+		want := HashOf(k)
 		if i >= PrefetchMax {
-			want = 0
+			want = Hashed{}
 		}
-		if hs[i] != want {
-			t.Fatalf("hash %d: %#x, want %#x", i, hs[i], want)
+		if hs[i].Sum != want.Sum {
+			t.Fatalf("hash %d: %#x, want %#x", i, hs[i].Sum, want.Sum)
 		}
 		if i >= PrefetchMax {
 			continue
 		}
+		sh := s.shardOf(hs[i].Sum)
+		if ref, ok := sh.idx.at(hs[i].Sum, uint64(hs[i].slot)-1); (i == 5) == (hs[i].slot != 0) ||
+			i != 5 && (!ok || string(itemKey(sh.chunk(ref))) != string(k)) {
+			t.Fatalf("key %q: slot hint %d does not name its entry", k, hs[i].slot)
+		}
 		got, ok := s.AppendGetHashed(nil, k, hs[i], false, func(dst, key []byte, flags uint32, n int, _ uint64, _ bool) []byte {
 			return append(dst, key...)
 		})
-		if v, _, _ := s.Get(nil, k); !ok || string(got) != string(k)+string(v)+"\r\n" {
+		if v, _, found := s.Get(nil, k); ok != found || ok && string(got) != string(k)+string(v)+"\r\n" {
 			t.Fatalf("AppendGetHashed %d: %q", i, got)
 		}
+	}
+}
+
+// A slot hint is checked, never trusted: whatever slot it names, a lookup finds what a plain one finds. The
+// hints here are right, absent, out of the table, another key's, and taken before the table was shifted by
+// deletes and inserts and then grown.
+func TestStaleSlotHints(t *testing.T) {
+	s, _ := newStore(t, Config{Shards: 1})
+	sh := &s.shards[0]
+	const n = 2000
+	for i := range n {
+		s.Store(ModeSet, key(i), 0, 0, pattern(20, i), 0)
+	}
+	hs := make([]Hashed, n)
+	for i := 0; i < n; i += PrefetchMax {
+		ks := make([][]byte, 0, PrefetchMax)
+		for j := i; j < min(n, i+PrefetchMax); j++ {
+			ks = append(ks, key(j))
+		}
+		s.Prefetch(ks, hs[i:])
+	}
+	check := func(what string, i int, k Hashed) {
+		t.Helper()
+		want, _, wantOK := s.Get(nil, key(i))
+		got, ok := s.AppendGetHashed(nil, key(i), k, false, func(dst, _ []byte, _ uint32, _ int, _ uint64, _ bool) []byte {
+			return dst
+		})
+		if ok != wantOK || ok && !bytes.Equal(got, append(want, "\r\n"...)) {
+			t.Fatalf("%s hint %d for key %d: found %v (%q), want %v (%q)", what, k.slot, i, ok, got, wantOK, want)
+		}
+	}
+	for i := range n {
+		h := hs[i]
+		check("fresh", i, h)
+		check("no", i, Hashed{Sum: h.Sum})
+		check("out-of-table", i, Hashed{Sum: h.Sum, slot: math.MaxUint32})
+		check("other key's", i, Hashed{Sum: h.Sum, slot: hs[(i+1)%n].slot})
+		// Another key's Hashed, slot and all: the entry it names is not key(i)'s.
+		other := hs[(i+1)%n]
+		sh.mu.Lock()
+		ref, _ := sh.findHinted(other, key(i), s.now())
+		sh.mu.Unlock()
+		if ref != slab.NilRef {
+			t.Fatalf("key %d found through key %d's hash and slot", i, (i+1)%n)
+		}
+	}
+	for i := 0; i < n; i += 3 {
+		s.Delete(key(i))
+	}
+	for i := n; i < 3*n; i++ { // shifts clusters, then grows the table
+		s.Store(ModeSet, key(i), 0, 0, pattern(20, i), 0)
+	}
+	for i := range n {
+		check("stale", i, hs[i])
+	}
+	// A store given a stale hint replaces the key's entry; it must not index the key twice.
+	items := sh.idx.count
+	for i := range n {
+		if r := s.StoreHashed(ModeSet, key(i), hs[i], 0, 0, pattern(30, i), 0); r != Stored {
+			t.Fatalf("StoreHashed %d: %v", i, r)
+		}
+		check("stored", i, hs[i])
+	}
+	if want := items + (n+2)/3; sh.idx.count != want {
+		t.Fatalf("%d entries after storing every key again, want %d", sh.idx.count, want)
 	}
 }
 
@@ -156,7 +230,7 @@ func BenchmarkGetBatch(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(1, 1))
 			ks := make([][]byte, batch)
-			var hs [batch]uint64
+			var hs [batch]Hashed
 			buf := make([]byte, 0, 4096)
 			b.ReportAllocs()
 			for b.Loop() {

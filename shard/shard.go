@@ -72,23 +72,48 @@ func (sh *shard) chunk(r slab.Ref) []byte { return sh.al.Chunk(r) }
 // find returns key's live item, or NilRef. A dead (expired or flushed) item
 // met on the way is removed, as memcached does lazily on access.
 func (sh *shard) find(h uint64, key []byte, now int64) (slab.Ref, []byte) {
+	return sh.findHinted(Hashed{Sum: h}, key, now)
+}
+
+// findHinted is find for a key whose Hashed may carry Prefetch's slot hint. It tries the hinted slot
+// first, and probes from the key's home slot when the entry there is not the key's.
+//
+// Why the hint: at the index's loads a probe reads about five slots, and a lookup after a Prefetch probed
+// twice for the same entry (about 100 instructions of a pipelined get's 1900). The hint is checked, not
+// trusted: the table may have shifted or grown since the Prefetch, which read it without the lock. Only the
+// key decides; the tag check just spares reading an unrelated item.
+func (sh *shard) findHinted(k Hashed, key []byte, now int64) (slab.Ref, []byte) {
 	sh.missCause = causeNone
+	ref, b := slab.NilRef, []byte(nil)
+	if r, ok := sh.idx.at(k.Sum, uint64(k.slot)-1); ok { // no hint (0) wraps to a slot past the table
+		if c := sh.chunk(r); string(itemKey(c)) == string(key) {
+			ref, b = r, c
+		}
+	}
+	if ref == slab.NilRef {
+		if ref, b = sh.probeFor(k.Sum, key); ref == slab.NilRef {
+			return slab.NilRef, nil
+		}
+	}
+	if why := sh.st.dead(b, now); why != causeNone {
+		sh.missCause = why
+		sh.mutate(k.Sum, ref, slab.NilRef, why, now)
+		return slab.NilRef, nil
+	}
+	return ref, b
+}
+
+// probeFor returns the item indexed under key (of hash h), live or dead, or NilRef.
+func (sh *shard) probeFor(h uint64, key []byte) (slab.Ref, []byte) {
 	p := sh.idx.probe(h)
 	for {
 		_, ref, ok := sh.idx.next(&p)
 		if !ok {
 			return slab.NilRef, nil
 		}
-		b := sh.chunk(ref)
-		if string(itemKey(b)) != string(key) {
-			continue
+		if b := sh.chunk(ref); string(itemKey(b)) == string(key) {
+			return ref, b
 		}
-		if why := sh.st.dead(b, now); why != causeNone {
-			sh.missCause = why
-			sh.mutate(h, ref, slab.NilRef, why, now)
-			return slab.NilRef, nil
-		}
-		return ref, b
 	}
 }
 

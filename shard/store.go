@@ -243,10 +243,20 @@ func (s *Store) shardOf(h uint64) *shard {
 	return &s.shards[((h>>32)&0xffff)*uint64(len(s.shards))>>16]
 }
 
-// Hash is the hash the store files key under. A caller that already has it (Prefetch hands it out) passes
-// it to the ...Hashed methods, which do not hash the key again; a wrong hash makes the key look absent or
-// files it where lookups will not find it, so it must come from this function or from Prefetch.
+// Hash is the hash the store files key under.
 func Hash(key []byte) uint64 { return xxhash.Sum64(key) }
+
+// Hashed is what the ...Hashed methods take instead of hashing a key again: its Hash, and, from Prefetch,
+// where Prefetch saw the key's index entry. It must come from HashOf or Prefetch for the same key: a wrong
+// Sum makes the key look absent or files it where lookups will not find it. The slot is only a hint; a
+// lookup checks it under the shard lock, and a stale one costs the probe it would have saved.
+type Hashed struct {
+	Sum  uint64
+	slot uint32 // 1 + the slot of the first entry Prefetch found with the key's home and tag; 0: none
+}
+
+// HashOf is key's Hashed, with no slot hint.
+func HashOf(key []byte) Hashed { return Hashed{Sum: Hash(key)} }
 
 // lockKey is how every keyed operation starts: it hashes key, locks the shard that owns it and reads the
 // clock once. The caller unlocks sh.mu.
