@@ -21,6 +21,11 @@ var hotCases = []string{
 	"set k 0 1234567890 1\r\nx\r\n", "set k 0 0 1234567890\r\n", "set k 0 0 2000000\r\n", "set k 0 0 1048500\r\n",
 	"set k 0  0 1\r\nx\r\n", "set k 0 0 1 \r\nx\r\n", "set k 0 0\r\n", "set k 0 0 1a\r\nx\r\n", "set  k 0 0 1\r\nx\r\n",
 	"set " + strings.Repeat("k", KeyMaxLength+1) + " 0 0 1\r\nx\r\n", "set k 0 0 0\r\n\r\n",
+	// Numbers up to eighteen digits, truncated to their fields as safe_strtoul and safe_strtol do.
+	"set k 3735928559 0 1\r\nx\r\n", "set k 4294967295 0 1\r\nx\r\n", "set k 999999999999999999 0 1\r\nx\r\n",
+	"set k 9999999999999999999 0 1\r\nx\r\n", "set k 18446744073709551616 0 1\r\nx\r\n",
+	"set k 0 4294967295 1\r\nx\r\n", "set k 0 2147483648 1\r\nx\r\n", "set k 0 1764000000 1\r\nx\r\n",
+	"set k 0 0 4294967297\r\nx\r\n", "set k 0 0 2147483648\r\nx\r\n", "set k 0 0 000000000000000001\r\nx\r\n",
 }
 
 func TestParseHotMatchesGeneral(t *testing.T) {
