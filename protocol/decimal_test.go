@@ -61,3 +61,25 @@ func BenchmarkAppendValueHeaderBigFlags(b *testing.B) {
 		dst = AppendValueHeader(dst[:0], key, 3735928559, 100, 0, false)
 	}
 }
+
+// spread8 is checked on its own over every half it can see: its lanes must not leak into each other, so
+// each value of one half is tried with extreme and random values of the other.
+func TestSpread8(t *testing.T) {
+	want := func(v uint32) uint64 {
+		var w uint64
+		for i := 7; i >= 0; i, v = i-1, v/10 {
+			w |= uint64(v%10) << (8 * i)
+		}
+		return w
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for h := uint32(0); h < 1e4; h++ {
+		for _, l := range []uint32{0, 1, 9999, h, uint32(r.IntN(1e4))} {
+			for _, v := range []uint32{h*1e4 + l, l*1e4 + h} {
+				if got := spread8(v); got != want(v) {
+					t.Fatalf("spread8(%d) = %#x, want %#x", v, got, want(v))
+				}
+			}
+		}
+	}
+}

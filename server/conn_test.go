@@ -150,7 +150,7 @@ func TestPipelinedServeAllocatesNothing(t *testing.T) {
 	serve := func() {
 		fc.out.Reset()
 		fc.in.WriteString(batch)
-		cn.serve(fc)
+		measuredServe(cn, fc)
 	}
 	serve()
 	if a := testing.AllocsPerRun(200, serve); a != 0 {
@@ -275,7 +275,7 @@ func BenchmarkPipelinedMultiGet(b *testing.B) {
 	for b.Loop() {
 		fc.out.Reset()
 		fc.in.WriteString(batch)
-		cn.serve(fc)
+		measuredServe(cn, fc)
 	}
 }
 
