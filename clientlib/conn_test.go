@@ -234,3 +234,23 @@ func TestFieldsAndParseUint(t *testing.T) {
 		}
 	}
 }
+
+// Stats reports a server ejected exactly while the ring that routes keys leaves it out: revive clears the
+// server's flag just before it rebuilds the ring, and a caller that sees the server back in Stats must find
+// its keys mapping to it (TestServerTimeoutEjects failed once in CI on that window).
+func TestStatsEjectedFollowsTheRing(t *testing.T) {
+	bad, good := stallingServer(t), stallingServer(t)
+	c := newTestClient(t, Config{FailureLimit: 1, RetryInterval: time.Hour}, bad.addr(), good.addr())
+	c.failed(c.servers[0])
+	if h := c.Stats().Servers[0]; !h.Ejected {
+		t.Fatalf("after ejection: %+v", h)
+	}
+	c.servers[0].dead.Store(false) // revive's first step, the ring not rebuilt yet
+	if h := c.Stats().Servers[0]; !h.Ejected {
+		t.Fatalf("reported back before the ring has it: %+v", h)
+	}
+	c.rebuildRing()
+	if h := c.Stats().Servers[0]; h.Ejected {
+		t.Fatalf("reported ejected once back in the ring: %+v", h)
+	}
+}

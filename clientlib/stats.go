@@ -1,6 +1,9 @@
 package clientlib
 
-import "sync/atomic"
+import (
+	"slices"
+	"sync/atomic"
+)
 
 // counters are the client's own event counts; Stats copies them out. Plain atomics: no metrics
 // dependency, and a service exports them however it likes.
@@ -57,9 +60,12 @@ func (c *Client) Stats() Stats {
 		Fallbacks:           k.fallbacks.Load(),
 		BackgroundRefreshes: k.backgroundRefreshes.Load(),
 	}
+	// Ejected is read from the ring that routes keys, not from the server's flag: the flag changes just
+	// before the ring is rebuilt, and a caller that saw a server back in Stats must find keys mapping to it.
+	live := c.ring.Load().live
 	for _, srv := range c.servers {
 		s.Servers = append(s.Servers, ServerHealth{
-			Addr: srv.addr, Errors: srv.errors.Load(), Ejections: srv.ejects.Load(), Ejected: srv.dead.Load(),
+			Addr: srv.addr, Errors: srv.errors.Load(), Ejections: srv.ejects.Load(), Ejected: !slices.Contains(live, srv),
 		})
 	}
 	return s
