@@ -74,7 +74,7 @@ func (s *Store) LeaseSet(key []byte, token uint64, flags uint32, exptime int64, 
 		sh.leases.Counters.SetsRejected++
 		return NotStored
 	}
-	res, _ := sh.storeItem(h, key, value, &storeReq{mode: ModeSet, flags: flags, exp: absExptime(exptime, now)}, now)
+	res, _ := sh.storeItem(Hashed{Sum: h}, key, value, &storeReq{mode: ModeSet, flags: flags, exp: absExptime(exptime, now)}, now)
 	if res == Stored {
 		sh.leases.Counters.SetsStored++
 	} else {

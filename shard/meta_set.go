@@ -31,7 +31,7 @@ func (s *Store) MetaSet(key, value []byte, req *MetaSetRequest) (Result, uint64)
 		rq.meta = metaKeyBinary
 	}
 	sh.mu.Lock()
-	res, cas := sh.storeItem(h, key, value, &rq, now)
+	res, cas := sh.storeItem(Hashed{Sum: h}, key, value, &rq, now)
 	sh.mu.Unlock()
 	return res, cas
 }

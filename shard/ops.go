@@ -77,8 +77,7 @@ func (s *Store) StoreHashed(mode Mode, key []byte, k Hashed, flags uint32, expti
 		return NotStored
 	}
 	sh, now := s.lockHashed(k.Sum)
-	res, _ := sh.storeItem(k.Sum, key, value, &storeReq{mode: mode, flags: flags, exp: absExptime(exptime, now), cas: cas,
-		slot: k.slot}, now)
+	res, _ := sh.storeItem(k, key, value, &storeReq{mode: mode, flags: flags, exp: absExptime(exptime, now), cas: cas}, now)
 	sh.mu.Unlock()
 	return res
 }
@@ -95,12 +94,12 @@ type storeReq struct {
 	// meta are the meta bits of the new item (metaKeyBinary for ms with b). Append and prepend build
 	// their item afresh as memcached does, without them.
 	meta byte
-	// slot is Prefetch's hint of where the key's index entry is (Hashed), 0 when there is none.
-	slot uint32
 }
 
-// storeItem runs one store and reports its result and, when Stored, the new item's CAS.
-func (sh *shard) storeItem(h uint64, key, value []byte, rq *storeReq, now int64) (Result, uint64) {
+// storeItem runs one store of key, whose Hashed is k, and reports its result and, when Stored, the new
+// item's CAS.
+func (sh *shard) storeItem(k Hashed, key, value []byte, rq *storeReq, now int64) (Result, uint64) {
+	h := k.Sum
 	// Every write command cancels the key's lease whatever its outcome: the writer changed the source
 	// of truth, so a fill that started before it must not land (leases.md rule 3).
 	sh.invalidateLeases(h, causeStore)
@@ -111,7 +110,7 @@ func (sh *shard) storeItem(h uint64, key, value []byte, rq *storeReq, now int64)
 		}
 		return TooLarge, 0
 	}
-	old, ob := sh.findHinted(Hashed{Sum: h, slot: rq.slot}, key, now)
+	old, ob := sh.findHinted(k, key, now)
 	vlen := len(value)
 	switch mode {
 	case ModeAdd:
