@@ -130,27 +130,21 @@ func hasLongLine(in []byte) bool {
 // FuzzSplitLine checks that splitLine's one-pass path answers exactly as frameLine followed by tokenize,
 // the rules memcached's own framing and tokenising follow, on any bytes.
 func FuzzSplitLine(f *testing.F) {
-	for _, s := range splitLineCases {
-		f.Add([]byte(s))
-	}
-	for _, s := range fuzzSeeds {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, in []byte) {
-		checkSplitLine(t, in)
-	})
+	fuzzCheck(f, splitLineCases, func(t *testing.T, in []byte) { checkSplitLine(t, in) })
 }
 
 // FuzzParseHot checks that the hot path agrees with the general one: whatever request it accepts, the
 // general path parses to the same length and the same Request.
 func FuzzParseHot(f *testing.F) {
-	for _, s := range hotCases {
-		f.Add([]byte(s))
+	fuzzCheck(f, hotCases, func(t *testing.T, in []byte) { checkParseHot(t, in) })
+}
+
+// fuzzCheck fuzzes a check of one input, seeded with the check's own cases and the shared fuzzSeeds.
+func fuzzCheck(f *testing.F, cases []string, check func(t *testing.T, in []byte)) {
+	for _, set := range [][]string{cases, fuzzSeeds} {
+		for _, s := range set {
+			f.Add([]byte(s))
+		}
 	}
-	for _, s := range fuzzSeeds {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, in []byte) {
-		checkParseHot(t, in)
-	})
+	f.Fuzz(check)
 }
