@@ -294,7 +294,13 @@ func BenchmarkSet(b *testing.B) {
 // BenchmarkPipelinedGetSet is one read of a client at pipeline 16 on make bench's pipelined 90/10 row: 100k
 // keys drawn uniformly, the load tool's hashed flags, 100-byte values, one set in ten. ns/request is per
 // request, serve's whole path included; the items are spread over more memory than the CPU caches hold.
-func BenchmarkPipelinedGetSet(b *testing.B) {
+func BenchmarkPipelinedGetSet(b *testing.B) { benchPipelinedGetSet(b, 10) }
+
+// BenchmarkPipelinedGetSet5050 is BenchmarkPipelinedGetSet on make bench's 50/50 row: one set in two.
+func BenchmarkPipelinedGetSet5050(b *testing.B) { benchPipelinedGetSet(b, 2) }
+
+// benchPipelinedGetSet serves reads of batchRequests requests, one set in setEvery and gets otherwise.
+func benchPipelinedGetSet(b *testing.B, setEvery int) {
 	const keys, reads = 100_000, 256
 	cn := newConn(newTestServer(b))
 	fc := &fakeConn{}
@@ -315,7 +321,7 @@ func BenchmarkPipelinedGetSet(b *testing.B) {
 	for i := range batches {
 		var w bytes.Buffer
 		for range batchRequests {
-			if k := rng.IntN(keys); rng.IntN(10) == 0 {
+			if k := rng.IntN(keys); rng.IntN(setEvery) == 0 {
 				set(&w, k)
 			} else {
 				fmt.Fprintf(&w, "get key:%08d\r\n", k)
