@@ -134,6 +134,11 @@ func (x *index) at(h, i uint64) (slab.Ref, bool) {
 	return 0, false
 }
 
+// holds says whether slot i holds ref's entry (any i: one past the table holds nothing).
+func (x *index) holds(i uint64, ref slab.Ref) bool {
+	return i < uint64(len(x.slots)) && x.slots[i]&(entryUsed|refMask) == entryUsed|uint64(ref)
+}
+
 // slotOf finds the slot holding ref (which must be indexed under hash h).
 func (x *index) slotOf(h uint64, ref slab.Ref) (uint64, bool) {
 	i := x.home(h)

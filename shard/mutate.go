@@ -64,7 +64,10 @@ func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
 		}
 		return
 	}
-	slot, ok := sh.idx.slotOf(h, old)
+	slot, ok := sh.foundSlot, sh.idx.holds(sh.foundSlot, old)
+	if !ok {
+		slot, ok = sh.idx.slotOf(h, old)
+	}
 	if !ok {
 		panic("shard: item to replace is not indexed") // broken invariant: memory would be corrupted
 	}

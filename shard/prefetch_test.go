@@ -248,3 +248,72 @@ func BenchmarkGetBatch(b *testing.B) {
 		})
 	}
 }
+
+// TestFoundSlotIsOnlyAHint: mutate starts at the slot where the last find found its key, and must change
+// only the entry of the item it is given even when that slot has since come to hold another entry, an
+// empty slot, or no slot at all.
+func TestFoundSlotIsOnlyAHint(t *testing.T) {
+	s, _ := newStore(t, Config{Shards: 1})
+	sh := &s.shards[0]
+	const n = 3000
+	for i := range n {
+		s.Store(ModeSet, key(i), 0, 0, pattern(20, i), 0)
+	}
+	slots := make([]uint64, 0, n)
+	for i, e := range sh.idx.slots {
+		if e&entryUsed != 0 {
+			slots = append(slots, uint64(i))
+		}
+	}
+	empty := uint64(0)
+	for sh.idx.slots[empty] != 0 {
+		empty++
+	}
+	hints := []struct {
+		name string
+		slot func(i int) uint64
+	}{
+		{"another entry's", func(i int) uint64 { return slots[(i*7+1)%len(slots)] }},
+		{"an empty", func(int) uint64 { return empty }},
+		{"a past-the-table", func(int) uint64 { return math.MaxUint64 }},
+	}
+	for i := range n {
+		hint := hints[i%len(hints)]
+		sh.mu.Lock()
+		now := s.now()
+		h := Hash(key(i))
+		ref, _ := sh.find(h, key(i), now)
+		if ref == slab.NilRef {
+			sh.mu.Unlock()
+			t.Fatalf("key %d not found", i)
+		}
+		sh.foundSlot = hint.slot(i)
+		if i%2 == 0 {
+			sh.mutate(h, ref, slab.NilRef, causeDelete, now)
+		} else {
+			nu, nb, ok := sh.allocItem(len(key(i)), 1, layoutOf(0, 0, 1), now)
+			if !ok {
+				sh.mu.Unlock()
+				t.Fatal("no memory for a one-byte item")
+			}
+			writeHeader(nb, 1, 0, uint32(now), 0, key(i), 1, 0)
+			w := newValueWriter(sh.al, nb)
+			w.write([]byte("x"))
+			nb[offState] &^= flagPinned
+			sh.mutate(h, ref, nu, causeStore, now)
+		}
+		sh.mu.Unlock()
+		if got, _, ok := s.Get(nil, key(i)); i%2 == 0 && ok || i%2 == 1 && string(got) != "x" {
+			t.Fatalf("key %d after mutate with %s slot as hint: %q, %v", i, hint.name, got, ok)
+		}
+	}
+	for i := range n {
+		got, _, ok := s.Get(nil, key(i))
+		if i%2 == 0 && ok || i%2 == 1 && string(got) != "x" {
+			t.Fatalf("key %d at the end: %q, %v", i, got, ok)
+		}
+	}
+	if want := n / 2; sh.idx.count != want {
+		t.Fatalf("%d entries indexed, want %d", sh.idx.count, want)
+	}
+}

@@ -37,6 +37,11 @@ type shard struct {
 	// missCause is why the last find came back empty while an item was indexed (expired or
 	// flushed), so a fetch can count get_expired / get_flushed as memcached does.
 	missCause cause
+	// foundSlot is the index slot where the last find found its key: where a store or delete that
+	// follows (mutate) looks for the entry first. Anything that moves entries between the two (an
+	// eviction while allocating) can leave it pointing at another entry, so it is a hint that only the
+	// entry's ref confirms (index.holds).
+	foundSlot uint64
 	// noGhost is set while memory is being reclaimed for reuse: removed items must be freed, not kept
 	// as stale values.
 	noGhost bool
@@ -85,16 +90,18 @@ func (sh *shard) find(h uint64, key []byte, now int64) (slab.Ref, []byte) {
 func (sh *shard) findHinted(k Hashed, key []byte, now int64) (slab.Ref, []byte) {
 	sh.missCause = causeNone
 	ref, b := slab.NilRef, []byte(nil)
-	if r, ok := sh.idx.at(k.Sum, uint64(k.slot)-1); ok { // no hint (0) wraps to a slot past the table
+	slot := uint64(k.slot) - 1 // no hint (0) wraps to a slot past the table
+	if r, ok := sh.idx.at(k.Sum, slot); ok {
 		if c := sh.chunk(r); string(itemKey(c)) == string(key) {
 			ref, b = r, c
 		}
 	}
 	if ref == slab.NilRef {
-		if ref, b = sh.probeFor(k.Sum, key); ref == slab.NilRef {
+		if slot, ref, b = sh.probeFor(k.Sum, key); ref == slab.NilRef {
 			return slab.NilRef, nil
 		}
 	}
+	sh.foundSlot = slot
 	if why := sh.st.dead(b, now); why != causeNone {
 		sh.missCause = why
 		sh.mutate(k.Sum, ref, slab.NilRef, why, now)
@@ -103,16 +110,16 @@ func (sh *shard) findHinted(k Hashed, key []byte, now int64) (slab.Ref, []byte) 
 	return ref, b
 }
 
-// probeFor returns the item indexed under key (of hash h), live or dead, or NilRef.
-func (sh *shard) probeFor(h uint64, key []byte) (slab.Ref, []byte) {
+// probeFor returns the item indexed under key (of hash h), live or dead, and its slot; or NilRef.
+func (sh *shard) probeFor(h uint64, key []byte) (uint64, slab.Ref, []byte) {
 	p := sh.idx.probe(h)
 	for {
-		_, ref, ok := sh.idx.next(&p)
+		slot, ref, ok := sh.idx.next(&p)
 		if !ok {
-			return slab.NilRef, nil
+			return 0, slab.NilRef, nil
 		}
 		if b := sh.chunk(ref); string(itemKey(b)) == string(key) {
-			return ref, b
+			return slot, ref, b
 		}
 	}
 }
