@@ -27,6 +27,7 @@ const clockParkAfter = 100
 type coarseClock struct {
 	parkAfter int // clockParkAfter; shorter in tests
 	nano      atomic.Int64
+	sec       atomic.Int64 // nano in whole seconds, kept beside it so that a read divides nothing
 	used      atomic.Bool
 	parked    atomic.Bool
 	wake      chan struct{} // capacity 1: a wake-up sent before the ticker waits is not lost
@@ -39,7 +40,7 @@ func startCoarseClock() *coarseClock { return startCoarseClockParking(clockParkA
 func startCoarseClockParking(after int) *coarseClock {
 	c := &coarseClock{parkAfter: after, wake: make(chan struct{}, 1), stop: make(chan struct{}),
 		done: make(chan struct{})}
-	c.nano.Store(time.Now().UnixNano())
+	c.set(time.Now().UnixNano())
 	c.used.Store(true)
 	go c.run()
 	return c
@@ -57,7 +58,7 @@ func (c *coarseClock) run() {
 		case <-t.C:
 			// The time now, not the tick's scheduled time: a late tick must not move the clock back past
 			// what a reader's touch stored meanwhile.
-			c.nano.Store(time.Now().UnixNano())
+			c.set(time.Now().UnixNano())
 			if c.used.Swap(false) {
 				idle = 0
 				continue
@@ -84,7 +85,7 @@ func (c *coarseClock) run() {
 			}
 		}
 		c.parked.Store(false)
-		c.nano.Store(time.Now().UnixNano())
+		c.set(time.Now().UnixNano())
 		t.Reset(clockTick)
 		idle = 0
 	}
@@ -94,7 +95,7 @@ func (c *coarseClock) run() {
 // sets used: another reader that sees used set skips touch and reads nano at once, so nano must already be
 // current then, or that reader could get the time from before a long park.
 func (c *coarseClock) touch() {
-	c.nano.Store(time.Now().UnixNano())
+	c.set(time.Now().UnixNano())
 	c.used.Store(true)
 	if c.parked.Load() {
 		select {
@@ -111,16 +112,27 @@ func (c *coarseClock) nanos() int64 {
 	return c.nano.Load()
 }
 
-func (c *coarseClock) seconds() int64 { return c.nanos() / int64(time.Second) }
+func (c *coarseClock) seconds() int64 {
+	if !c.used.Load() {
+		c.touch()
+	}
+	return c.sec.Load()
+}
+
+// set moves the clock to t (unix nanoseconds).
+func (c *coarseClock) set(t int64) {
+	c.nano.Store(t)
+	c.sec.Store(t / int64(time.Second))
+}
 
 // quietSeconds is seconds for a periodic background reader (the reclaimer): it does not count as a use, so
 // a reader that wakes once a second does not keep the ticker running 100 times a second. While the
 // ticker is parked it reads the time itself.
 func (c *coarseClock) quietSeconds() int64 {
 	if c.parked.Load() {
-		c.nano.Store(time.Now().UnixNano())
+		c.set(time.Now().UnixNano())
 	}
-	return c.nano.Load() / int64(time.Second)
+	return c.sec.Load()
 }
 
 func (c *coarseClock) close() {
@@ -131,3 +143,10 @@ func (c *coarseClock) close() {
 // Now is the store's clock in unix seconds: what item times are measured against. The server uses it for
 // its own per-request timestamps so that the hot path reads the clock as cheaply as the store does.
 func (s *Store) Now() int64 { return s.now() }
+
+func (s *Store) now() int64 {
+	if c := s.clock; c != nil {
+		return c.seconds()
+	}
+	return s.nowFn()
+}
