@@ -30,15 +30,19 @@ const PrefetchMax = 32
 func (s *Store) Prefetch(keys [][]byte, hs []Hashed) {
 	n := min(len(keys), PrefetchMax)
 	hs = hs[:n]
+	// The second pass reuses the tables the first loaded: finding them again cost about 15 instructions
+	// a key.
+	var views [PrefetchMax]*index
 	s.prefetching.Add(1)
 	for i, k := range keys[:n] {
 		h := Hash(k)
 		hs[i] = Hashed{Sum: h}
-		s.shardOf(h).view.Load().prefetchHome(h)
+		x := s.shardOf(h).view.Load()
+		views[i] = x
+		x.prefetchHome(h)
 	}
 	for i := range hs {
-		h := hs[i].Sum
-		x := s.shardOf(h).view.Load()
+		h, x := hs[i].Sum, views[i]
 		p := x.probe(h)
 		if slot, ref, ok := x.next(&p); ok {
 			prefetchChunk(s.arena.ChunkHint(ref))
