@@ -44,7 +44,7 @@ func TestAdminScripts(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newTestServer(t)
-			got, _ := feed(newConn(s), &fakeConn{}, tc.in)
+			got, _ := feed(newConn(s, nil), &fakeConn{}, tc.in)
 			if got != tc.want {
 				t.Fatalf("replies %q, want %q", got, tc.want)
 			}
@@ -55,7 +55,7 @@ func TestAdminScripts(t *testing.T) {
 // cachedump stops before its response would pass memcached's 2 MB cap.
 func TestCachedumpCap(t *testing.T) {
 	s := newTestServer(t)
-	cn, fc := newConn(s), &fakeConn{}
+	cn, fc := newConn(s, nil), &fakeConn{}
 	var in strings.Builder
 	key := strings.Repeat("k", 200)
 	const items = 12_000 // ~220 bytes per line: 2.6 MB of listing
@@ -93,7 +93,7 @@ memory_file`)
 
 func TestSettingsNamesAndValues(t *testing.T) {
 	s := newTestServer(t)
-	cn, fc := newConn(s), &fakeConn{}
+	cn, fc := newConn(s, nil), &fakeConn{}
 	got, _ := feed(cn, fc, "cache_memlimit 100\r\nstats settings\r\n")
 	got = strings.TrimPrefix(got, "OK\r\n")
 	var names []string

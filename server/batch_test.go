@@ -88,7 +88,7 @@ func TestTrafficBatchMatchesOneByOne(t *testing.T) {
 		s := newTestServer(t)
 		cs := make([]*ctxConn, clients)
 		for i := range cs {
-			cs[i] = &ctxConn{cn: newConn(s)}
+			cs[i] = &ctxConn{cn: newConn(s, nil)}
 		}
 		closed := make([]bool, clients)
 		var ready []gnet.Conn
@@ -146,7 +146,7 @@ func TestTrafficBatchAllocatesNothing(t *testing.T) {
 	var cs []gnet.Conn
 	var fcs []*ctxConn
 	for i := range 16 {
-		c := &ctxConn{cn: newConn(s)}
+		c := &ctxConn{cn: newConn(s, nil)}
 		c.in.WriteString(fmt.Sprintf("set k%d 0 0 5\r\nhello\r\n", i))
 		cs, fcs = append(cs, c), append(fcs, c)
 	}
@@ -178,7 +178,7 @@ func TestTrafficBatchAllocatesNothing(t *testing.T) {
 func BenchmarkTrafficBatch(b *testing.B) {
 	const conns, keys = 16, 1 << 20
 	s := newTestServer(b)
-	fill := &ctxConn{cn: newConn(s)}
+	fill := &ctxConn{cn: newConn(s, nil)}
 	value := strings.Repeat("v", 100)
 	for i := range keys {
 		fill.in.WriteString(fmt.Sprintf("set key:%08d 0 0 100 noreply\r\n%s\r\n", i, value))
@@ -197,7 +197,7 @@ func BenchmarkTrafficBatch(b *testing.B) {
 	cs := make([]gnet.Conn, conns)
 	fcs := make([]*ctxConn, conns)
 	for i := range cs {
-		fcs[i] = &ctxConn{cn: newConn(s)}
+		fcs[i] = &ctxConn{cn: newConn(s, nil)}
 		cs[i] = fcs[i]
 	}
 	actions := make([]gnet.Action, conns)

@@ -33,8 +33,10 @@ type conn struct {
 	held  []byte
 	local counters
 	gc    gnet.Conn // the connection being served, during serve only (for replies flushed mid-command)
-	ahead *ahead    // a pipelined read's requests (serveAhead); nil until the connection pipelines or multi-gets
-	// The store Hashed of the first hashN keys of the request being executed are ahead.hs[hashAt:] (hashOf):
+	// loop is what this connection shares with the others of its event loop (loopShared): the batch of a
+	// pipelined read and, during serve, the buffer out is. nil until first needed outside a loop (tests).
+	loop *loopShared
+	// The store Hashed of the first hashN keys of the request being executed are loop.ahead.hs[hashAt:] (hashOf):
 	// what Prefetch computed. Indexes rather than a slice, so setting them costs no write barrier.
 	hashAt, hashN int
 	// preParsed is how many bytes of the input's first request OnTrafficBatch already parsed into req (0:
@@ -50,11 +52,12 @@ type conn struct {
 	lastCmd atomic.Int64 // unix seconds of the last read event, for `stats conns`
 }
 
-func newConn(s *Server) *conn {
+// newConn returns a connection served with the event loop state ls, or with state of its own if ls is nil.
+func newConn(s *Server, ls *loopShared) *conn {
 	return &conn{
 		srv:    s,
 		parser: protocol.Parser{MaxItemSize: s.cfg.MaxItemSize},
-		out:    make([]byte, 0, initialOutCap),
+		loop:   ls,
 	}
 }
 
@@ -62,8 +65,8 @@ func newConn(s *Server) *conn {
 const batchRequests = 16
 
 // ahead holds the requests of a pipelined read, parsed before any of them is executed so that the keys of
-// all of them go to the store's Prefetch together, and the hashes Prefetch leaves. A connection gets one
-// the first time it pipelines or sends a multi-key fetch (one that never does is spared its 2.4 KiB).
+// all of them go to the store's Prefetch together, and the hashes Prefetch leaves. Nothing in it outlives
+// the serve call that fills it, so the connections of an event loop share one (loopShared).
 type ahead struct {
 	reqs [batchRequests]protocol.Request
 	ends [batchRequests]int // where each request ends in the read buffer
@@ -78,6 +81,7 @@ type ahead struct {
 func (cn *conn) serve(c gnet.Conn) gnet.Action {
 	cn.gc = c
 	defer func() { cn.gc = nil }()
+	cn.out = cn.shared().borrowOut(cn.out)
 	buf, _ := c.Peek(-1)
 	pos := 0
 	action := gnet.None
@@ -132,6 +136,7 @@ func (cn *conn) done(c gnet.Conn, pos int, action gnet.Action) gnet.Action {
 		_, _ = c.Discard(pos)
 	}
 	cn.flush(c)
+	cn.out = cn.loop.returnOut(cn.out)
 	cn.srv.stats.merge(&cn.local)
 	cn.lastCmd.Store(cn.srv.store.Now())
 	return action
@@ -216,7 +221,7 @@ func (cn *conn) serveAhead(buf []byte, pos, n int) (int, gnet.Action) {
 // The keys live on the stack: zeroing them costs a few nanoseconds per call, which runs only when there is
 // a batch to gain from.
 func (cn *conn) prefetchAhead(i, k int) {
-	a := cn.ahead
+	a := &cn.loop.ahead
 	var keys [shard.PrefetchMax][]byte
 	n := 0
 	j := i
@@ -244,18 +249,21 @@ func (cn *conn) prefetchKeys(keys [][]byte) {
 	cn.hashAt, cn.hashN = 0, min(len(keys), len(a.hs))
 }
 
-// batch is the connection's ahead, made on first use.
-func (cn *conn) batch() *ahead {
-	if cn.ahead == nil {
-		cn.ahead = new(ahead)
+// batch is the ahead the connection fills: its event loop's.
+func (cn *conn) batch() *ahead { return &cn.shared().ahead }
+
+// shared is the connection's loopShared, made on first use for a connection that has none.
+func (cn *conn) shared() *loopShared {
+	if cn.loop == nil {
+		cn.loop = new(loopShared)
 	}
-	return cn.ahead
+	return cn.loop
 }
 
 // hashOf is the store's Hashed of key i of the request being executed: the one Prefetch left, or computed now.
 func (cn *conn) hashOf(i int, key []byte) shard.Hashed {
 	if i < cn.hashN {
-		return cn.ahead.hs[cn.hashAt+i]
+		return cn.loop.ahead.hs[cn.hashAt+i]
 	}
 	if i == 0 && cn.preHashed {
 		return cn.preHash
@@ -269,12 +277,8 @@ func (cn *conn) flush(c gnet.Conn) {
 		return
 	}
 	cn.local[statBytesWritten] += uint64(len(cn.out))
-	_, _ = c.Write(cn.out)
-	if cap(cn.out) > keepBufferCap {
-		cn.out = make([]byte, 0, initialOutCap)
-	} else {
-		cn.out = cn.out[:0]
-	}
+	_, _ = c.Write(cn.out) // gnet copies what the socket does not take: the buffer is free again at once
+	cn.out = cn.out[:0]
 	if cap(cn.scratch) > keepBufferCap {
 		cn.scratch = nil
 	}

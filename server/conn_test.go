@@ -76,7 +76,7 @@ func TestServeScripts(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newTestServer(t)
-			cn, fc := newConn(s), &fakeConn{}
+			cn, fc := newConn(s, nil), &fakeConn{}
 			got, act := feed(cn, fc, tc.pieces...)
 			if got != tc.want {
 				t.Fatalf("replies\n got %q\nwant %q", trim(got), trim(tc.want))
@@ -97,7 +97,7 @@ func trim(s string) string {
 
 func TestServeLease(t *testing.T) {
 	s := newTestServer(t)
-	cn, fc := newConn(s), &fakeConn{}
+	cn, fc := newConn(s, nil), &fakeConn{}
 	got, _ := feed(cn, fc, "lease-get k\r\n")
 	var token uint64
 	if _, err := fmt.Sscanf(got, "LVALUE k %d 0 0\r\n\r\nEND\r\n", &token); err != nil || token < 2 {
@@ -118,7 +118,7 @@ func TestServeLease(t *testing.T) {
 // The request path allocates nothing per request once a connection's buffers have grown.
 func TestExecuteAllocatesNothing(t *testing.T) {
 	s := newTestServer(t)
-	cn := newConn(s)
+	cn := newConn(s, nil)
 	reqs := []string{
 		"set k 0 0 5\r\nhello\r\n", "get k\r\n", "gets k\r\n", "lease-get k\r\n", "lease-get miss\r\n",
 		"incr n 1\r\n", "touch k 0\r\n", "delete nope\r\n", "get a b c d e f g h i j\r\n", "gats 0 k\r\n",
@@ -144,7 +144,7 @@ func TestExecuteAllocatesNothing(t *testing.T) {
 // buffers have grown.
 func TestPipelinedServeAllocatesNothing(t *testing.T) {
 	s := newTestServer(t)
-	cn := newConn(s)
+	cn := newConn(s, nil)
 	fc := &fakeConn{}
 	batch := strings.Repeat("get a\r\nget k\r\nget b c d\r\nlease-get k\r\n", 5) + "set k 0 0 5\r\nhello\r\nmg k v\r\n"
 	serve := func() {
@@ -183,7 +183,7 @@ func TestPipelinedServeMatchesOneByOne(t *testing.T) {
 	add("version\r\n", "cas k14 0 0 1 999\r\nc\r\n", "verbosity 1 noreply\r\n", "quit\r\n", "get k1\r\n")
 
 	run := func(pieces []string) string {
-		cn := newConn(newTestServer(t))
+		cn := newConn(newTestServer(t), nil)
 		fc := &fakeConn{}
 		for _, p := range pieces {
 			fc.in.WriteString(p)
@@ -231,7 +231,7 @@ func TestResultReplyCoversEveryResult(t *testing.T) {
 
 func BenchmarkGetHit(b *testing.B) {
 	s := newTestServer(b)
-	cn := newConn(s)
+	cn := newConn(s, nil)
 	cn.parser.Parse([]byte("set k 0 0 100\r\n"+strings.Repeat("v", 100)+"\r\n"), &cn.req)
 	cn.execute(&cn.req)
 	in := []byte("get k\r\n")
@@ -245,7 +245,7 @@ func BenchmarkGetHit(b *testing.B) {
 
 func BenchmarkLeaseGetHit(b *testing.B) {
 	s := newTestServer(b)
-	cn := newConn(s)
+	cn := newConn(s, nil)
 	cn.parser.Parse([]byte("set k 0 0 100\r\n"+strings.Repeat("v", 100)+"\r\n"), &cn.req)
 	cn.execute(&cn.req)
 	in := []byte("lease-get k\r\n")
@@ -261,7 +261,7 @@ func BenchmarkLeaseGetHit(b *testing.B) {
 // hashed flags, 100-byte values): serve's whole path, parse-ahead and prefetch included. ns/op is per read
 // of 160 keys.
 func BenchmarkPipelinedMultiGet(b *testing.B) {
-	cn := newConn(newTestServer(b))
+	cn := newConn(newTestServer(b), nil)
 	fc := &fakeConn{}
 	var keys []string
 	for i := range 10 {
@@ -281,7 +281,7 @@ func BenchmarkPipelinedMultiGet(b *testing.B) {
 
 func BenchmarkSet(b *testing.B) {
 	s := newTestServer(b)
-	cn := newConn(s)
+	cn := newConn(s, nil)
 	in := []byte("set k 0 0 100\r\n" + strings.Repeat("v", 100) + "\r\n")
 	b.ReportAllocs()
 	for b.Loop() {
@@ -302,7 +302,7 @@ func BenchmarkPipelinedGetSet5050(b *testing.B) { benchPipelinedGetSet(b, 2) }
 // benchPipelinedGetSet serves reads of batchRequests requests, one set in setEvery and gets otherwise.
 func benchPipelinedGetSet(b *testing.B, setEvery int) {
 	const keys, reads = 100_000, 256
-	cn := newConn(newTestServer(b))
+	cn := newConn(newTestServer(b), nil)
 	fc := &fakeConn{}
 	value := strings.Repeat("v", 100)
 	set := func(w *bytes.Buffer, k int) {

@@ -22,7 +22,7 @@ func TestLruCrawler(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cn, fc := newConn(newTestServer(t)), &fakeConn{}
+			cn, fc := newConn(newTestServer(t), nil), &fakeConn{}
 			if got, _ := feed(cn, fc, tc.in); got != tc.want {
 				t.Fatalf("got %q, want %q", got, tc.want)
 			}
@@ -31,7 +31,7 @@ func TestLruCrawler(t *testing.T) {
 }
 
 func TestMetadumpLines(t *testing.T) {
-	cn, fc := newConn(newTestServer(t)), &fakeConn{}
+	cn, fc := newConn(newTestServer(t), nil), &fakeConn{}
 	feed(cn, fc, "set a 0 0 1\r\nx\r\nset k\xc3\xa9/:=& 5 0 2\r\nyz\r\nget a\r\n")
 	fc.out.Reset()
 	got, _ := feed(cn, fc, "lru_crawler metadump all\r\n")

@@ -128,7 +128,7 @@ func TestMetaScripts(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cn := newConn(newTestServer(t))
+			cn := newConn(newTestServer(t), nil)
 			got, _ := feed(cn, &fakeConn{}, c.in)
 			if got != c.want {
 				t.Errorf("got  %q\nwant %q", got, c.want)
@@ -139,7 +139,7 @@ func TestMetaScripts(t *testing.T) {
 
 // TestMetaZeroAllocRequests proves the meta request paths allocate nothing in steady state.
 func TestMetaZeroAllocRequests(t *testing.T) {
-	cn := newConn(newTestServer(t))
+	cn := newConn(newTestServer(t), nil)
 	reqs := []string{
 		"ms k 5 T100 F3 c k\r\nhello\r\n", "mg k v t c f s k O123 h l\r\n", "mg k q\r\n", "mg nope v k\r\n",
 		"ms YmluAA== 1 b k\r\nx\r\n", "mg YmluAA== b k v\r\n", "ms n 4\r\n1000\r\n", "ma n v t c\r\n",

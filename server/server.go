@@ -71,6 +71,7 @@ type Server struct {
 
 	detail    prefixStats
 	conns     sync.Map // *conn -> *conn, for `stats conns`
+	loops     loops    // what the connections of each event loop share
 	eng       atomic.Pointer[gnet.Engine]
 	ready     chan struct{}
 	verbosity atomic.Int32
@@ -147,7 +148,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	}
 	s.stats.currConns.Add(1)
 	s.stats.totalConns.Add(1)
-	cn := newConn(s)
+	cn := newConn(s, s.loops.of(c.EventLoop()))
 	cn.fd = c.Fd()
 	cn.remote = c.RemoteAddr().String()
 	cn.lastCmd.Store(time.Now().Unix())

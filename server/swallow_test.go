@@ -41,7 +41,7 @@ func TestRefusalHeldUntilSwallowed(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newTestServer(t)
-			cn, fc := newConn(s), &fakeConn{}
+			cn, fc := newConn(s, nil), &fakeConn{}
 			for i, p := range tc.pieces {
 				fc.out.Reset()
 				got, _ := feed(cn, fc, p)
