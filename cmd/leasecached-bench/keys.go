@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -52,19 +53,24 @@ func decimalLen(v uint64) int {
 }
 
 // appendKey appends the key of index i; it does not allocate when dst has room.
+//
+// The generator shares the cores with the server it measures, so its own CPU per request counts against
+// every server (a pipelined batch's encoding and reply parsing cost about 1800 instructions a request
+// before the keys, numbers and lines were written and read in larger steps; BenchmarkGenBatch).
 func (ks keySpace) appendKey(dst []byte, i uint64) []byte {
-	v := ks.base + i
 	start := len(dst)
-	for j := 0; j < ks.size; j++ {
-		dst = append(dst, '0')
-	}
+	dst = append(dst, keyPadding[:ks.size]...)
 	dst[start] = keyPrefix
+	v := ks.base + i
 	for p := start + ks.size - 1; v > 0; p-- {
 		dst[p] = byte('0' + v%10)
 		v /= 10
 	}
 	return dst
 }
+
+// keyPadding is the zeros a key's number is padded with.
+var keyPadding = [maxKeyLen]byte(bytes.Repeat([]byte{'0'}, maxKeyLen))
 
 // index parses a key produced by appendKey back into its index; ok is false for any other key.
 func (ks keySpace) index(key []byte) (uint64, bool) {

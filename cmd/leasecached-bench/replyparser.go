@@ -68,15 +68,18 @@ func (p *replyParser) feed(b []byte) (used int, err error) {
 			}
 			continue
 		}
-		j := bytes.Index(b[i:], crlf)
+		j := bytes.IndexByte(b[i:], '\n') // then "\r" before it: faster than searching for both
 		if j < 0 {
 			if len(b)-i > maxReplyLine {
 				return i, errReplyLineTooLong
 			}
 			return i, nil
 		}
-		l := b[i : i+j]
-		i += j + 2
+		if j == 0 || b[i+j-1] != '\r' {
+			return i, fmt.Errorf("reply line %q ends in a bare \\n", b[i:i+j+1])
+		}
+		l := b[i : i+j-1]
+		i += j + 1
 		if !p.isGet[p.next] {
 			res, err := parseStoreLine(l)
 			if err != nil {

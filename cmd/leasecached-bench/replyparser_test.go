@@ -104,6 +104,8 @@ func TestReplyParser(t *testing.T) {
 		{name: "short block", isGet: []bool{g}, in: "VALUE a 0 5\r\nab\r\nEND\r\n", wantErr: "not followed"},
 		{name: "long block", isGet: []bool{g}, in: "VALUE a 0 2\r\nabc\r\nEND\r\n", wantErr: "not followed"},
 		{name: "line too long", isGet: []bool{g}, in: strings.Repeat("a", maxReplyLine+2), wantErr: "too long"},
+		{name: "bare newline", isGet: []bool{g}, in: "VALUE a 0 1\nx\r\nEND\r\n", wantErr: "bare"},
+		{name: "empty bare newline", isGet: []bool{s}, in: "\nSTORED\r\n", wantErr: "bare"},
 	}
 	for _, tc := range tests {
 		for _, ch := range splits(tc.in, uint64(len(tc.name))) {

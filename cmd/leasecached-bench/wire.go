@@ -231,6 +231,15 @@ func parseUint(b []byte) (uint64, bool) {
 		return 0, false
 	}
 	var v uint64
+	if len(b) < 20 { // nineteen digits cannot overflow: no check per digit
+		for _, c := range b {
+			if c-'0' > 9 {
+				return 0, false
+			}
+			v = v*10 + uint64(c-'0')
+		}
+		return v, true
+	}
 	for _, c := range b {
 		if c < '0' || c > '9' {
 			return 0, false
