@@ -137,7 +137,7 @@ func (cn *conn) done(c gnet.Conn, pos int, action gnet.Action) gnet.Action {
 	}
 	cn.flush(c)
 	cn.out = cn.loop.returnOut(cn.out)
-	cn.srv.stats.merge(&cn.local)
+	merge(&cn.local, cn.loop.counts)
 	cn.lastCmd.Store(cn.srv.store.Now())
 	return action
 }
@@ -255,7 +255,7 @@ func (cn *conn) batch() *ahead { return &cn.shared().ahead }
 // shared is the connection's loopShared, made on first use for a connection that has none.
 func (cn *conn) shared() *loopShared {
 	if cn.loop == nil {
-		cn.loop = new(loopShared)
+		cn.loop = cn.srv.newLoopShared()
 	}
 	return cn.loop
 }

@@ -17,6 +17,8 @@ import (
 // caches. One copy per loop is back in them by the next read.
 type loopShared struct {
 	ahead ahead
+	// counts is the loop's share of the server's counts: its connections' serve calls add theirs to it.
+	counts *statShare
 	// out is the reply buffer while no connection borrows it (borrowOut). It keeps its capacity across
 	// reads up to keepBufferCap.
 	out []byte
@@ -46,14 +48,18 @@ func (ls *loopShared) returnOut(b []byte) []byte {
 	return nil
 }
 
+// newLoopShared returns a loopShared whose counts the server's stats include.
+func (s *Server) newLoopShared() *loopShared { return &loopShared{counts: s.stats.newShare()} }
+
 // loops maps each gnet event loop to its loopShared.
 type loops struct {
 	mu sync.Mutex
 	m  map[gnet.EventLoop]*loopShared
 }
 
-// of returns el's loopShared, made on first use. It is called once per connection, when it opens.
-func (l *loops) of(el gnet.EventLoop) *loopShared {
+// loopOf returns el's loopShared, made on first use. It is called once per connection, when it opens.
+func (s *Server) loopOf(el gnet.EventLoop) *loopShared {
+	l := &s.loops
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.m == nil {
@@ -61,7 +67,7 @@ func (l *loops) of(el gnet.EventLoop) *loopShared {
 	}
 	ls := l.m[el]
 	if ls == nil {
-		ls = new(loopShared)
+		ls = s.newLoopShared()
 		l.m[el] = ls
 	}
 	return ls

@@ -48,7 +48,7 @@ func TestConnsShareLoopState(t *testing.T) {
 	for round := range 10 {
 		r := rand.New(rand.NewPCG(uint64(round), 13))
 		s := newTestServer(t)
-		ls := new(loopShared)
+		ls := s.newLoopShared()
 		cns, fcs, pieces := make([]*conn, conns), make([]*fakeConn, conns), make([][]string, conns)
 		for c := range conns {
 			cns[c], fcs[c], pieces[c] = newConn(s, ls), &fakeConn{}, cut(r, script(c))
@@ -77,5 +77,39 @@ func TestConnsShareLoopState(t *testing.T) {
 					round, c, i, trim(got[i:]), trim(alone[c][i:]))
 			}
 		}
+	}
+}
+
+// TestStatsSumLoopShares: each event loop's connections count in the loop's own share, and stats reports
+// the sum of every share; stats reset clears them all. (memcached counts cmd_get per key.)
+func TestStatsSumLoopShares(t *testing.T) {
+	s := newTestServer(t)
+	a, b := newConn(s, s.newLoopShared()), newConn(s, s.newLoopShared())
+	fa, fb := &fakeConn{}, &fakeConn{}
+	feed(a, fa, "set k 0 0 1\r\nx\r\nget k\r\nget k nope\r\n")
+	feed(b, fb, "get k\r\nget nope\r\n")
+	stat := func(name string) string {
+		t.Helper()
+		fa.out.Reset()
+		out, _ := feed(a, fa, "stats\r\n")
+		for _, l := range strings.Split(out, "\r\n") {
+			if v, ok := strings.CutPrefix(l, "STAT "+name+" "); ok {
+				return v
+			}
+		}
+		t.Fatalf("no %s in %q", name, out)
+		return ""
+	}
+	for name, want := range map[string]string{"cmd_get": "5", "get_hits": "3", "get_misses": "2", "cmd_set": "1"} {
+		if got := stat(name); got != want {
+			t.Errorf("%s %s, want %s", name, got, want)
+		}
+	}
+	fa.out.Reset()
+	if out, _ := feed(a, fa, "stats reset\r\n"); out != "RESET\r\n" {
+		t.Fatalf("stats reset: %q", out)
+	}
+	if got := stat("cmd_get"); got != "0" {
+		t.Errorf("cmd_get %s after stats reset, want 0", got)
 	}
 }

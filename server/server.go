@@ -148,7 +148,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	}
 	s.stats.currConns.Add(1)
 	s.stats.totalConns.Add(1)
-	cn := newConn(s, s.loops.of(c.EventLoop()))
+	cn := newConn(s, s.loopOf(c.EventLoop()))
 	cn.fd = c.Fd()
 	cn.remote = c.RemoteAddr().String()
 	cn.lastCmd.Store(time.Now().Unix())
