@@ -11,10 +11,11 @@ import (
 // outlives the serve call that uses it: a serve executes every request it parsed ahead before it returns,
 // and hands its replies to gnet, which copies what the socket does not take.
 //
-// Why shared: per connection they were about 2.4 KiB of parsed requests and a reply buffer of 4 KiB or
-// more. At make bench's load a loop has 25 connections, so it went through some 150 KiB of its own state
-// between two reads of one connection, while the kernel's socket work in between pushed it out of the CPU
-// caches. One copy per loop is back in them by the next read.
+// Why shared: per connection they were a 2.7 KiB batch and a reply buffer of 4 KiB or more, which is memory
+// an idle connection holds for nothing: 3000 connections that had pipelined grew the daemon by 9.2 KB each,
+// and by 2.1 KB now (memcached 1.6, whose read buffers are per worker thread too: 0.6 KB). The hope that one
+// copy per loop would also stay in the CPU caches better than 25 copies did (the kernel's socket work between
+// two reads of a connection pushes a loop's state out) did not show in interleaved A/Bs at pipeline 16.
 type loopShared struct {
 	ahead ahead
 	// counts is the loop's share of the server's counts: its connections' serve calls add theirs to it.
