@@ -155,12 +155,8 @@ func TestPrefetchHashes(t *testing.T) {
 // hints here are right, absent, out of the table, another key's, and taken before the table was shifted by
 // deletes and inserts and then grown.
 func TestStaleSlotHints(t *testing.T) {
-	s, _ := newStore(t, Config{Shards: 1})
-	sh := &s.shards[0]
 	const n = 2000
-	for i := range n {
-		s.Store(ModeSet, key(i), 0, 0, pattern(20, i), 0)
-	}
+	s, sh := filledShard(t, n)
 	hs := make([]Hashed, n)
 	for i := 0; i < n; i += PrefetchMax {
 		ks := make([][]byte, 0, PrefetchMax)
@@ -253,12 +249,8 @@ func BenchmarkGetBatch(b *testing.B) {
 // only the entry of the item it is given even when that slot has since come to hold another entry, an
 // empty slot, or no slot at all.
 func TestFoundSlotIsOnlyAHint(t *testing.T) {
-	s, _ := newStore(t, Config{Shards: 1})
-	sh := &s.shards[0]
 	const n = 3000
-	for i := range n {
-		s.Store(ModeSet, key(i), 0, 0, pattern(20, i), 0)
-	}
+	s, sh := filledShard(t, n)
 	slots := make([]uint64, 0, n)
 	for i, e := range sh.idx.slots {
 		if e&entryUsed != 0 {
@@ -316,4 +308,14 @@ func TestFoundSlotIsOnlyAHint(t *testing.T) {
 	if want := n / 2; sh.idx.count != want {
 		t.Fatalf("%d entries indexed, want %d", sh.idx.count, want)
 	}
+}
+
+// filledShard is a one-shard store holding keys 0 to n-1 (20-byte values), and its shard.
+func filledShard(t *testing.T, n int) (*Store, *shard) {
+	t.Helper()
+	s, _ := newStore(t, Config{Shards: 1})
+	for i := range n {
+		s.Store(ModeSet, key(i), 0, 0, pattern(20, i), 0)
+	}
+	return s, &s.shards[0]
 }
