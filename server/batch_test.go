@@ -86,9 +86,15 @@ func TestTrafficBatchMatchesOneByOne(t *testing.T) {
 
 	run := func(batched bool) []string {
 		s := newTestServer(t)
+		// Batched, the clients share one loop's state, as a gnet event loop's connections do; one by one,
+		// each has its own.
+		var ls *loopShared
+		if batched {
+			ls = s.newLoopShared()
+		}
 		cs := make([]*ctxConn, clients)
 		for i := range cs {
-			cs[i] = &ctxConn{cn: newConn(s, nil)}
+			cs[i] = &ctxConn{cn: newConn(s, ls)}
 		}
 		closed := make([]bool, clients)
 		var ready []gnet.Conn

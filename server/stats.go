@@ -77,8 +77,10 @@ type counters [numStats]uint64
 // Why one per loop: every serve call adds its connection's counts (a few atomic adds), and when both
 // loops added to one array its cache lines went back and forth between the cores on every read at
 // pipeline 1 (perf: the adds were half of conn.done). Only its loop writes a share, so its lines stay in
-// that core's cache; the stats command sums the shares.
-type statShare [numStats]atomic.Uint64
+// that core's cache; the stats command sums the shares. It is padded to whole cache lines (24 counters, 192
+// bytes: Go's size class for it lays objects out at multiples of 192 from a page, so each starts a line),
+// or its last line would be shared with whatever the allocator put next to it.
+type statShare [(numStats + 7) &^ 7]atomic.Uint64
 
 type serverStats struct {
 	mu            sync.Mutex
