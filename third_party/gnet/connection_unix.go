@@ -140,6 +140,12 @@ func (c *conn) open(buf []byte) error {
 }
 
 func (c *conn) write(data []byte) (n int, err error) {
+	// leasecached patch: a handler that goes on writing after a failed write closed the connection (inside
+	// this very call, or an earlier one) must not reach the fd, whose number the acceptor may already have
+	// given to a new client.
+	if !c.opened {
+		return 0, net.ErrClosed
+	}
 	isET := c.loop.engine.opts.EdgeTriggeredIO
 	n = len(data)
 	// If there is pending data in outbound buffer,
@@ -185,6 +191,9 @@ loop:
 }
 
 func (c *conn) writev(bs [][]byte) (n int, err error) {
+	if !c.opened { // leasecached patch: see write
+		return 0, net.ErrClosed
+	}
 	isET := c.loop.engine.opts.EdgeTriggeredIO
 
 	for _, b := range bs {
