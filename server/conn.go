@@ -45,7 +45,11 @@ type conn struct {
 	preParsed int
 	preHash   shard.Hashed
 	preHashed bool
-	metaKey   [protocol.KeyMaxLength]byte // a meta command's base64-decoded key (flag b)
+	// closed is set by OnClose. gnet closes a connection inside the write that fails, which can be a flush in
+	// the middle of serve; serve then stops, executes nothing more and writes nothing more, as memcached
+	// drops the rest of a closing connection's input.
+	closed  bool
+	metaKey [protocol.KeyMaxLength]byte // a meta command's base64-decoded key (flag b)
 
 	fd      int          // socket descriptor, the connection's name in `stats conns`
 	remote  string       // peer address, captured once at open
@@ -87,7 +91,7 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 	action := gnet.None
 	pre := cn.preParsed
 	cn.preParsed = 0
-	for pos < len(buf) && action == gnet.None {
+	for pos < len(buf) && action == gnet.None && !cn.closed {
 		if cn.swallow > 0 {
 			k := min(cn.swallow, len(buf)-pos)
 			pos += k
@@ -132,10 +136,14 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 // done ends a serve call: the first pos bytes of input are consumed and the replies written.
 func (cn *conn) done(c gnet.Conn, pos int, action gnet.Action) gnet.Action {
 	cn.local[statBytesRead] += uint64(pos)
-	if pos > 0 {
-		_, _ = c.Discard(pos)
+	if cn.closed {
+		cn.out, action = cn.out[:0], gnet.Close
+	} else {
+		if pos > 0 {
+			_, _ = c.Discard(pos)
+		}
+		cn.flush(c)
 	}
-	cn.flush(c)
 	cn.out = cn.loop.returnOut(cn.out)
 	merge(&cn.local, cn.loop.counts)
 	cn.lastCmd.Store(cn.srv.store.Now())
@@ -201,11 +209,11 @@ func (cn *conn) serveAhead(buf []byte, pos, n int) (int, gnet.Action) {
 		pos = a.ends[i]
 		out := cn.execute(&a.reqs[i])
 		cn.hashN = 0
-		if out == closeConn {
-			return pos, gnet.Close
-		}
 		if len(cn.out) >= flushThreshold {
 			cn.flush(cn.gc)
+		}
+		if out == closeConn || cn.closed {
+			return pos, gnet.Close
 		}
 	}
 	if refused != nil {

@@ -116,7 +116,7 @@ func (cn *conn) metadump(classes classSet) {
 		if len(cn.out) >= flushThreshold && cn.gc != nil {
 			cn.flush(cn.gc)
 		}
-		return true
+		return !cn.closed // a failed write closed the connection: stop dumping
 	})
 	cn.out = append(cn.out, protocol.ReplyEnd...)
 }

@@ -163,6 +163,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 // OnClose releases the connection's state.
 func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	if cn, ok := c.Context().(*conn); ok {
+		cn.closed = true // OnClose runs on the connection's loop, maybe inside its serve (conn.closed)
 		s.conns.Delete(cn)
 		s.stats.currConns.Add(-1)
 		c.SetContext(nil)
