@@ -6,12 +6,18 @@ import (
 	"testing"
 )
 
-// A store on huge pages behaves as one on ordinary pages: values of every size (chained ones included)
-// read back intact, a full store evicts, and lowering the limit gives pages back (single pages out of
-// huge-page regions).
+// A store on huge pages, from the start (-L) or collapsed by the reclaimer, behaves as one on ordinary
+// pages: values of every size (chained ones included) read back intact, a full store evicts, and lowering
+// the limit gives pages back (single pages out of huge-page regions).
 func TestLargePagesStore(t *testing.T) {
-	s, _ := newStore(t, Config{MemoryLimit: 16 << 20, LargePages: true})
-	if !s.arena.LargePages() {
+	for _, large := range []bool{true, false} {
+		t.Run(fmt.Sprint("LargePages=", large), func(t *testing.T) { testLargePagesStore(t, large) })
+	}
+}
+
+func testLargePagesStore(t *testing.T, large bool) {
+	s, _ := newStore(t, Config{MemoryLimit: 16 << 20, LargePages: large})
+	if s.arena.LargePages() != large {
 		t.Fatal("Config.LargePages did not reach the arena")
 	}
 	value := func(i int) []byte {
@@ -43,6 +49,13 @@ func TestLargePagesStore(t *testing.T) {
 	if check() == 0 {
 		t.Fatal("nothing readable")
 	}
+	s.reclaimTick()
+	if huge := s.arena.HugeRegions(); s.arena.Collapsing() && huge == 0 {
+		t.Error("the reclaimer collapsed no region of a full store")
+	} else {
+		t.Logf("%d regions collapsed", huge)
+	}
+	check()
 	if err := s.SetMemoryLimit(8 << 20); err != nil {
 		t.Fatal(err)
 	}

@@ -50,8 +50,8 @@ func (s *Store) reclaimLoop(every time.Duration) {
 	}
 }
 
-// reclaimTick walks a bounded slice of every shard, freeing dead items, and gives back pages a shard
-// holds over its share after the memory limit was lowered.
+// reclaimTick walks a bounded slice of every shard, freeing dead items, gives back pages a shard holds
+// over its share after the memory limit was lowered, and moves full regions onto huge pages.
 func (s *Store) reclaimTick() { s.tick(false) }
 
 // tick is one reclaimer tick over every shard. With backoff (the background loop), a shard's pass only
@@ -79,6 +79,9 @@ func (s *Store) tick(backoff bool) {
 		}
 		sh.releaseExcess(now, releasePagesPerTick)
 	}
+	// Regions of item memory that filled since the last tick move onto huge pages (slab/collapse.go): here,
+	// off the event loops, because each takes the kernel about a millisecond.
+	s.arena.Collapse()
 }
 
 // reclaim inspects up to budget chunks from the shard's reclaim cursor,

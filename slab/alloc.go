@@ -95,6 +95,9 @@ func (al *Allocator) Alloc(id int) (Ref, bool) {
 	cs.bumpOff += size
 	if cs.bumpOff+size > PageSize {
 		cs.bumping = false // page fully carved
+		al.arena.markCarved(cs.bumpPage, PageSize)
+	} else if cs.bumpOff>>carvedStepShift != (cs.bumpOff-size)>>carvedStepShift {
+		al.arena.markCarved(cs.bumpPage, cs.bumpOff)
 	}
 	cs.used++
 	return r, true
@@ -219,6 +222,7 @@ func (al *Allocator) MovePage(p uint32, to int) error {
 		ts.free = MakeRef(p, off)
 		ts.nfree++
 	}
+	al.arena.markCarved(p, PageSize) // every chunk's link was written
 	return nil
 }
 

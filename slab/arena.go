@@ -59,8 +59,11 @@ func (r Ref) Offset() uint32 { return uint32(r & (PageSize - 1)) }
 // 1 MiB allocation, so the lock is never contended in a way that matters.
 type Arena struct {
 	dir *directory
-	// spare is nil unless the arena backs its pages with huge pages (NewLargePageArena).
+	// spare holds the second pages of mapped regions: pages are mapped two at a time (collapse.go).
 	spare *spareHalves
+	// huge is set for NewLargePageArena: regions are huge pages from their first touch, and col is idle.
+	huge bool
+	col  collapser
 
 	mu      sync.Mutex
 	limit   int      // page budget; may be below inUse right after it is lowered
@@ -90,13 +93,16 @@ type segment struct {
 	class [segmentPages]uint8 // size class of each page, owned like the page itself
 	// base[i] is the first byte of pages[i], or nil, for lock-free readers (ChunkHint).
 	base [segmentPages]atomic.Pointer[byte]
+	// carved[i] is how far pages[i] has been carved, as its owner last reported it (markCarved); 0 while
+	// the page is not in use.
+	carved [segmentPages]atomic.Uint32
 }
 
 // NewArena sets the page budget to limit bytes (at least one page).
 // Its pages are mapped memory (offheap.go): they go back to the system when released, or all at once
-// when the Arena becomes garbage.
+// when the Arena becomes garbage. They are ordinary pages until Collapse moves full ones onto huge pages.
 func NewArena(limit int64) (*Arena, error) {
-	return newArena(limit, nil)
+	return newArena(limit, false)
 }
 
 // NewLargePageArena is NewArena with pages backed by 2 MiB transparent huge pages where the kernel allows
@@ -115,23 +121,25 @@ func NewArena(limit int64) (*Arena, error) {
 //     use the kernel keeps the huge page whole and frees the released half only when it needs the
 //     memory (it splits partly unmapped huge pages under memory pressure). A released page whose
 //     partner is still in reserve takes the partner with it, so that region is freed at once.
+//
+// NewArena's Collapse gets most of the gain without those costs, on a kernel that can collapse.
 func NewLargePageArena(limit int64) (*Arena, error) {
-	return newArena(limit, &spareHalves{})
+	return newArena(limit, true)
 }
 
-func newArena(limit int64, spare *spareHalves) (*Arena, error) {
-	a := &Arena{dir: new(directory), spare: spare}
+func newArena(limit int64, huge bool) (*Arena, error) {
+	a := &Arena{dir: new(directory), spare: &spareHalves{}, huge: huge}
 	if err := a.SetLimit(limit); err != nil {
 		return nil, err
 	}
-	runtime.AddCleanup(a, unmapAll, arenaMemory{a.dir, spare})
+	runtime.AddCleanup(a, unmapAll, arenaMemory{a.dir, a.spare})
 	return a, nil
 }
 
 // hugePagePages is how many pages one huge-page region holds.
 const hugePagePages = hugePageSize / PageSize
 
-// spareHalves holds the pages of huge-page regions that were mapped but not yet handed out.
+// spareHalves holds the pages of regions that were mapped but not yet handed out.
 type spareHalves struct {
 	mu    sync.Mutex
 	pages [][]byte
@@ -141,11 +149,10 @@ type spareHalves struct {
 // region when the region's other page is still in reserve (taken out of it here), so that the huge page
 // is freed at once rather than when the kernel next needs memory.
 func (sp *spareHalves) withPartner(p []byte) []byte {
-	region := func(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) &^ (hugePageSize - 1) }
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	for i, q := range sp.pages {
-		if region(q) != region(p) {
+		if regionOf(unsafe.SliceData(q)) != regionOf(unsafe.SliceData(p)) {
 			continue
 		}
 		sp.pages = slices.Delete(sp.pages, i, i+1)
@@ -159,13 +166,11 @@ func (sp *spareHalves) withPartner(p []byte) []byte {
 }
 
 // LargePages reports whether the arena was made by NewLargePageArena.
-func (a *Arena) LargePages() bool { return a.spare != nil }
+func (a *Arena) LargePages() bool { return a.huge }
 
-// mapPage maps the memory of one page: its own mapping, or a page of a huge-page region.
+// mapPage maps the memory of one page: a page of a region, the first of a new one or the second of the
+// last one.
 func (a *Arena) mapPage() ([]byte, error) {
-	if a.spare == nil {
-		return mapBytes(PageSize, false)
-	}
 	a.spare.mu.Lock()
 	defer a.spare.mu.Unlock()
 	if n := len(a.spare.pages); n > 0 {
@@ -173,7 +178,7 @@ func (a *Arena) mapPage() ([]byte, error) {
 		a.spare.pages = a.spare.pages[:n-1]
 		return p, nil
 	}
-	region, err := mapHugeRegion()
+	region, err := mapHugeRegion(a.huge)
 	if err != nil {
 		return nil, err
 	}
@@ -191,12 +196,10 @@ type arenaMemory struct {
 
 // unmapAll gives back every page still mapped by an arena that is unreachable: nothing can use them.
 func unmapAll(m arenaMemory) {
-	if m.spare != nil {
-		for _, p := range m.spare.pages {
-			unmapBytes(p)
-		}
-		m.spare.pages = nil
+	for _, p := range m.spare.pages {
+		unmapBytes(p)
 	}
+	m.spare.pages = nil
 	for d := range m.dir {
 		seg := m.dir[d].Load()
 		if seg == nil {
@@ -289,12 +292,15 @@ func (a *Arena) takePage() (uint32, bool) {
 func (a *Arena) releasePage(id uint32) {
 	seg := a.dir[id>>segmentShift].Load()
 	mem := seg.pages[id&segmentMask]
+	// Under the collapser's lock: Collapse must not advise an address range that is being unmapped, or
+	// that a new mapping took over.
+	a.col.mu.Lock()
 	seg.pages[id&segmentMask] = nil
 	seg.base[id&segmentMask].Store(nil)
-	if a.spare != nil {
-		mem = a.spare.withPartner(mem)
-	}
-	unmapBytes(mem)
+	seg.carved[id&segmentMask].Store(0)
+	a.col.forget(regionOf(unsafe.SliceData(mem)))
+	unmapBytes(a.spare.withPartner(mem))
+	a.col.mu.Unlock()
 	a.giveBack(id)
 }
 

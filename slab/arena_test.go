@@ -214,11 +214,20 @@ func TestChunkHint(t *testing.T) {
 	}
 }
 
-// A large-page arena hands out whole, distinct, writable pages two to an aligned region, keeps the
-// budget exactly as NewArena does, and reuses released ids.
-func TestLargePageArena(t *testing.T) {
+// Both kinds of arena hand out whole, distinct, writable pages two to an aligned region (collapse.go
+// needs the alignment), keep the page budget, and reuse released ids.
+func TestArenaRegions(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		new  func(int64) (*Arena, error)
+	}{{"NewArena", NewArena}, {"NewLargePageArena", NewLargePageArena}} {
+		t.Run(c.name, func(t *testing.T) { testArenaRegions(t, c.new) })
+	}
+}
+
+func testArenaRegions(t *testing.T, newArena func(int64) (*Arena, error)) {
 	const pages = 5
-	a, err := NewLargePageArena(pages * PageSize)
+	a, err := newArena(pages * PageSize)
 	if err != nil {
 		t.Fatal(err)
 	}

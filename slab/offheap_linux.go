@@ -38,11 +38,12 @@ func mapAnon(n int) ([]byte, error) {
 // hugePageSize is the size of a transparent huge page on x86-64 and (with 4 KiB base pages) arm64.
 const hugePageSize = 2 << 20
 
-// mapHugeRegion maps hugePageSize zeroed bytes aligned to hugePageSize, advised to be backed by a huge
-// page. It maps twice the size and unmaps the misaligned ends: the kernel aligns an anonymous mapping
-// only to the base page. Without transparent huge page support the advice fails, and the region is
-// ordinary memory.
-func mapHugeRegion() ([]byte, error) {
+// mapHugeRegion maps hugePageSize zeroed bytes aligned to hugePageSize. With huge it is advised to be
+// backed by a huge page from its first touch; without, advised not to be, so that only what is written
+// becomes resident, until collapseRegion. It maps twice the size and unmaps the misaligned ends: the kernel
+// aligns an anonymous mapping only to the base page. Without transparent huge page support the advice
+// fails, and the region is ordinary memory.
+func mapHugeRegion(huge bool) ([]byte, error) {
 	b, err := mapAnon(2 * hugePageSize)
 	if err != nil {
 		return nil, err
@@ -55,8 +56,29 @@ func mapHugeRegion() ([]byte, error) {
 		unmapBytes(tail)
 	}
 	r := b[lead : lead+hugePageSize : lead+hugePageSize]
-	_ = unix.Madvise(r, unix.MADV_HUGEPAGE) // advice only: without it the pages are ordinary ones
+	advice := unix.MADV_NOHUGEPAGE
+	if huge {
+		advice = unix.MADV_HUGEPAGE
+	}
+	_ = unix.Madvise(r, advice) // advice only: without it the pages are ordinary ones
 	return r, nil
+}
+
+// collapseRegion asks the kernel to back a region from mapHugeRegion(false), all of it resident, with one
+// huge page now (MADV_COLLAPSE, Linux 6.1 and later), then advises it back against huge pages: a region
+// the advice covers would get a huge page, and a compaction stall, at its next fault, and the advice
+// splits the mapping, which the second call lets the kernel merge again. The contents do not change.
+// errCollapseUnsupported means the kernel cannot do it at all.
+func collapseRegion(r []byte) error {
+	if err := unix.Madvise(r, unix.MADV_HUGEPAGE); err != nil {
+		return errCollapseUnsupported
+	}
+	err := unix.Madvise(r, unix.MADV_COLLAPSE)
+	_ = unix.Madvise(r, unix.MADV_NOHUGEPAGE)
+	if err == unix.EINVAL {
+		return errCollapseUnsupported // a kernel before 6.1, or huge pages disabled for the process
+	}
+	return err
 }
 
 // unmapBytes gives memory from mapBytes or mapHugeRegion (all of it, or any page-aligned part) back to

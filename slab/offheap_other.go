@@ -15,4 +15,7 @@ func discardBytes([]byte) {}
 const hugePageSize = 2 << 20
 
 // mapHugeRegion has no huge pages to ask for here: it is ordinary memory of the same size.
-func mapHugeRegion() ([]byte, error) { return mapBytes(hugePageSize, true) }
+func mapHugeRegion(bool) ([]byte, error) { return mapBytes(hugePageSize, true) }
+
+// collapseRegion has no huge pages to ask for.
+func collapseRegion([]byte) error { return errCollapseUnsupported }

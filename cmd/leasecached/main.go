@@ -62,7 +62,7 @@ func newApp() *cli.App {
 			&cli.StringFlag{Name: "max-item-size", Aliases: []string{"I"}, Value: "1m",
 				Usage: "largest item stored, with k/m suffix (1k to 1g)"},
 			&cli.BoolFlag{Name: "enable-largepages", Aliases: []string{"L"},
-				Usage: "back item memory with 2 MiB transparent huge pages: fewer TLB misses, but a page is resident in full once touched"},
+				Usage: "back item memory with 2 MiB transparent huge pages from the first touch, not only once written (see README)"},
 			&cli.DurationFlag{Name: "lease-window", Value: lease.DefaultWindow,
 				Usage: "how long a lease granted by lease-get stays valid"},
 			&cli.DurationFlag{Name: "stale-window", Value: lease.DefaultStaleWindow,
