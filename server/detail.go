@@ -33,11 +33,17 @@ const (
 	prefixDel
 )
 
-// record counts op (and a hit for a get) for key's prefix when detail is on.
+// record counts op (and a hit for a get) for key's prefix when detail is on. It is small enough to be
+// inlined into every get and set, where detail is nearly always off: as a call it cost about 25
+// instructions a key (callgrind, 10-key gets).
 func (p *prefixStats) record(key []byte, op prefixOp, hit bool) {
-	if !p.on.Load() {
-		return
+	if p.on.Load() {
+		p.count(key, op, hit)
 	}
+}
+
+// count is record's work when detail is on.
+func (p *prefixStats) count(key []byte, op prefixOp, hit bool) {
 	i := bytes.IndexByte(key, prefixDelimiter)
 	if i < 0 {
 		return // memcached counts only keys that have a prefix
