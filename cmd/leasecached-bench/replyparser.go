@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 )
 
 // replyParser is the push-style counterpart of replyReader, for the load transport: it is fed whatever
@@ -68,6 +70,18 @@ func (p *replyParser) feed(b []byte) (used int, err error) {
 			}
 			continue
 		}
+		if p.isGet[p.next] {
+			if size, n := valueLineFast(b[i:]); n > 0 {
+				i += n
+				p.block, p.skip, p.lease = size, size+2, false
+				continue
+			}
+			if string(b[i:min(i+len(replyEndLine), len(b))]) == replyEndLine {
+				i += len(replyEndLine)
+				p.next++
+				continue
+			}
+		}
 		j := bytes.IndexByte(b[i:], '\n') // then "\r" before it: faster than searching for both
 		if j < 0 {
 			if len(b)-i > maxReplyLine {
@@ -103,4 +117,85 @@ func (p *replyParser) feed(b []byte) (used int, err error) {
 		p.block, p.skip, p.lease = size, size+2, lease
 	}
 	return i, nil
+}
+
+// replyEndLine is a retrieval reply's last line.
+const replyEndLine = "END\r\n"
+
+// valueLineFast reads a whole "VALUE <key> <flags> <bytes>[ <cas>]\r\n" line at the front of b in one pass
+// and returns the data size and the line's length; n is 0 when b does not start with such a line in its
+// plainest form (single spaces, numbers of at most 19 digits), or not all of it yet, and the general path
+// then decides. The VALUE lines of a 10-key get are most of what the generator parses: through the
+// general path (find the newline, split the fields with a search each, then read the numbers) one cost about
+// 540 instructions, in one pass about 310 (callgrind, BenchmarkGenBatchMultiGet).
+func valueLineFast(b []byte) (size, n int) {
+	const prefix = "VALUE "
+	if len(b) < len(prefix) || string(b[:len(prefix)]) != prefix {
+		return 0, 0
+	}
+	i := len(prefix)
+	k := plainLen(b[i:])
+	if k == 0 || k > maxKeyLen || i+k == len(b) || b[i+k] != ' ' {
+		return 0, 0
+	}
+	i += k + 1
+	k = digitsLen(b[i:]) // the flags: checked, not needed
+	if k == 0 || k > 19 || i+k == len(b) || b[i+k] != ' ' {
+		return 0, 0
+	}
+	i += k + 1
+	k = digitsLen(b[i:])
+	if k == 0 || k > 7 {
+		return 0, 0
+	}
+	for _, c := range b[i : i+k] {
+		size = size*10 + int(c-'0')
+	}
+	if i += k; i < len(b) && b[i] == ' ' { // a gets reply's cas
+		k = digitsLen(b[i+1:])
+		if k == 0 || k > 19 {
+			return 0, 0
+		}
+		i += k + 1
+	}
+	if i+1 >= len(b) || b[i] != '\r' || b[i+1] != '\n' || size > maxValueSize*4 {
+		return 0, 0
+	}
+	return size, i + 2
+}
+
+// plainLen is the length of b's leading run of bytes above ' ', read eight bytes at a time: a word holds
+// such a byte exactly when (x - 0x21 in each byte) &^ x has a byte's top bit set, and the lowest such bit
+// marks the first (a borrow only runs upwards from it).
+func plainLen(b []byte) int {
+	const ones = 0x0101010101010101
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		if m := (x - ones*0x21) &^ x & (ones * 0x80); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for i < len(b) && b[i] > ' ' {
+		i++
+	}
+	return i
+}
+
+// digitsLen is the length of b's leading run of decimal digits, read eight bytes at a time: a byte is a
+// digit exactly when its high nibble is 3 both as it is and plus 6. A carry out of a byte (one of 0xfa and
+// up) can spoil the test of the bytes above it, but never of a byte below the first non-digit.
+func digitsLen(b []byte) int {
+	const hi, threes, sixes = 0xf0f0f0f0f0f0f0f0, 0x3030303030303030, 0x0606060606060606
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		if m := (x&hi ^ threes) | ((x+sixes)&hi ^ threes); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for i < len(b) && b[i]-'0' <= 9 {
+		i++
+	}
+	return i
 }

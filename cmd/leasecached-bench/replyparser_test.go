@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"math/rand/v2"
 	"strings"
@@ -204,4 +205,73 @@ func TestReplyParserAllocatesNothing(t *testing.T) {
 	}); a != 0 {
 		t.Errorf("parsing a batch allocates %v times", a)
 	}
+}
+
+// valueLineFast takes the plain VALUE lines whole and leaves every other line, complete or not, to the
+// general path.
+func TestValueLineFast(t *testing.T) {
+	tests := []struct {
+		in      string
+		size, n int // n 0: declined
+	}{
+		{"VALUE k 0 5\r\nhello", 5, 13},
+		{"VALUE k0000000012345 2654435761 100\r\n", 100, 37},
+		{"VALUE k 1 2 18446744073709551\r\n", 2, 31}, // a gets reply's cas
+		{"VALUE k 0 0\r\n", 0, 13},
+		{"VALUE " + strings.Repeat("k", 250) + " 0 1\r\n", 1, 262},
+		{"VALUE " + strings.Repeat("k", 251) + " 0 1\r\n", 0, 0}, // longer than memcached's keys
+		{"VALUE k 1234567890123456789 1\r\n", 1, 31},
+		{"VALUE k 12345678901234567890 1\r\n", 0, 0}, // twenty digits
+		{"VALUE k 0 " + itoa(4*maxValueSize) + "\r\n", 4 * maxValueSize, 19},
+		{"VALUE k 0 " + itoa(4*maxValueSize+1) + "\r\n", 0, 0},
+		{"VALUE k 0 12345678\r\n", 0, 0},
+		{"VALUE k  0 1\r\n", 0, 0}, // two spaces
+		{"VALUE k 0 1 \r\n", 0, 0},
+		{"VALUE k 0x 1\r\n", 0, 0},
+		{"VALUE k 0 1x\r\n", 0, 0},
+		{"VALUE k 0 1\n", 0, 0},
+		{"VALUE k 0 1\r", 0, 0}, // not all there yet
+		{"VALUE k 0 1", 0, 0},   // nor here
+		{"VALUE k 0", 0, 0},     //
+		{"VALUE k", 0, 0},       //
+		{"VALUE ", 0, 0},        //
+		{"VALU", 0, 0},          //
+		{"LVALUE k 9 0 1\r\n", 0, 0},
+		{"END\r\n", 0, 0},
+		{"VALUE k\t0 1\r\n", 0, 0},
+		{"VALUE \xffk 0 1\r\n", 1, 14}, // bytes above 0x7f are key bytes, as for the general path
+		{"VALUE k 9:9 1\r\n", 0, 0},
+		{"VALUE k 0 /\r\n", 0, 0},
+	}
+	for _, tc := range tests {
+		size, n := valueLineFast([]byte(tc.in))
+		if size != tc.size || n != tc.n {
+			t.Errorf("%q: size %d n %d, want %d %d", tc.in, size, n, tc.size, tc.n)
+		}
+	}
+}
+
+// A line valueLineFast takes is a complete line the general path reads the same way.
+func FuzzValueLineFast(f *testing.F) {
+	for _, s := range []string{"VALUE k 0 5\r\nhello", "VALUE k0000000012345 2654435761 100\r\n", "VALUE k 1 2 3\r\n",
+		"VALUE k 00 007\r\n", "VALUE k 0 1\r", "LVALUE k 9 0 1\r\n", "VALUE k 99999999999999999999 1\r\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		size, n := valueLineFast(b)
+		if n == 0 {
+			if size != 0 {
+				t.Fatalf("declined %q with size %d", b, size)
+			}
+			return
+		}
+		line := b[:n]
+		if !bytes.HasSuffix(line, []byte("\r\n")) || bytes.IndexByte(line, '\n') != n-1 {
+			t.Fatalf("took %q: not one line with its \\r\\n", line)
+		}
+		_, _, want, lease, err := parseValueLine(line[:n-2])
+		if err != nil || lease || want != size {
+			t.Fatalf("%q: fast size %d; general size %d lease %v err %v", line, size, want, lease, err)
+		}
+	})
 }
