@@ -167,6 +167,9 @@ func valueLineFast(b []byte) (size, n int) {
 // plainLen is the length of b's leading run of bytes above ' ', read eight bytes at a time: a word holds
 // such a byte exactly when (x - 0x21 in each byte) &^ x has a byte's top bit set, and the lowest such bit
 // marks the first (a borrow only runs upwards from it).
+//
+// The server's parser has the same scan (protocol's plainEnd). The load tool imports nothing of the server
+// on purpose: it checks the server's replies, and a bug in code both shared could not show.
 func plainLen(b []byte) int {
 	const ones = 0x0101010101010101
 	i := 0

@@ -275,3 +275,39 @@ func FuzzValueLineFast(f *testing.F) {
 		}
 	})
 }
+
+// plainLen and digitsLen agree with a byte loop, across word boundaries and the bytes whose carry could
+// spoil a word test.
+func TestWordScans(t *testing.T) {
+	slowPlain := func(b []byte) int {
+		i := 0
+		for i < len(b) && b[i] > ' ' {
+			i++
+		}
+		return i
+	}
+	slowDigits := func(b []byte) int {
+		i := 0
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		return i
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []byte("0123456789 :/\x00\x1f\x20\x21\x7f\x80\xf9\xfa\xffk\r\n")
+	for n := range 2000 {
+		b := make([]byte, n%23)
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+			if rng.IntN(3) > 0 { // mostly long runs of digits
+				b[i] = byte('0' + rng.IntN(10))
+			}
+		}
+		if got, want := plainLen(b), slowPlain(b); got != want {
+			t.Fatalf("plainLen(%q) = %d, want %d", b, got, want)
+		}
+		if got, want := digitsLen(b), slowDigits(b); got != want {
+			t.Fatalf("digitsLen(%q) = %d, want %d", b, got, want)
+		}
+	}
+}
