@@ -80,7 +80,7 @@ func (s *Store) tick(backoff bool) {
 		sh.releaseExcess(now, releasePagesPerTick)
 	}
 	// Regions of item memory that filled since the last tick move onto huge pages (slab/collapse.go): here,
-	// off the event loops, because each takes the kernel about a millisecond.
+	// off the event loops, because each takes the kernel a few milliseconds.
 	s.arena.Collapse()
 }
 

@@ -12,20 +12,9 @@ import (
 // bookkeeping only unmaps a slice it returned whole: a huge-page region is mapped oversized and trimmed,
 // and its pages are unmapped one at a time.
 
-// mapBytes maps n zeroed bytes of anonymous memory. The kernel backs them lazily, so a page that is
-// never written costs no resident memory. Without hugeOK transparent huge pages are refused: a slab
-// page is carved lazily, and a 2 MiB huge page behind a half-carved 1 MiB slab page would be resident
-// memory holding nothing.
-func mapBytes(n int, hugeOK bool) ([]byte, error) {
-	b, err := mapAnon(n)
-	if err != nil {
-		return nil, err
-	}
-	if !hugeOK {
-		_ = unix.Madvise(b, unix.MADV_NOHUGEPAGE) // advice only: failure costs memory, not correctness
-	}
-	return b, nil
-}
+// mapBytes maps n zeroed bytes of anonymous memory (hash tables). The kernel backs them lazily, so a page
+// that is never written costs no resident memory. Item pages come from mapHugeRegion instead.
+func mapBytes(n int) ([]byte, error) { return mapAnon(n) }
 
 func mapAnon(n int) ([]byte, error) {
 	p, err := unix.MmapPtr(-1, 0, nil, uintptr(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)

@@ -3,7 +3,7 @@
 package slab
 
 // mapBytes falls back to the Go heap where anonymous mappings are not used.
-func mapBytes(n int, _ bool) ([]byte, error) { return make([]byte, n), nil }
+func mapBytes(n int) ([]byte, error) { return make([]byte, n), nil }
 
 // unmapBytes leaves the memory to the garbage collector.
 func unmapBytes([]byte) {}
@@ -15,7 +15,7 @@ func discardBytes([]byte) {}
 const hugePageSize = 2 << 20
 
 // mapHugeRegion has no huge pages to ask for here: it is ordinary memory of the same size.
-func mapHugeRegion(bool) ([]byte, error) { return mapBytes(hugePageSize, true) }
+func mapHugeRegion(bool) ([]byte, error) { return mapBytes(hugePageSize) }
 
 // collapseRegion has no huge pages to ask for.
 func collapseRegion([]byte) error { return errCollapseUnsupported }
