@@ -123,3 +123,11 @@ func TestSettingsNamesAndValues(t *testing.T) {
 		t.Errorf("limit_maxbytes does not follow cache_memlimit")
 	}
 }
+
+// stats reports the item memory on huge pages, leasecached's own stat: none on a fresh server.
+func TestStatsHugePageBytes(t *testing.T) {
+	cn := newConn(newTestServer(t), nil)
+	if got, _ := feed(cn, &fakeConn{}, "stats\r\n"); !strings.Contains(got, "STAT huge_page_bytes 0\r\n") {
+		t.Errorf("no huge_page_bytes 0 in\n%s", got)
+	}
+}

@@ -288,6 +288,7 @@ func (s *Server) appendGeneralStats(dst []byte) []byte {
 	dst = statUint(dst, "lease_invalidations", ss.Leases.Invalidations)
 	dst = statInt(dst, "lease_outstanding", int64(ss.LeasesHeld))
 	dst = statInt(dst, "lease_stale_items", ss.StaleItems)
+	dst = statInt(dst, "huge_page_bytes", ss.HugePageBytes)
 	return dst
 }
 

@@ -55,6 +55,9 @@ func testLargePagesStore(t *testing.T, large bool) {
 	} else {
 		t.Logf("%d regions collapsed", huge)
 	}
+	if got, want := s.Stats().HugePageBytes, int64(s.arena.HugeRegions())<<21; got != want {
+		t.Errorf("Stats().HugePageBytes %d, want %d", got, want)
+	}
 	check()
 	if err := s.SetMemoryLimit(8 << 20); err != nil {
 		t.Fatal(err)

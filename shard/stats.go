@@ -61,6 +61,7 @@ type Stats struct {
 	LimitMaxbytes    int64
 	HashBytes        int64
 	TotalMalloced    int64  // pages taken * page size
+	HugePageBytes    int64  // item memory moved onto huge pages by the reclaimer (slab's Collapse)
 	PagePool         int    // pages not yet given to any class (memcached's slab_global_page_pool)
 	CrawlerChecked   uint64 // items the background reclaimer looked at
 	CrawlerStarts    uint64 // background reclaimer passes started
@@ -98,6 +99,7 @@ func (s *Store) Stats() Stats {
 	out := Stats{
 		LimitMaxbytes: s.limit.Load(),
 		TotalMalloced: int64(s.arena.PagesTaken()) * slab.PageSize,
+		HugePageBytes: s.arena.HugeBytes(),
 		PagePool:      max(s.arena.MaxPages()-s.arena.PagesTaken(), 0),
 		Shards:        len(s.shards),
 		Classes:       make([]ClassStats, s.classes.Count()),

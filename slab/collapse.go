@@ -149,6 +149,9 @@ func (a *Arena) Collapse() int {
 // HugeRegions is how many regions Collapse has moved onto huge pages and are still whole.
 func (a *Arena) HugeRegions() int { return int(a.col.huge.Load()) }
 
+// HugeBytes is the item memory Collapse has moved onto huge pages: HugeRegions regions of 2 MiB.
+func (a *Arena) HugeBytes() int64 { return a.col.huge.Load() * hugePageSize }
+
 // Collapsing reports whether Collapse still has work it can do: false for a large-page arena, and once the
 // kernel has said it cannot collapse.
 func (a *Arena) Collapsing() bool { return !a.huge && !a.col.unsupported.Load() }
