@@ -3,6 +3,7 @@ package shard
 import (
 	"fmt"
 	"testing"
+	"unsafe"
 )
 
 // step is one operation of a scripted scenario and its expected outcome.
@@ -331,5 +332,30 @@ func TestResultAndModeStrings(t *testing.T) {
 	}
 	if ModeCas.String() != "cas" || Mode(99).String() != "mode?" {
 		t.Fatal("mode names")
+	}
+}
+
+// Each shard's lock and the fields every find writes share one cache line, with nothing of another shard
+// but its unused padding: the shard is whole lines long, ends in 8 bytes of padding, and the shards start
+// at most 8 bytes past a line (Go's allocation header).
+func TestShardLayout(t *testing.T) {
+	var sh shard
+	if size := unsafe.Sizeof(sh); size%64 != 0 {
+		t.Errorf("a shard is %d bytes, not whole cache lines: re-pad it", size)
+	}
+	for name, off := range map[string]uintptr{"mu": unsafe.Offsetof(sh.mu), "missCause": unsafe.Offsetof(sh.missCause),
+		"foundSlot": unsafe.Offsetof(sh.foundSlot)} {
+		if off+8 > 64-8 {
+			t.Errorf("%s at offset %d: it could be pushed off the lock's cache line", name, off)
+		}
+	}
+	if last := unsafe.Offsetof(sh.reclaimMid); last+1 > unsafe.Sizeof(sh)-8 {
+		t.Errorf("the last field ends at %d of %d: the padding is under 8 bytes", last+1, unsafe.Sizeof(sh))
+	}
+	for _, n := range []int{1, 3, 4, 16, 37, MaxShards} {
+		s, _ := newStore(t, Config{MemoryLimit: 512 << 20, Shards: n})
+		if p := uintptr(unsafe.Pointer(&s.shards[0])); p%64 > 8 {
+			t.Errorf("%d shards start at %#x: %d bytes past a cache line", n, p, p%64)
+		}
 	}
 }

@@ -10,10 +10,22 @@ import (
 // shard is one lock domain: its index, its size classes and their pages,
 // its counters. Every field but view is guarded by mu.
 type shard struct {
-	mu  shardLock
-	st  *Store
-	al  *slab.Allocator
-	idx index
+	mu shardLock
+	// missCause is why the last find came back empty while an item was indexed (expired or
+	// flushed), so a fetch can count get_expired / get_flushed as memcached does.
+	//
+	// It and foundSlot are written by every find, so they share the lock's cache line: the two event
+	// loops take every shard's lock in turn, and each other line a find writes would move between their
+	// cores as well.
+	missCause cause
+	// foundSlot is the index slot where the last find found its key: where a store or delete that
+	// follows (mutate) looks for the entry first. Anything that moves entries between the two (an
+	// eviction while allocating) can leave it pointing at another entry, so it is a hint that only the
+	// entry's ref confirms (index.holds).
+	foundSlot uint64
+	st        *Store
+	al        *slab.Allocator
+	idx       index
 	// view is a copy of idx as of its last resize, for Prefetch, which probes it without the lock: the
 	// slots it names are current (the copy shares them), and a table it names stays mapped until no
 	// Prefetch that could have loaded it is running (retireTable).
@@ -34,14 +46,6 @@ type shard struct {
 	stats shardStats
 	cls   []classStats // per size class, indexed like slab classes
 
-	// missCause is why the last find came back empty while an item was indexed (expired or
-	// flushed), so a fetch can count get_expired / get_flushed as memcached does.
-	missCause cause
-	// foundSlot is the index slot where the last find found its key: where a store or delete that
-	// follows (mutate) looks for the entry first. Anything that moves entries between the two (an
-	// eviction while allocating) can leave it pointing at another entry, so it is a hint that only the
-	// entry's ref confirms (index.holds).
-	foundSlot uint64
 	// noGhost is set while memory is being reclaimed for reuse: removed items must be freed, not kept
 	// as stale values.
 	noGhost bool
@@ -54,7 +58,11 @@ type shard struct {
 	reclaimIdle int  // ticks skipped since the last pass ended
 	reclaimMid  bool // a pass is under way: the next tick goes on with it
 
-	_ [64]byte // keep neighbouring shards' locks off this cache line
+	// Padding to a whole number of cache lines, which ends every shard with 8 bytes nobody touches
+	// (TestShardLayout). Go places the shards' slice at a line boundary, or 8 bytes past one when it puts
+	// its allocation header first, so each shard's lock and the fields every find writes are on one line,
+	// which holds nothing else of any other shard but the previous one's padding.
+	_ [8]byte
 }
 
 func (sh *shard) init(s *Store, share int64) {
