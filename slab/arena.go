@@ -292,15 +292,10 @@ func (a *Arena) takePage() (uint32, bool) {
 func (a *Arena) releasePage(id uint32) {
 	seg := a.dir[id>>segmentShift].Load()
 	mem := seg.pages[id&segmentMask]
-	// Under the collapser's lock: Collapse must not advise an address range that is being unmapped, or
-	// that a new mapping took over.
-	a.col.mu.Lock()
 	seg.pages[id&segmentMask] = nil
 	seg.base[id&segmentMask].Store(nil)
 	seg.carved[id&segmentMask].Store(0)
-	a.col.forget(regionOf(unsafe.SliceData(mem)))
-	unmapBytes(a.spare.withPartner(mem))
-	a.col.mu.Unlock()
+	a.col.unmap(a.spare.withPartner(mem))
 	a.giveBack(id)
 }
 

@@ -43,9 +43,13 @@ var errCollapseUnsupported = errors.New("slab: the kernel cannot collapse memory
 
 // collapser is the arena's bookkeeping for Collapse.
 type collapser struct {
-	// mu is held while Collapse looks at and advises regions, and while releasePage unmaps a page, so a
-	// region cannot be unmapped, or its addresses reused, while it is advised.
+	// mu is held while Collapse looks at and advises regions, and while released pages are unmapped, so a
+	// region cannot be unmapped, or its addresses reused, while it is advised. A page released meanwhile
+	// waits in unmapping for whoever holds mu: releasePage runs in event loops (an index that grows gives
+	// pages back), which must not wait for a collapse.
 	mu          sync.Mutex
+	unmapMu     sync.Mutex
+	unmapping   [][]byte
 	carving     atomic.Int64 // carving reports since Collapse last looked
 	unsupported atomic.Bool
 	huge        atomic.Int64 // regions collapsed and still whole
@@ -63,12 +67,41 @@ type regionScan struct {
 // regionOf is the base address of the region holding the byte at p.
 func regionOf(p *byte) uintptr { return uintptr(unsafe.Pointer(p)) &^ (hugePageSize - 1) }
 
-// forget drops a region whose page is being released from the collapsed set: the kernel splits its huge
-// page. The caller holds mu.
-func (c *collapser) forget(region uintptr) {
-	if _, ok := c.done[region]; ok {
-		delete(c.done, region)
-		c.huge.Add(-1)
+// unmap gives the memory of a released page (or of its whole region) back to the system: now, or when
+// Collapse, which holds mu, is done.
+func (c *collapser) unmap(mem []byte) {
+	c.unmapMu.Lock()
+	c.unmapping = append(c.unmapping, mem)
+	c.unmapMu.Unlock()
+	if c.mu.TryLock() {
+		c.unlock()
+	}
+}
+
+// unlock unmaps the memory waiting in unmapping, dropping its regions from the collapsed set (the kernel
+// splits their huge pages), and releases mu. Memory added after it looked is unmapped by the next holder
+// of mu, or here again if there is none. The caller holds mu.
+func (c *collapser) unlock() {
+	for {
+		c.unmapMu.Lock()
+		mems := c.unmapping
+		c.unmapping = nil
+		c.unmapMu.Unlock()
+		for _, mem := range mems {
+			r := regionOf(unsafe.SliceData(mem))
+			if _, ok := c.done[r]; ok {
+				delete(c.done, r)
+				c.huge.Add(-1)
+			}
+			unmapBytes(mem)
+		}
+		c.mu.Unlock()
+		c.unmapMu.Lock()
+		more := len(c.unmapping) > 0
+		c.unmapMu.Unlock()
+		if !more || !c.mu.TryLock() {
+			return
+		}
 	}
 }
 
@@ -100,12 +133,13 @@ func (a *Arena) Collapse() int {
 	next := a.next
 	a.mu.Unlock()
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if c.scan == nil {
 		c.scan, c.done = make(map[uintptr]regionScan), make(map[uintptr]struct{})
 	}
 	clear(c.scan)
-	// Pages are taken concurrently (with base published last), but none is released while mu is held.
+	// Pages are taken and released concurrently, but a released page's memory stays mapped while mu is
+	// held: at worst a region is collapsed just before it is unmapped.
 	for id := range next {
 		seg := a.dir[id>>segmentShift].Load()
 		base := seg.base[id&segmentMask].Load()

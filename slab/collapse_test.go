@@ -218,3 +218,51 @@ func TestCollapseWhileReleasing(t *testing.T) {
 	}
 	t.Logf("%d regions collapsed at the end, of %d pages held", whole, len(held))
 }
+
+// Releasing a page never waits for a collapse under way (event loops release pages when an index grows):
+// its memory waits, mapped, until the collapse ends, and is unmapped then.
+func TestReleaseDoesNotWaitForCollapse(t *testing.T) {
+	a, err := NewArena(4 * PageSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []uint32
+	for range 3 {
+		id, ok := a.takePage()
+		if !ok {
+			t.Fatal("budget exhausted")
+		}
+		ids = append(ids, id)
+	}
+	a.col.mu.Lock() // as Collapse holds it
+	done := make(chan struct{})
+	go func() {
+		a.releasePage(ids[0])
+		a.releasePage(ids[2]) // its partner is in reserve: the whole region waits
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("releasePage waited for the collapser's lock")
+	}
+	if n := len(a.col.unmapping); n != 2 {
+		t.Fatalf("%d mappings waiting to be unmapped, want 2", n)
+	}
+	if a.PagesTaken() != 1 {
+		t.Errorf("%d pages taken: the released ids did not go back to the budget at once", a.PagesTaken())
+	}
+	a.col.unlock() // as Collapse ends
+	if n := len(a.col.unmapping); n != 0 {
+		t.Errorf("%d mappings still waiting after the collapse ended", n)
+	}
+	if !a.col.mu.TryLock() {
+		t.Fatal("the collapser's lock is still held")
+	}
+	a.col.unlock()
+	if p := a.page(ids[1]); len(p) != PageSize {
+		t.Fatal("the page kept lost its memory")
+	} else {
+		p[0], p[PageSize-1] = 1, 1 // still mapped and writable
+	}
+}
