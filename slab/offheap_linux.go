@@ -64,10 +64,11 @@ func collapseRegion(r []byte) error {
 	}
 	err := unix.Madvise(r, unix.MADV_COLLAPSE)
 	_ = unix.Madvise(r, unix.MADV_NOHUGEPAGE)
-	if err == unix.EINVAL {
-		return errCollapseUnsupported // a kernel before 6.1, or huge pages disabled for the process
+	switch err {
+	case unix.EINVAL, unix.EPERM, unix.ENOSYS:
+		return errCollapseUnsupported // a kernel before 6.1, huge pages disabled, or madvise filtered
 	}
-	return err
+	return err // EAGAIN or ENOMEM: no huge page to be had now
 }
 
 // unmapBytes gives memory from mapBytes or mapHugeRegion (all of it, or any page-aligned part) back to
