@@ -54,7 +54,9 @@ type collapser struct {
 	unmapping   [][]byte
 	carving     atomic.Int64 // carving reports since Collapse last looked
 	unsupported atomic.Bool
-	huge        atomic.Int64 // regions collapsed and still whole
+	// huge is len(done), kept apart so that stats can read it without waiting for mu (a collapse pass
+	// holds mu for several milliseconds).
+	huge atomic.Int64
 
 	done map[uintptr]struct{}   // bases of the regions collapsed; under mu
 	scan map[uintptr]regionScan // Collapse's scratch; under mu
