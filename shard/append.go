@@ -46,10 +46,14 @@ func (s *Store) AppendGetHashed(dst, key []byte, k Hashed, withCas bool, hdr Val
 		return dst, false
 	}
 	bump(b, now)
-	vlen := itemVlen(b)
+	flags, vlen, data := valueFields(b)
 	dst = slices.Grow(dst, maxHeaderLine+vlen)
-	dst = hdr(dst, key, itemFlags(b), vlen, itemCas(b), withCas)
-	dst = appendValueBytes(sh.al, dst, b, vlen)
+	dst = hdr(dst, key, flags, vlen, itemCas(b), withCas)
+	if !itemChained(b) { // one copy, inlined here
+		dst = append(dst, b[data:data+vlen]...)
+	} else {
+		dst = appendChainedValue(sh.al, dst, b)
+	}
 	sh.mu.Unlock()
 	return append(dst, blockTrailer...), true
 }
@@ -70,9 +74,9 @@ func (s *Store) AppendLeaseGetHashed(dst, key []byte, k Hashed, hit ValueHeader,
 	sh, now := s.lockHashed(k.Sum)
 	kind, token, b := sh.leaseLookup(k, key, now)
 	var flags uint32
-	vlen := 0
+	vlen, data := 0, 0
 	if b != nil {
-		flags, vlen = itemFlags(b), itemVlen(b)
+		flags, vlen, data = valueFields(b)
 		dst = slices.Grow(dst, maxHeaderLine+vlen)
 	}
 	if kind == LeaseHit {
@@ -80,20 +84,17 @@ func (s *Store) AppendLeaseGetHashed(dst, key []byte, k Hashed, hit ValueHeader,
 	} else {
 		dst = miss(dst, key, token, flags, vlen)
 	}
-	if b != nil {
-		dst = appendValueBytes(sh.al, dst, b, vlen)
+	if b != nil && !itemChained(b) { // as in AppendGetHashed
+		dst = append(dst, b[data:data+vlen]...)
+	} else if b != nil {
+		dst = appendChainedValue(sh.al, dst, b)
 	}
 	sh.mu.Unlock()
 	return append(dst, blockTrailer...), kind
 }
 
-// appendValueBytes appends the item's value (vlen bytes, as its header says) to dst, already grown by the
-// caller. A value that fits its head chunk is one copy; a chained one is read chunk by chunk.
-func appendValueBytes(al *slab.Allocator, dst, head []byte, vlen int) []byte {
-	if !itemChained(head) {
-		off := dataOff(head)
-		return append(dst, head[off:off+vlen]...)
-	}
+// appendChainedValue appends a chained item's value to dst (already grown by the caller), read part by part.
+func appendChainedValue(al *slab.Allocator, dst, head []byte) []byte {
 	r := newValueReader(al, head)
 	for s := r.segment(); s != nil; s = r.segment() {
 		dst = append(dst, s...)

@@ -169,6 +169,28 @@ func itemVlen(b []byte) int {
 	}
 	return int(le.Uint32(b[o:]))
 }
+
+// valueFields is what a VALUE block needs of head chunk b, from one read of its layout: the flags, the
+// value's length, and where the value starts in b unless the item is chained (appendChainedValue). Reading
+// them one accessor at a time reread the meta byte and rechecked b's length for each.
+//
+// The length field is read as four bytes and masked to its width: a chunk always has those bytes, because
+// the smallest item of each layout (a one-byte key and an empty value) ends at most two bytes short of
+// them and chunks come in slab.ChunkAlign steps (TestValueFieldsSmallestChunks).
+func valueFields(b []byte) (flags uint32, vlen, data int) {
+	m := b[offMeta]
+	o := offFlagsOf(m)
+	if m&metaHasFlags != 0 {
+		flags = le.Uint32(b[o:])
+		o += 4
+	}
+	vlen = int(le.Uint32(b[o:]) & vlenMasks[m>>metaVlenShift&3])
+	return flags, vlen, int(keyOffsets[m]) + int(b[offKlen])
+}
+
+// vlenMasks[w] keeps the bytes of a length field of width code w (metaVlenMask) from a four-byte read.
+var vlenMasks = [4]uint32{0xff, 0xffff, 0xffffffff, 0xffffffff}
+
 func itemKlen(b []byte) int          { return int(b[offKlen]) }
 func itemChained(b []byte) bool      { return b[offState]&flagChained != 0 }
 func itemMeta(b []byte) byte         { return b[offMeta] & metaProtoMask }

@@ -3,6 +3,8 @@ package shard
 import (
 	"bytes"
 	"testing"
+
+	"github.com/leasecached/leasecached/slab"
 )
 
 // Every combination of optional header fields round-trips, and the header is as small as documented.
@@ -93,6 +95,39 @@ func TestKeyOffMatchesHeaderLen(t *testing.T) {
 			}
 			if got, want := keyOff(b), headerLen(byte(m), chained); got != want {
 				t.Fatalf("meta %#x chained %v: keyOff %d, headerLen %d", m, chained, got, want)
+			}
+		}
+	}
+}
+
+// valueFields agrees with the one-field accessors for every layout, value length width and chained state,
+// in the smallest chunk that can hold the item: its four-byte read of the length field stays inside the
+// chunk (an out-of-range read panics) and masks away whatever follows a shorter field.
+func TestValueFieldsSmallestChunks(t *testing.T) {
+	for _, flags := range []uint32{0, 1, 0xffffffff} {
+		for _, exp := range []uint32{0, 1_800_000_000} {
+			for _, vlen := range []int{0, 1, vlen1Max, vlen1Max + 1, vlen2Max, vlen2Max + 1} {
+				for _, chained := range []bool{false, true} {
+					lay := layoutOf(flags, exp, vlen)
+					key := []byte("k")
+					size := headerLen(lay, chained) + len(key)
+					if !chained {
+						size += vlen
+					}
+					size = (size + slab.ChunkAlign - 1) / slab.ChunkAlign * slab.ChunkAlign
+					b := bytes.Repeat([]byte{0xa5}, size) // garbage past the header, as in a reused chunk
+					b[offState] = kindHead
+					if chained {
+						b[offState] |= flagChained
+					}
+					b[offMeta] = lay
+					writeHeader(b, 1, exp, 2, flags, key, vlen, 0)
+					gotFlags, gotVlen, data := valueFields(b)
+					if gotFlags != flags || gotVlen != vlen || (!chained && data != dataOff(b)) {
+						t.Errorf("flags %d exp %d vlen %d chained %v in %d bytes: valueFields = %d, %d, %d; want %d, %d, %d",
+							flags, exp, vlen, chained, size, gotFlags, gotVlen, data, flags, vlen, dataOff(b))
+					}
+				}
 			}
 		}
 	}
