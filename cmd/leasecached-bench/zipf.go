@@ -26,6 +26,7 @@ func (u *uniformDist) next() uint64 { return u.r.Uint64N(u.n) }
 // Index 0 is the hottest key.
 type zipfDist struct {
 	r             *rand.Rand
+	lo            float64 // the lowest rank drawn: 1, or past the head an alias table draws (zipfHybridDist)
 	n             float64
 	s             float64
 	hIntegralX1   float64
@@ -54,11 +55,18 @@ func newZipfDist(r *rand.Rand, s float64, n uint64) (*zipfDist, error) {
 	if err := checkZipf(s, n); err != nil {
 		return nil, err
 	}
-	z := &zipfDist{r: r, n: float64(n), s: s, maxIndex: n}
-	z.hIntegralX1 = z.hIntegral(1.5) - 1
+	return newZipfRange(r, s, 1, n), nil
+}
+
+// newZipfRange draws ranks lo to n (1 <= lo <= n) with probability proportional to k^-s: the same method
+// over a shorter range. Rank lo's acceptance region starts where u does (hIntegralX1), as rank 1's does
+// in the paper, and the squeeze is the paper's for the first rank after it.
+func newZipfRange(r *rand.Rand, s float64, lo, n uint64) *zipfDist {
+	z := &zipfDist{r: r, lo: float64(lo), n: float64(n), s: s, maxIndex: n}
+	z.hIntegralX1 = z.hIntegral(z.lo+0.5) - z.h(z.lo)
 	z.hIntegralN = z.hIntegral(z.n + 0.5)
-	z.squeeze = 2 - z.hIntegralInverse(z.hIntegral(2.5)-z.h(2))
-	return z, nil
+	z.squeeze = z.lo + 1 - z.hIntegralInverse(z.hIntegral(z.lo+1.5)-z.h(z.lo+1))
+	return z
 }
 
 func (z *zipfDist) next() uint64 {
@@ -66,8 +74,8 @@ func (z *zipfDist) next() uint64 {
 		u := z.hIntegralN + z.r.Float64()*(z.hIntegralX1-z.hIntegralN)
 		x := z.hIntegralInverse(u)
 		k := math.Floor(x + 0.5)
-		if k < 1 {
-			k = 1
+		if k < z.lo {
+			k = z.lo
 		} else if k > z.n {
 			k = z.n
 		}
@@ -110,45 +118,108 @@ func expm1OverX(x float64) float64 {
 }
 
 // newKeyDist builds the distribution named by kind ("uniform" or "zipf") over n keys. Zipf over up to
-// zipfTableMaxKeys keys draws from a shared alias table, above that by rejection-inversion.
+// zipfTableMaxKeys keys draws its hottest keys from a shared alias table and the rest by
+// rejection-inversion (zipfHybridDist), above that by rejection-inversion alone.
 func newKeyDist(kind string, s float64, n uint64, r *rand.Rand) (keyDist, error) {
 	switch kind {
 	case "uniform":
 		return &uniformDist{r: r, n: n}, nil
 	case "zipf":
 		if n <= zipfTableMaxKeys {
-			return newZipfTableDist(r, s, n)
+			return newZipfHybridDist(r, s, n, zipfHeadKeys)
 		}
 		return newZipfDist(r, s, n)
 	}
 	return nil, fmt.Errorf("key distribution %q: want uniform or zipf", kind)
 }
 
-// zipfTableMaxKeys bounds the key spaces drawn from an alias table: 12 bytes per key (12 MiB at the bound),
-// built once per exponent and key count and shared by every connection.
+// zipfTableMaxKeys bounds the key spaces zipfHybridDist draws from, whose construction sums all n weights.
 const zipfTableMaxKeys = 1 << 20
 
+// zipfHeadKeys is how many of the hottest keys zipfHybridDist draws from an alias table: 32 KiB of columns,
+// which stay in a core's caches. With s = 0.99 over 100k keys they take 72% of the draws.
+const zipfHeadKeys = 4096
+
+// zipfHybridDist draws the same distribution as zipfDist, its hottest keys from an alias table and the
+// others by rejection-inversion over the ranks past them. The head takes each draw with its share of the
+// total weight, so every key keeps its exact probability.
+//
+// Why not one alias table over all the keys: on make bench's Zipf row (100k keys, 800 KB of columns) its
+// draws miss the caches, which the server shares. Profiled live, the draws took 14-16% of the generator's
+// CPU with one table, about 9% with rejection-inversion alone (logarithms and exponentials, but no memory),
+// and about 5% with this. BenchmarkKeyDist, whose caches hold the whole table, says the opposite (29 ns a
+// draw with one table, 45 ns with this): it is not the case that matters.
+type zipfHybridDist struct {
+	head  zipfTableDist
+	headP uint64    // the head's share of the total weight, times 2^64; any draw when tail is nil
+	tail  *zipfDist // ranks past the head; nil when the head holds every key
+}
+
+func (z *zipfHybridDist) next() uint64 {
+	if z.tail == nil || z.head.r.Uint64() < z.headP {
+		return z.head.next()
+	}
+	return z.tail.next()
+}
+
+// newZipfHybridDist is zipfHybridDist over n keys, the first head of them (at least one) from a table.
+func newZipfHybridDist(r *rand.Rand, s float64, n, head uint64) (*zipfHybridDist, error) {
+	h, err := newZipfTableDist(r, s, min(n, max(head, 1)))
+	if err != nil {
+		return nil, err
+	}
+	z := &zipfHybridDist{head: *h}
+	if n <= uint64(len(h.t.cols)) {
+		return z, nil
+	}
+	// Sums of up to zipfTableMaxKeys float64 terms: their rounding is far below any run's sampling noise.
+	var headW, tailW float64
+	for k := uint64(1); k <= n; k++ {
+		w := math.Pow(float64(k), -s)
+		if k <= uint64(len(h.t.cols)) {
+			headW += w
+		} else {
+			tailW += w
+		}
+	}
+	z.headP = math.MaxUint64 // a share that rounds to 1 (a float64 of 2^64 does not convert)
+	if p := headW / (headW + tailW); p < 1 {
+		z.headP = uint64(p * (1 << 64))
+	}
+	z.tail = newZipfRange(r, s, uint64(len(h.t.cols))+1, n)
+	return z, nil
+}
+
 // zipfTableDist draws the same distribution as zipfDist from an alias table (Vose's method): two random
-// numbers and at most two table reads per draw. Rejection-inversion needs two to four logarithms and
-// exponentials per draw (73 ns against 10 ns for a uniform draw, BenchmarkKeyDist), and at pipeline 16 the
-// generator draws close to a million keys a second on the same two cores as the server it measures.
+// numbers and one table read per draw, where rejection-inversion needs two to four logarithms and
+// exponentials. At pipeline 16 the generator draws close to a million keys a second on the same two cores
+// as the server it measures. zipfHybridDist keeps the table small enough to stay in the caches.
 type zipfTableDist struct {
 	r *rand.Rand
 	t *aliasTable
 }
 
 func (z *zipfTableDist) next() uint64 {
-	i := z.r.Uint64N(uint64(len(z.t.alias)))
-	if z.r.Uint64() < z.t.keep[i] {
+	i := z.r.Uint64N(uint64(len(z.t.cols)))
+	c := z.t.cols[i]
+	if uint32(z.r.Uint64()>>32) < c.keep {
 		return i
 	}
-	return uint64(z.t.alias[i])
+	return uint64(c.alias)
 }
 
-// aliasTable: draw i uniformly, keep it with probability keep[i]/2^64, else take alias[i].
+// aliasTable: draw a column i uniformly, keep i with probability cols[i].keep/2^32, else take cols[i].alias.
+//
+// A column's two fields share one 8-byte entry, so a draw reads one word: in separate arrays, a draw that
+// missed the caches missed twice. 32 bits of keep threshold keep the table exact to 1e-9
+// (TestAliasTableIsExact).
 type aliasTable struct {
-	keep  []uint64
-	alias []uint32
+	cols []aliasColumn
+}
+
+type aliasColumn struct {
+	keep  uint32 // math.MaxUint32 for a column kept whole, whose alias is itself
+	alias uint32
 }
 
 type zipfTableKey struct {
@@ -202,11 +273,11 @@ func newAliasTable(w []float64) *aliasTable {
 			large = append(large, uint32(i))
 		}
 	}
-	t := &aliasTable{keep: make([]uint64, n), alias: make([]uint32, n)}
+	t := &aliasTable{cols: make([]aliasColumn, n)}
 	for len(small) > 0 && len(large) > 0 {
 		sm, lg := small[len(small)-1], large[len(large)-1]
 		small = small[:len(small)-1]
-		t.keep[sm], t.alias[sm] = keepThreshold(p[sm]), lg
+		t.cols[sm] = aliasColumn{keep: keepThreshold(p[sm]), alias: lg}
 		p[lg] -= 1 - p[sm] // lg gives sm's column the share sm does not keep
 		if p[lg] < 1 {
 			large = large[:len(large)-1]
@@ -215,15 +286,15 @@ func newAliasTable(w []float64) *aliasTable {
 	}
 	// What is left keeps its whole column (its p is 1 up to rounding).
 	for _, i := range append(small, large...) {
-		t.keep[i], t.alias[i] = math.MaxUint64, i
+		t.cols[i] = aliasColumn{keep: math.MaxUint32, alias: i}
 	}
 	return t
 }
 
-// keepThreshold maps a share in [0, 1] to the threshold a uniform uint64 is compared with.
-func keepThreshold(p float64) uint64 {
+// keepThreshold maps a share in [0, 1] to the threshold a uniform uint32 is compared with.
+func keepThreshold(p float64) uint32 {
 	if p >= 1 {
-		return math.MaxUint64
+		return math.MaxUint32
 	}
-	return uint64(p * (1 << 64))
+	return uint32(p * (1 << 32))
 }

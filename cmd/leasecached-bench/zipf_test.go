@@ -22,6 +22,39 @@ var zipfSamplers = []struct {
 }{
 	{"rejection-inversion", func(r *rand.Rand, s float64, n uint64) (keyDist, error) { return newZipfDist(r, s, n) }},
 	{"alias-table", func(r *rand.Rand, s float64, n uint64) (keyDist, error) { return newZipfTableDist(r, s, n) }},
+	// The hybrid with a head of a third of the keys, so that both of its halves draw.
+	{"hybrid", func(r *rand.Rand, s float64, n uint64) (keyDist, error) { return newZipfHybridDist(r, s, n, n/3) }},
+}
+
+// TestZipfRangeMatchesExactDistribution: rejection-inversion over ranks lo to n (zipfHybridDist's tail)
+// draws each rank with probability k^-s over the sum of the range's weights.
+func TestZipfRangeMatchesExactDistribution(t *testing.T) {
+	const draws = 150000
+	for _, tc := range []struct {
+		s     float64
+		lo, n uint64
+	}{{0.5, 2, 20}, {0.99, 5, 50}, {1.0, 3, 30}, {1.1, 10, 40}, {2.0, 2, 10}, {0.9, 7, 7}} {
+		z := newZipfRange(rand.New(rand.NewPCG(5, 5)), tc.s, tc.lo, tc.n)
+		counts := make([]float64, tc.n)
+		for range draws {
+			k := z.next()
+			if k < tc.lo-1 || k >= tc.n {
+				t.Fatalf("s=%v ranks %d-%d: drew index %d, out of range", tc.s, tc.lo, tc.n, k)
+			}
+			counts[k]++
+		}
+		var norm float64
+		for k := tc.lo; k <= tc.n; k++ {
+			norm += math.Pow(float64(k), -tc.s)
+		}
+		for k := tc.lo; k <= tc.n; k++ {
+			p := math.Pow(float64(k), -tc.s) / norm
+			want, sd := p*draws, math.Sqrt(draws*p*(1-p))
+			if got := counts[k-1]; math.Abs(got-want) > 5*sd+1 {
+				t.Errorf("s=%v ranks %d-%d: rank %d drawn %v times, want %.0f +- %.0f", tc.s, tc.lo, tc.n, k, got, want, 5*sd)
+			}
+		}
+	}
 }
 
 func testZipfMatchesExactDistribution(t *testing.T, mk func(r *rand.Rand, s float64, n uint64) (keyDist, error)) {
@@ -156,9 +189,10 @@ func TestAliasTableIsExact(t *testing.T) {
 		n := float64(len(w))
 		got := make([]float64, len(w))
 		for i := range w {
-			keep := float64(tab.keep[i]) / (1 << 64)
+			c := tab.cols[i]
+			keep := float64(c.keep) / (1 << 32)
 			got[i] += keep / n
-			got[tab.alias[i]] += (1 - keep) / n
+			got[c.alias] += (1 - keep) / n
 		}
 		var sum float64
 		for _, x := range w {
@@ -178,8 +212,12 @@ func TestKeyDistChoosesZipfSampler(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 1))
 	a, _ := newKeyDist("zipf", 0.99, 1000, r)
 	b, _ := newKeyDist("zipf", 0.99, 1000, r)
-	if ta, ok := a.(*zipfTableDist); !ok || ta.t != b.(*zipfTableDist).t {
-		t.Errorf("1000 keys: got %T, or two tables for the same distribution", a)
+	if ha, ok := a.(*zipfHybridDist); !ok || ha.head.t != b.(*zipfHybridDist).head.t || ha.tail != nil {
+		t.Errorf("1000 keys: got %T, two tables for the same distribution, or a tail", a)
+	}
+	if h, _ := newKeyDist("zipf", 0.99, 100000, r); h.(*zipfHybridDist).tail == nil ||
+		len(h.(*zipfHybridDist).head.t.cols) != zipfHeadKeys {
+		t.Errorf("100000 keys: want a head of %d keys and a tail", zipfHeadKeys)
 	}
 	if d, _ := newKeyDist("zipf", 0.99, zipfTableMaxKeys+1, r); func() bool { _, ok := d.(*zipfDist); return !ok }() {
 		t.Errorf("%d keys: got %T, want rejection-inversion", zipfTableMaxKeys+1, d)
