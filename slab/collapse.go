@@ -14,8 +14,9 @@ import (
 // from the first touch (NewLargePageArena, -L) cost resident memory instead: a partly carved page is
 // resident in full. NewArena's pages come two at a time, in a 2 MiB-aligned region advised against huge
 // pages, so a partly carved page costs only what was written. Once both pages of a region have been carved
-// to within collapseSlack of their ends, most of the region has been written and is resident anyway; Collapse then asks the kernel to back the region with one huge page (MADV_COLLAPSE). Nothing moves
-// for the arena's users: the addresses and contents stay, only the page tables change.
+// to within collapseSlack of their ends, most of the region has been written and is resident anyway;
+// Collapse then asks the kernel to back the region with one huge page (MADV_COLLAPSE). Nothing moves for
+// the arena's users: the addresses and contents stay, only the page tables change.
 //
 // Collapsing copies 2 MiB in the kernel and holds the process's memory map lock for a moment (about a
 // millisecond on the development VM), so it runs in the store's reclaimer, never in an event loop.

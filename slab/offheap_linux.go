@@ -12,11 +12,9 @@ import (
 // bookkeeping only unmaps a slice it returned whole: a huge-page region is mapped oversized and trimmed,
 // and its pages are unmapped one at a time.
 
-// mapBytes maps n zeroed bytes of anonymous memory (hash tables). The kernel backs them lazily, so a page
-// that is never written costs no resident memory. Item pages come from mapHugeRegion instead.
-func mapBytes(n int) ([]byte, error) { return mapAnon(n) }
-
-func mapAnon(n int) ([]byte, error) {
+// mapBytes maps n zeroed bytes of anonymous memory (hash tables, and the mappings mapHugeRegion trims).
+// The kernel backs them lazily, so a page that is never written costs no resident memory.
+func mapBytes(n int) ([]byte, error) {
 	p, err := unix.MmapPtr(-1, 0, nil, uintptr(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
 	if err != nil {
 		return nil, err
@@ -33,7 +31,7 @@ const hugePageSize = 2 << 20
 // aligns an anonymous mapping only to the base page. Without transparent huge page support the advice
 // fails, and the region is ordinary memory.
 func mapHugeRegion(huge bool) ([]byte, error) {
-	b, err := mapAnon(2 * hugePageSize)
+	b, err := mapBytes(2 * hugePageSize)
 	if err != nil {
 		return nil, err
 	}
