@@ -21,7 +21,8 @@ const (
 // called with sh.mu held:
 //
 //	old == NilRef, nu != NilRef: a new key is linked
-//	old != NilRef, nu == old:    the item was rewritten in place (incr/decr)
+//	old != NilRef, nu == old:    the item was rewritten in place (incr/decr; a store's value is
+//	                             rewritten in place by overwrite, not here)
 //	old != NilRef, nu != NilRef: nu replaces old, old is freed
 //	old != NilRef, nu == NilRef: old is unlinked and freed
 //	old == nu == NilRef, causeFlush: flush_all (every key of the shard)
@@ -82,6 +83,39 @@ func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
 		return
 	}
 	sh.freeItem(old)
+}
+
+// fitsInPlace reports whether a store's new item, klen+vlen bytes with layout lay, belongs in the chunk
+// of the live item r (bytes b): r is not chained, and its chunk is of the very size class the new item
+// would be allocated from, so rewriting it wastes no more memory than a fresh chunk would.
+func (sh *shard) fitsInPlace(r slab.Ref, b []byte, klen, vlen int, lay byte) bool {
+	if itemChained(b) {
+		return false
+	}
+	id, ok := sh.st.classes.For(headerLen(lay, false) + klen + vlen)
+	return ok && id == sh.al.ClassOf(r)
+}
+
+// overwrite is a store's replacement of the live item r (bytes b, key key) done in r's own chunk, when
+// fitsInPlace: the same change as a new item linked in r's place (mutate with causeStore), and it
+// returns the new CAS. The chunk becomes a fresh item: new CAS and time, not fetched, not visited. The key
+// has no stale value to drop: linking r dropped it, and none is made while the key has a live item.
+//
+// Why in place: a replacement through a new chunk pops a free chunk whose link and lines are cold (a
+// cache miss per line written), rewrites the index entry and pushes r on the free list. Rewriting r,
+// whose lines the lookup just brought in, does none of that. It is as safe as freeing r, whose chunk the
+// next store may take: no reader keeps a view of an item past the shard lock (replies copy values out).
+func (sh *shard) overwrite(h uint64, r slab.Ref, b, key, value []byte, flags, exp uint32, meta, lay byte, now int64) uint64 {
+	sh.invalidateLeases(h, causeStore)
+	sh.account(r, -1)
+	b[offState] = kindHead
+	b[offMeta] = lay
+	cas := sh.st.cas.Add(1)
+	writeHeader(b, cas, exp, uint32(now), flags, key, len(value), meta)
+	copy(b[dataOff(b):], value)
+	sh.account(r, +1)
+	sh.stats.totalItems++
+	return cas
 }
 
 // invalidateLeases applies leases.md rule 3: every change or removal of a key's value by a client

@@ -147,10 +147,14 @@ func (sh *shard) storeItem(k Hashed, key, value []byte, rq *storeReq, now int64)
 		}
 	}
 
+	lay := layoutOf(flags, exp, vlen)
+	if mode != ModeAppend && mode != ModePrepend && old != slab.NilRef && sh.fitsInPlace(old, ob, len(key), vlen, lay) {
+		return Stored, sh.overwrite(h, old, ob, key, value, flags, exp, meta, lay, now)
+	}
 	if old != slab.NilRef {
 		ob[offState] |= flagPinned // eviction must not take it while we allocate
 	}
-	nu, nb, ok := sh.allocItem(len(key), vlen, layoutOf(flags, exp, vlen), now)
+	nu, nb, ok := sh.allocItem(len(key), vlen, lay, now)
 	if old != slab.NilRef {
 		ob[offState] &^= flagPinned
 	}

@@ -1,0 +1,167 @@
+package shard
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/leasecached/leasecached/slab"
+)
+
+// refOf is the chunk of key's live item, or NilRef.
+func refOf(s *Store, key []byte) slab.Ref {
+	h := Hash(key)
+	sh := s.shardOf(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	ref, _ := sh.find(h, key, s.now())
+	return ref
+}
+
+// itemState is the state byte of key's live item.
+func itemState(t *testing.T, s *Store, key []byte) byte {
+	t.Helper()
+	h := Hash(key)
+	sh := s.shardOf(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	_, b := sh.find(h, key, s.now())
+	if b == nil {
+		t.Fatalf("%q: no live item", key)
+	}
+	return b[offState]
+}
+
+// TestStoreOverwritesInPlace checks which stores over a live item rewrite its chunk (set, replace and cas,
+// when the new item needs the chunk's own size class) and which take a new one (append and prepend, a
+// different class, a chained value), and that either way the result is a fresh item: the new value, flags,
+// exptime and CAS, not fetched, and statistics as if the old item had been replaced.
+func TestStoreOverwritesInPlace(t *testing.T) {
+	const big = slab.ChunkMax + 100 // chained
+	for _, tc := range []struct {
+		name            string
+		oldLen, newLen  int
+		oldFlags, flags uint32
+		exp             int64
+		mode            Mode
+		inPlace         bool
+	}{
+		{name: "set, same length", oldLen: 100, newLen: 100, mode: ModeSet, inPlace: true},
+		{name: "set, same length, new flags and exptime on both", oldLen: 100, newLen: 100, oldFlags: 1,
+			flags: 0xdeadbeef, exp: 60, mode: ModeSet, inPlace: false},
+		{name: "set, empty value over empty value", oldLen: 0, newLen: 0, mode: ModeSet, inPlace: true},
+		{name: "replace, same length", oldLen: 100, newLen: 100, mode: ModeReplace, inPlace: true},
+		{name: "cas, same length", oldLen: 100, newLen: 100, mode: ModeCas, inPlace: true},
+		{name: "set, a larger class", oldLen: 100, newLen: 1000, mode: ModeSet},
+		{name: "set, a smaller class", oldLen: 1000, newLen: 100, mode: ModeSet},
+		{name: "append", oldLen: 100, newLen: 0, mode: ModeAppend},
+		{name: "prepend", oldLen: 100, newLen: 0, mode: ModePrepend},
+		{name: "set, chained, same length", oldLen: big, newLen: big, mode: ModeSet},
+		{name: "set, chained to one chunk", oldLen: big, newLen: 100, mode: ModeSet},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newStore(t, Config{})
+			key := []byte("overwrite:key")
+			other := []byte("overwrite:other") // a neighbour that must not change
+			if r := s.Store(ModeSet, other, 5, 0, pattern(100, 9), 0); r != Stored {
+				t.Fatalf("set neighbour: %v", r)
+			}
+			old := pattern(tc.oldLen, 1)
+			if r := s.Store(ModeSet, key, tc.oldFlags, 0, old, 0); r != Stored {
+				t.Fatalf("first set: %v", r)
+			}
+			_, info, _ := s.Get(nil, key)
+			s.Get(nil, key) // fetched twice: memcached's active item
+			ref := refOf(s, key)
+			before := s.Stats()
+
+			value := pattern(tc.newLen, 2)
+			cas := uint64(0)
+			if tc.mode == ModeCas {
+				cas = info.Cas
+			}
+			if r := s.Store(tc.mode, key, tc.flags, tc.exp, value, cas); r != Stored {
+				t.Fatalf("store: %v", r)
+			}
+
+			want, wantFlags, wantExp := value, tc.flags, tc.exp
+			switch tc.mode {
+			case ModeAppend:
+				want, wantFlags, wantExp = append(old, value...), tc.oldFlags, 0
+			case ModePrepend:
+				want, wantFlags, wantExp = append(append([]byte(nil), value...), old...), tc.oldFlags, 0
+			}
+			if got := refOf(s, key) == ref; got != tc.inPlace {
+				t.Errorf("stored in the old chunk: %v, want %v", got, tc.inPlace)
+			}
+			if st := itemState(t, s, key); st&(flagFetched|flagActive|flagVisited|flagPinned) != 0 {
+				t.Errorf("state %#x: the new item is not fresh", st)
+			}
+			got, info2, ok := s.Get(nil, key)
+			if !ok || !bytes.Equal(got, want) || info2.Flags != wantFlags {
+				t.Fatalf("get: %d bytes, flags %d, hit %v; want %d bytes, flags %d", len(got), info2.Flags, ok,
+					len(want), wantFlags)
+			}
+			if wantExp != 0 && info2.Exptime != s.now()+wantExp || wantExp == 0 && info2.Exptime != 0 {
+				t.Errorf("exptime %d, want %d from now", info2.Exptime, wantExp)
+			}
+			if info2.Cas <= info.Cas {
+				t.Errorf("cas %d after %d: not a new CAS", info2.Cas, info.Cas)
+			}
+			after := s.Stats()
+			if after.CurrItems != before.CurrItems || after.TotalItems != before.TotalItems+1 {
+				t.Errorf("curr_items %d -> %d, total_items %d -> %d; want the same, one more",
+					before.CurrItems, after.CurrItems, before.TotalItems, after.TotalItems)
+			}
+			if b := indexedBytes(s); after.Bytes != b {
+				t.Errorf("bytes %d, the items indexed hold %d", after.Bytes, b)
+			}
+			if v, info, ok := s.Get(nil, other); !ok || !bytes.Equal(v, pattern(100, 9)) || info.Flags != 5 {
+				t.Errorf("the neighbour changed: %d bytes, flags %d, hit %v", len(v), info.Flags, ok)
+			}
+			for i := range s.shards {
+				checkIndexInvariants(t, &s.shards[i])
+			}
+		})
+	}
+}
+
+// indexedBytes is the header+key+value bytes of every item the shards index: what the bytes statistic
+// must say.
+func indexedBytes(s *Store) int64 {
+	var n int64
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for _, e := range sh.idx.slots {
+			if e != 0 {
+				n += itemBytes(sh.chunk(entryRef(e)))
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// TestOverwriteAfterStaleValue is an overwrite of a key that also has a stale value (a delete kept it for
+// lease-get, then a set brought the key back): the stale value must not outlive the overwrite either.
+func TestOverwriteAfterStaleValue(t *testing.T) {
+	s, _ := newStore(t, Config{})
+	key := []byte("k")
+	for i := range 3 {
+		if r := s.Store(ModeSet, key, 0, 0, []byte(fmt.Sprintf("value-%d", i)), 0); r != Stored {
+			t.Fatalf("set %d: %v", i, r)
+		}
+		if i == 0 {
+			if r := s.Delete(key); r != Deleted {
+				t.Fatalf("delete: %v", r)
+			}
+		}
+	}
+	if v, _ := mustGet(t, s, "k"); v != "value-2" {
+		t.Fatalf("get: %q", v)
+	}
+	if st := s.Stats(); st.CurrItems != 1 || st.StaleItems != 0 {
+		t.Fatalf("curr_items %d, stale items %d; want 1, 0", st.CurrItems, st.StaleItems)
+	}
+}
