@@ -85,35 +85,37 @@ func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
 	sh.freeItem(old)
 }
 
-// fitsInPlace reports whether a store's new item, klen+vlen bytes with layout lay, belongs in the chunk
-// of the live item r (bytes b): r is not chained, and its chunk is of the very size class the new item
-// would be allocated from, so rewriting it wastes no more memory than a fresh chunk would.
-func (sh *shard) fitsInPlace(r slab.Ref, b []byte, klen, vlen int, lay byte) bool {
-	if itemChained(b) {
-		return false
-	}
-	id, ok := sh.st.classes.For(headerLen(lay, false) + klen + vlen)
-	return ok && id == sh.al.ClassOf(r)
+// inPlaceClass reports whether a store's new item of n bytes (header, key and value) belongs in the chunk
+// b of a live item, and the chunk's class: b is not chained, and its chunk is of the very size class the
+// new item would be allocated from (class sizes differ), so rewriting it wastes no more memory than a
+// fresh chunk would.
+func (sh *shard) inPlaceClass(b []byte, n int) (int, bool) {
+	id, ok := sh.st.classes.For(n)
+	return id, ok && !itemChained(b) && sh.st.classes.Size(id) == len(b)
 }
 
-// overwrite is a store's replacement of the live item r (bytes b, key key) done in r's own chunk, when
-// fitsInPlace: the same change as a new item linked in r's place (mutate with causeStore), and it
-// returns the new CAS. The chunk becomes a fresh item: new CAS and time, not fetched, not visited. The key
-// has no stale value to drop: linking r dropped it, and none is made while the key has a live item.
+// overwrite is a store's replacement of a live item (bytes b, its chunk of class id) done in its own
+// chunk, when inPlaceClass says so: the same change as a new item linked in its place (mutate with
+// causeStore), and it returns the new CAS. The chunk becomes a fresh item: new CAS and time, not fetched,
+// not visited. The key has no stale value to drop: linking the item dropped it, and none is made while
+// the key has a live item.
 //
 // Why in place: a replacement through a new chunk pops a free chunk whose link and lines are cold (a
-// cache miss per line written), rewrites the index entry and pushes r on the free list. Rewriting r,
-// whose lines the lookup just brought in, does none of that. It is as safe as freeing r, whose chunk the
-// next store may take: no reader keeps a view of an item past the shard lock (replies copy values out).
-func (sh *shard) overwrite(h uint64, r slab.Ref, b, key, value []byte, flags, exp uint32, meta, lay byte, now int64) uint64 {
+// cache miss per line written), rewrites the index entry and pushes the old chunk on the free list.
+// Rewriting the old chunk, whose lines the lookup just brought in, does none of that. It is as safe as
+// freeing it, which let the next store take it: no reader keeps a view of an item past the shard lock
+// (replies copy values out).
+func (sh *shard) overwrite(h uint64, b []byte, id int, key, value []byte, flags, exp uint32, meta, lay byte, now int64) uint64 {
 	sh.invalidateLeases(h, causeStore)
-	sh.account(r, -1)
+	was := itemBytes(b)
 	b[offState] = kindHead
 	b[offMeta] = lay
 	cas := sh.st.cas.Add(1)
 	writeHeader(b, cas, exp, uint32(now), flags, key, len(value), meta)
 	copy(b[dataOff(b):], value)
-	sh.account(r, +1)
+	d := itemBytes(b) - was // account's change, for an item that stays in its class
+	sh.stats.bytes += d
+	sh.cls[id].memRequested += d
 	sh.stats.totalItems++
 	return cas
 }

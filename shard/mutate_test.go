@@ -47,6 +47,10 @@ func TestStoreOverwritesInPlace(t *testing.T) {
 		inPlace         bool
 	}{
 		{name: "set, same length", oldLen: 100, newLen: 100, mode: ModeSet, inPlace: true},
+		{name: "set, longer in the same class", oldLen: 100, newLen: 106, mode: ModeSet, inPlace: true},
+		{name: "set, shorter in the same class", oldLen: 106, newLen: 100, mode: ModeSet, inPlace: true},
+		{name: "set, flags added in the same class", oldLen: 100, newLen: 102, flags: 7, mode: ModeSet, inPlace: true},
+		{name: "set, flags dropped in the same class", oldLen: 102, newLen: 100, oldFlags: 7, mode: ModeSet, inPlace: true},
 		{name: "set, same length, new flags and exptime on both", oldLen: 100, newLen: 100, oldFlags: 1,
 			flags: 0xdeadbeef, exp: 60, mode: ModeSet, inPlace: false},
 		{name: "set, empty value over empty value", oldLen: 0, newLen: 0, mode: ModeSet, inPlace: true},
@@ -58,6 +62,8 @@ func TestStoreOverwritesInPlace(t *testing.T) {
 		{name: "prepend", oldLen: 100, newLen: 0, mode: ModePrepend},
 		{name: "set, chained, same length", oldLen: big, newLen: big, mode: ModeSet},
 		{name: "set, chained to one chunk", oldLen: big, newLen: 100, mode: ModeSet},
+		{name: "set, chained to one chunk of the head's class", oldLen: slab.ChunkMax - 10,
+			newLen: slab.ChunkMax - 200, mode: ModeSet},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _ := newStore(t, Config{})
@@ -113,9 +119,7 @@ func TestStoreOverwritesInPlace(t *testing.T) {
 				t.Errorf("curr_items %d -> %d, total_items %d -> %d; want the same, one more",
 					before.CurrItems, after.CurrItems, before.TotalItems, after.TotalItems)
 			}
-			if b := indexedBytes(s); after.Bytes != b {
-				t.Errorf("bytes %d, the items indexed hold %d", after.Bytes, b)
-			}
+			checkByteStats(t, s, after)
 			if v, info, ok := s.Get(nil, other); !ok || !bytes.Equal(v, pattern(100, 9)) || info.Flags != 5 {
 				t.Errorf("the neighbour changed: %d bytes, flags %d, hit %v", len(v), info.Flags, ok)
 			}
@@ -126,21 +130,35 @@ func TestStoreOverwritesInPlace(t *testing.T) {
 	}
 }
 
-// indexedBytes is the header+key+value bytes of every item the shards index: what the bytes statistic
-// must say.
-func indexedBytes(s *Store) int64 {
-	var n int64
+// checkByteStats checks st's bytes, and each class's mem_requested and number, against the items the
+// shards index.
+func checkByteStats(t *testing.T, s *Store, st Stats) {
+	t.Helper()
+	var total int64
+	bytes := make([]int64, len(st.Classes))
+	items := make([]int64, len(st.Classes))
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for _, e := range sh.idx.slots {
 			if e != 0 {
-				n += itemBytes(sh.chunk(entryRef(e)))
+				n, id := itemBytes(sh.chunk(entryRef(e))), sh.al.ClassOf(entryRef(e))
+				total += n
+				bytes[id] += n
+				items[id]++
 			}
 		}
 		sh.mu.Unlock()
 	}
-	return n
+	if st.Bytes != total {
+		t.Errorf("bytes %d, the items indexed hold %d", st.Bytes, total)
+	}
+	for id, c := range st.Classes {
+		if c.MemRequested != bytes[id] || c.Number != items[id] {
+			t.Errorf("class %d: mem_requested %d, number %d; its items hold %d bytes, number %d", c.ID,
+				c.MemRequested, c.Number, bytes[id], items[id])
+		}
+	}
 }
 
 // TestOverwriteAfterStaleValue is an overwrite of a key that also has a stale value (a delete kept it for

@@ -148,8 +148,10 @@ func (sh *shard) storeItem(k Hashed, key, value []byte, rq *storeReq, now int64)
 	}
 
 	lay := layoutOf(flags, exp, vlen)
-	if mode != ModeAppend && mode != ModePrepend && old != slab.NilRef && sh.fitsInPlace(old, ob, len(key), vlen, lay) {
-		return Stored, sh.overwrite(h, old, ob, key, value, flags, exp, meta, lay, now)
+	if old != slab.NilRef && mode != ModeAppend && mode != ModePrepend {
+		if id, ok := sh.inPlaceClass(ob, headerLen(lay, false)+len(key)+vlen); ok {
+			return Stored, sh.overwrite(h, ob, id, key, value, flags, exp, meta, lay, now)
+		}
 	}
 	if old != slab.NilRef {
 		ob[offState] |= flagPinned // eviction must not take it while we allocate

@@ -68,6 +68,9 @@ type Classes struct {
 	// sizeOf is size indexed by a page's uint8 class: Allocator.Chunk, on every item access, looks sizes up
 	// here without a bounds check.
 	sizeOf [1 << 8]uint32
+	// fineTop is the largest size of the ChunkAlign-spaced classes at the start of the table (0 when
+	// there are none): For computes the class of a size up to it instead of searching.
+	fineTop int
 }
 
 // NewClasses builds the size class table: ChunkAlign steps from minChunk up
@@ -85,6 +88,7 @@ func NewClasses(minChunk, maxChunk int, factor float64) (*Classes, error) {
 	c := &Classes{}
 	for n := minChunk; n < min(FineUpTo, maxChunk); n += ChunkAlign {
 		c.size = append(c.size, uint32(n))
+		c.fineTop = n
 	}
 	size := float64(max(minChunk, FineUpTo))
 	for {
@@ -135,7 +139,13 @@ func (c *Classes) Largest() int { return len(c.size) - 1 }
 
 // For returns the smallest class whose chunks hold n bytes, or false when n
 // exceeds the largest chunk.
+//
+// Every store asks, most of them for small items, whose classes are ChunkAlign apart from the smallest
+// chunk: for those the class is a division, not a search.
 func (c *Classes) For(n int) (int, bool) {
+	if n <= c.fineTop {
+		return (max(n, int(c.size[0])) - int(c.size[0]) + ChunkAlign - 1) / ChunkAlign, true
+	}
 	if n > int(c.size[len(c.size)-1]) {
 		return 0, false
 	}

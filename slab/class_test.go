@@ -60,15 +60,32 @@ func TestClassFor(t *testing.T) {
 			t.Errorf("For(%d) = %d (ok=%v), want size %d", tc.n, c.Size(id), ok, tc.want)
 		}
 	}
-	// Exhaustive agreement with a linear scan.
-	for n := 1; n <= ChunkMax; n += 7 {
-		id, _ := c.For(n)
-		lin := 0
-		for c.Size(lin) < n {
-			lin++
+	// Exhaustive agreement with a linear scan, on tables whose fine-spaced start (where For divides instead
+	// of searching) is long, short or absent.
+	for _, cfg := range []struct {
+		min, max int
+		factor   float64
+	}{
+		{MinChunk, ChunkMax, GrowthFactor},
+		{16, 4096, 2},
+		{248, 8192, 1.1},
+		{256, 1 << 16, GrowthFactor},
+		{48, 200, GrowthFactor},
+		{48, 48, GrowthFactor},
+	} {
+		c, err := NewClasses(cfg.min, cfg.max, cfg.factor)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if id != lin {
-			t.Fatalf("For(%d)=%d, linear %d", n, id, lin)
+		for n := 0; n <= cfg.max+1; n += 1 + n/4096*7 {
+			id, ok := c.For(n)
+			lin := 0
+			for lin < c.Count() && c.Size(lin) < n {
+				lin++
+			}
+			if ok != (lin < c.Count()) || ok && id != lin {
+				t.Fatalf("table %v: For(%d) = %d, %v; linear scan %d of %d", cfg, n, id, ok, lin, c.Count())
+			}
 		}
 	}
 }
