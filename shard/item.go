@@ -29,9 +29,10 @@ import (
 // keys and 100-byte values, so every byte here is about 1% of an item):
 //   - CAS stays a full 8 bytes: clients can set any 64-bit CAS (ms E).
 //   - Flags and exptime cost 4 bytes each only when non-zero. Flags never
-//     change in place. An exptime set in place on an item stored without one
-//     (touch, gat, mg T, ma T, md I T) moves the item to a chunk with the
-//     field (relocate, rare: once per item at most).
+//     change in place (a store that reuses an item's chunk, overwrite, writes
+//     a whole new header and layout). An exptime set in place on an item
+//     stored without one (touch, gat, mg T, ma T, md I T) moves the item to
+//     a chunk with the field (relocate, rare: once per item at most).
 //   - A value under 256 bytes needs one length byte, under 64 KiB two. The
 //     length never grows in place (incr writes in place only when the digits
 //     fit), so the width chosen at store time stays right.

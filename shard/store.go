@@ -25,7 +25,10 @@
 //     32.1 bytes over key+value per item where memcached 1.6.18 spends 87.8
 //     (1M items, 14-byte keys, 100-byte values, RSS growth; it was 66.8).
 //   - Reads copy the value into the caller's buffer under the lock; the
-//     caller owns the result. Steady-state operations allocate nothing.
+//     caller owns the result. So a store over a live item whose new item
+//     needs the same size class rewrites the item's chunk (overwrite,
+//     mutate.go) instead of taking a cold one. Steady-state operations
+//     allocate nothing.
 //   - When memory is short a class evicts with CLOCK (second chance),
 //     reclaiming expired/flushed items first. CLOCK rather than memcached's
 //     segmented LRU: a hit sets one bit in the item, taking no list lock and
@@ -36,7 +39,8 @@
 //     class with no page takes one from the class with the most. Only when
 //     neither works does a store fail with NoMemory.
 //   - Every change of a shard's key->item mapping goes through shard.mutate
-//     (mutate.go): the single place where leases will hook in.
+//     (mutate.go), and every rewrite of an item's chunk by a store through
+//     overwrite beside it: where leases are invalidated.
 package shard
 
 import (
