@@ -80,6 +80,7 @@ func TestConcurrentMixedOps(t *testing.T) {
 	for e := range errs {
 		t.Fatal(e)
 	}
+	checkByteStats(t, s, s.Stats()) // stores in place and through new chunks kept the totals right
 	s.FlushAll(0)
 	st := s.Stats()
 	if s.arena.PagesTaken() > s.arena.MaxPages() {
