@@ -161,20 +161,29 @@ func checkByteStats(t *testing.T, s *Store, st Stats) {
 	}
 }
 
-// TestOverwriteAfterStaleValue is an overwrite of a key that also has a stale value (a delete kept it for
-// lease-get, then a set brought the key back): the stale value must not outlive the overwrite either.
+// TestOverwriteAfterStaleValue deletes a key (its value is kept as a stale value for lease-get), sets it
+// again (a new chunk) and then overwrites it in place. overwrite does not look for a stale value to drop,
+// because the set that linked the item dropped it: no stale value may be left afterwards.
 func TestOverwriteAfterStaleValue(t *testing.T) {
 	s, _ := newStore(t, Config{})
 	key := []byte("k")
-	for i := range 3 {
+	var refs [3]slab.Ref
+	for i := range refs {
 		if r := s.Store(ModeSet, key, 0, 0, []byte(fmt.Sprintf("value-%d", i)), 0); r != Stored {
 			t.Fatalf("set %d: %v", i, r)
 		}
+		refs[i] = refOf(s, key)
 		if i == 0 {
 			if r := s.Delete(key); r != Deleted {
 				t.Fatalf("delete: %v", r)
 			}
+			if st := s.Stats(); st.StaleItems != 1 {
+				t.Fatalf("stale items after the delete: %d, want 1", st.StaleItems)
+			}
 		}
+	}
+	if refs[2] != refs[1] {
+		t.Fatal("the last set was not an overwrite in place")
 	}
 	if v, _ := mustGet(t, s, "k"); v != "value-2" {
 		t.Fatalf("get: %q", v)
