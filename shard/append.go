@@ -84,10 +84,12 @@ func (s *Store) AppendLeaseGetHashed(dst, key []byte, k Hashed, hit ValueHeader,
 	} else {
 		dst = miss(dst, key, token, flags, vlen)
 	}
-	if b != nil && !itemChained(b) { // as in AppendGetHashed
-		dst = append(dst, b[data:data+vlen]...)
-	} else if b != nil {
-		dst = appendChainedValue(sh.al, dst, b)
+	if b != nil {
+		if !itemChained(b) { // as in AppendGetHashed
+			dst = append(dst, b[data:data+vlen]...)
+		} else {
+			dst = appendChainedValue(sh.al, dst, b)
+		}
 	}
 	sh.mu.Unlock()
 	return append(dst, blockTrailer...), kind

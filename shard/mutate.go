@@ -97,16 +97,15 @@ func (sh *shard) inPlaceClass(b []byte, n int) (int, bool) {
 // overwrite is a store's replacement of a live item (bytes b, its chunk of class id) done in its own
 // chunk, when inPlaceClass says so: the same change as a new item linked in its place (mutate with
 // causeStore), and it returns the new CAS. The chunk becomes a fresh item: new CAS and time, not fetched,
-// not visited. The key has no stale value to drop: linking the item dropped it, and none is made while
-// the key has a live item.
+// not visited. storeItem has already cancelled the key's lease, as it does for every write. The key has no
+// stale value to drop: linking the item dropped it, and none is made while the key has a live item.
 //
 // Why in place: a replacement through a new chunk pops a free chunk whose link and lines are cold (a
 // cache miss per line written), rewrites the index entry and pushes the old chunk on the free list.
 // Rewriting the old chunk, whose lines the lookup just brought in, does none of that. It is as safe as
 // freeing it, which let the next store take it: no reader keeps a view of an item past the shard lock
 // (replies copy values out).
-func (sh *shard) overwrite(h uint64, b []byte, id int, key, value []byte, flags, exp uint32, meta, lay byte, now int64) uint64 {
-	sh.invalidateLeases(h, causeStore)
+func (sh *shard) overwrite(b []byte, id int, key, value []byte, flags, exp uint32, meta, lay byte, now int64) uint64 {
 	was := itemBytes(b)
 	b[offState] = kindHead
 	b[offMeta] = lay

@@ -8,28 +8,23 @@ import (
 	"github.com/leasecached/leasecached/slab"
 )
 
-// refOf is the chunk of key's live item, or NilRef.
-func refOf(s *Store, key []byte) slab.Ref {
+// liveItem is the chunk of key's live item (NilRef when there is none) and its state byte.
+func liveItem(s *Store, key []byte) (slab.Ref, byte) {
 	h := Hash(key)
 	sh := s.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	ref, _ := sh.find(h, key, s.now())
-	return ref
+	ref, b := sh.find(h, key, s.now())
+	if b == nil {
+		return slab.NilRef, 0
+	}
+	return ref, b[offState]
 }
 
-// itemState is the state byte of key's live item.
-func itemState(t *testing.T, s *Store, key []byte) byte {
-	t.Helper()
-	h := Hash(key)
-	sh := s.shardOf(h)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	_, b := sh.find(h, key, s.now())
-	if b == nil {
-		t.Fatalf("%q: no live item", key)
-	}
-	return b[offState]
+// refOf is the chunk of key's live item, or NilRef.
+func refOf(s *Store, key []byte) slab.Ref {
+	ref, _ := liveItem(s, key)
+	return ref
 }
 
 // TestStoreOverwritesInPlace checks which stores over a live item rewrite its chunk (set, replace and cas,
@@ -100,7 +95,7 @@ func TestStoreOverwritesInPlace(t *testing.T) {
 			if got := refOf(s, key) == ref; got != tc.inPlace {
 				t.Errorf("stored in the old chunk: %v, want %v", got, tc.inPlace)
 			}
-			if st := itemState(t, s, key); st&(flagFetched|flagActive|flagVisited|flagPinned) != 0 {
+			if ref, st := liveItem(s, key); ref == slab.NilRef || st&(flagFetched|flagActive|flagVisited|flagPinned) != 0 {
 				t.Errorf("state %#x: the new item is not fresh", st)
 			}
 			got, info2, ok := s.Get(nil, key)

@@ -150,7 +150,7 @@ func (sh *shard) storeItem(k Hashed, key, value []byte, rq *storeReq, now int64)
 	lay := layoutOf(flags, exp, vlen)
 	if old != slab.NilRef && mode != ModeAppend && mode != ModePrepend {
 		if id, ok := sh.inPlaceClass(ob, headerLen(lay, false)+len(key)+vlen); ok {
-			return Stored, sh.overwrite(h, ob, id, key, value, flags, exp, meta, lay, now)
+			return Stored, sh.overwrite(ob, id, key, value, flags, exp, meta, lay, now)
 		}
 	}
 	if old != slab.NilRef {
