@@ -62,12 +62,25 @@ func (ks keySpace) appendKey(dst []byte, i uint64) []byte {
 	dst = append(dst, keyPadding[:ks.size]...)
 	dst[start] = keyPrefix
 	v := ks.base + i
-	for p := start + ks.size - 1; v > 0; p-- {
-		dst[p] = byte('0' + v%10)
-		v /= 10
+	p := start + ks.size
+	for ; v >= 10; v /= 100 { // two digits a step: half the divisions (BenchmarkGenBatchMultiGet)
+		p -= 2
+		d := v % 100 * 2
+		dst[p], dst[p+1] = digitPairs[d], digitPairs[d+1]
+	}
+	if v > 0 {
+		dst[p-1] = byte('0' + v)
 	}
 	return dst
 }
+
+// digitPairs holds "00" through "99".
+var digitPairs = func() (t [200]byte) {
+	for i := range 100 {
+		t[2*i], t[2*i+1] = byte('0'+i/10), byte('0'+i%10)
+	}
+	return t
+}()
 
 // keyPadding is the zeros a key's number is padded with.
 var keyPadding = [maxKeyLen]byte(bytes.Repeat([]byte{'0'}, maxKeyLen))

@@ -73,6 +73,11 @@ func (p *replyParser) feed(b []byte) (used int, err error) {
 		if p.isGet[p.next] {
 			if size, n := valueLineFast(b[i:]); n > 0 {
 				i += n
+				if end := i + size; end+1 < len(b) && b[end] == '\r' && b[end+1] == '\n' {
+					i = end + 2 // the whole block is here: skip it at once
+					p.hits++
+					continue
+				}
 				p.block, p.skip, p.lease = size, size+2, false
 				continue
 			}
@@ -144,12 +149,8 @@ func valueLineFast(b []byte) (size, n int) {
 		return 0, 0
 	}
 	i += k + 1
-	k = digitsLen(b[i:])
-	if k == 0 || k > 7 {
+	if size, k = dataSize(b[i:]); k == 0 {
 		return 0, 0
-	}
-	for _, c := range b[i : i+k] {
-		size = size*10 + int(c-'0')
 	}
 	if i += k; i < len(b) && b[i] == ' ' { // a gets reply's cas
 		k = digitsLen(b[i+1:])
@@ -162,6 +163,37 @@ func valueLineFast(b []byte) (size, n int) {
 		return 0, 0
 	}
 	return size, i + 2
+}
+
+// dataSize reads the data size of a VALUE line, at most seven digits, at the front of b: it returns the
+// size and the number of digits, or k 0 when b does not start with one to seven digits. With a whole word
+// in b it finds the digits as digitsLen does and adds them up in three multiplies, lanes of the word at a
+// time (the loop it replaces, a multiply and an add a digit, was an eighth of BenchmarkGenBatchMultiGet).
+func dataSize(b []byte) (size, k int) {
+	if len(b) < 8 {
+		k = digitsLen(b)
+		if k > 7 {
+			return 0, 0
+		}
+		for _, c := range b[:k] {
+			size = size*10 + int(c-'0')
+		}
+		return size, k
+	}
+	const hi, threes, sixes = 0xf0f0f0f0f0f0f0f0, 0x3030303030303030, 0x0606060606060606
+	x := binary.LittleEndian.Uint64(b)
+	m := (x&hi ^ threes) | ((x+sixes)&hi ^ threes)
+	if m == 0 || m&0xff != 0 { // eight digits or more, or none
+		return 0, 0
+	}
+	k = bits.TrailingZeros64(m) / 8
+	// The first digit is the lowest byte: shifting the k digits to the top of the word leaves zeros for the
+	// leading digits of an eight-digit number, and drops the bytes after the last digit.
+	x = (x << (64 - 8*k)) & 0x0f0f0f0f0f0f0f0f
+	x = x * (10<<8 + 1) >> 8 & 0x00ff00ff00ff00ff    // pairs of digits
+	x = x * (100<<16 + 1) >> 16 & 0x0000ffff0000ffff // groups of four
+	x = x * (10000<<32 + 1) >> 32                    // all eight
+	return int(x), k
 }
 
 // plainLen is the length of b's leading run of bytes above ' ', read eight bytes at a time: a word holds

@@ -104,6 +104,7 @@ func TestReplyParser(t *testing.T) {
 		{name: "value too large", isGet: []bool{g}, in: "VALUE a 0 " + itoa(4*maxValueSize+1) + "\r\n", wantErr: "malformed"},
 		{name: "short block", isGet: []bool{g}, in: "VALUE a 0 5\r\nab\r\nEND\r\n", wantErr: "not followed"},
 		{name: "long block", isGet: []bool{g}, in: "VALUE a 0 2\r\nabc\r\nEND\r\n", wantErr: "not followed"},
+		{name: "block and a bare return", isGet: []bool{g}, in: "VALUE a 0 2\r\nab\rxEND\r\n", wantErr: "not followed"},
 		{name: "line too long", isGet: []bool{g}, in: strings.Repeat("a", maxReplyLine+2), wantErr: "too long"},
 		{name: "bare newline", isGet: []bool{g}, in: "VALUE a 0 1\nx\r\nEND\r\n", wantErr: "bare"},
 		{name: "empty bare newline", isGet: []bool{s}, in: "\nSTORED\r\n", wantErr: "bare"},
@@ -310,4 +311,48 @@ func TestWordScans(t *testing.T) {
 			t.Fatalf("digitsLen(%q) = %d, want %d", b, got, want)
 		}
 	}
+}
+
+// dataSize reads one to seven digits, as a byte loop does, whatever follows them and however little of the
+// buffer is left, and declines none or eight and more.
+func TestDataSize(t *testing.T) {
+	slow := func(b []byte) (int, int) {
+		k, v := 0, 0
+		for k < len(b) && b[k] >= '0' && b[k] <= '9' {
+			v = v*10 + int(b[k]-'0')
+			k++
+		}
+		if k > 7 {
+			return 0, 0
+		}
+		return v, k
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	followers := []string{"", "\r\n", " 7\r\n", "\r\nabcdefgh", "x", ":", "/", "\xfa\xff", "12345678"}
+	var numbers []string
+	for d := 1; d <= 9; d++ {
+		lo := itoa(pow10(d - 1))
+		numbers = append(numbers, lo, itoa(pow10(d)-1), "0"+lo, strings.Repeat("0", d))
+		for range 20 {
+			numbers = append(numbers, itoa(pow10(d-1)+rng.IntN(pow10(d)-pow10(d-1))))
+		}
+	}
+	numbers = append(numbers, "", " 1", "a1")
+	for _, num := range numbers {
+		for _, f := range followers {
+			b := []byte(num + f)
+			size, k := dataSize(b)
+			if ws, wk := slow(b); size != ws || k != wk {
+				t.Fatalf("dataSize(%q) = %d %d, want %d %d", b, size, k, ws, wk)
+			}
+		}
+	}
+}
+
+func pow10(d int) int {
+	v := 1
+	for range d {
+		v *= 10
+	}
+	return v
 }

@@ -240,3 +240,29 @@ func appendInt(b []byte, i int) []byte {
 	}
 	return append(b, byte('0'+i%10))
 }
+
+// appendKey writes the index's number, zero-padded, for every length of number and key, with and without
+// a base.
+func TestAppendKeyDigits(t *testing.T) {
+	for _, base := range []uint64{0, 7, 1e9} {
+		for size := 2; size <= 22; size++ {
+			ks, err := newKeySpace(base, 1, size)
+			if err != nil {
+				continue // base does not fit in size
+			}
+			for v := uint64(1); v < 1e19; v = v*10 + v%7 {
+				if 1+decimalLen(base+v) > size {
+					break
+				}
+				ks.count = v + 1
+				want := "k" + strings.Repeat("0", size-1-decimalLen(base+v)) + itoa(int(base+v))
+				if got := string(ks.appendKey([]byte("get "), v)); got != "get "+want {
+					t.Fatalf("base %d size %d: appendKey(%d) = %q, want %q", base, size, v, got, "get "+want)
+				}
+			}
+			if got := string(ks.appendKey(nil, 0)); got != "k"+strings.Repeat("0", size-1-decimalLen(base))+itoa(int(base)) {
+				t.Fatalf("base %d size %d: appendKey(0) = %q", base, size, got)
+			}
+		}
+	}
+}
