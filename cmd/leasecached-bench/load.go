@@ -127,14 +127,12 @@ func runLoad(ctx context.Context, cfg loadConfig) (*loadResult, error) {
 	}
 	defer lt.close()
 
-	// One P more than there are generator threads. Each thread sits in epoll_wait between replies, a
-	// system call of a few microseconds to a few milliseconds. When no P is idle, sysmon takes the P of a
-	// thread that has been in a system call for one of its 20 us ticks and keeps waking every 20 us to do
-	// so, and the thread must get a P back when epoll_wait returns: handoffs and wake-ups that cost more
-	// than the generator's own work. With an idle P sysmon leaves system calls shorter than 10 ms alone
-	// and backs off. Measured with two threads at pipeline 1 against memcached: 81k ops/s at 11.7 us of
-	// generator CPU per request with GOMAXPROCS 2, 101k at 9.5 us with 3 (at pipeline 16 136k and 165k).
-	// More Ps buy nothing: the threads are the only goroutines that run during the measurement.
+	// One P more than there are generator threads. Each thread waits for replies in a raw epoll_pwait
+	// that keeps its P (genThread.run), so the run's other goroutines need one of their own. Before the
+	// raw waits, this spare P was what kept sysmon from taking a waiting thread's P every 20 us (measured
+	// with two threads at pipeline 1 against memcached: 81k ops/s at 11.7 us of generator CPU per request
+	// with GOMAXPROCS 2, 101k at 9.5 us with 3; at pipeline 16 136k and 165k). More Ps buy nothing: the
+	// threads are the only goroutines that run during the measurement.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(cfg.GenThreads + 1))
 
 	end := time.Now().Add(cfg.Duration)

@@ -36,6 +36,10 @@ const (
 	// pollSlice bounds one epoll_wait, so that a thread with no replies still notices cancellation and
 	// the reply deadline.
 	pollSlice = 100 * time.Millisecond
+	// rawPollSlice bounds the raw epoll_pwait a thread first waits in (rawEpollWait), which keeps the
+	// thread's P: sysmon sees no system call to retake a P from, so it backs off to its 10 ms tick instead
+	// of waking every 20 us. Only a thread that hears nothing for this long waits in an ordinary epoll_wait.
+	rawPollSlice = 2 * time.Millisecond
 	// minReadBuf is the smallest read buffer of a connection: it must hold a reply line (maxReplyLine);
 	// data blocks stream through it.
 	minReadBuf = 4 << 10
@@ -288,8 +292,12 @@ func (t *genThread) run(end, deadline time.Duration, stop *atomic.Bool) error {
 			}
 		}
 		wait := min(deadline-now, pollSlice)
-		n, err := unix.EpollWait(t.epfd, t.events, int((wait+time.Millisecond-1)/time.Millisecond))
+		n, err := rawEpollWait(t.epfd, t.events, int((min(wait, rawPollSlice)+time.Millisecond-1)/time.Millisecond))
+		if n == 0 && err == nil && wait > rawPollSlice {
+			n, err = unix.EpollWait(t.epfd, t.events, int((wait-rawPollSlice+time.Millisecond-1)/time.Millisecond))
+		}
 		if err == unix.EINTR {
+			runtime.Gosched() // a preemption signal ended the wait: let the runtime have its way
 			continue
 		}
 		if err != nil {
