@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -264,5 +265,73 @@ func TestReleaseDoesNotWaitForCollapse(t *testing.T) {
 		t.Fatal("the page kept lost its memory")
 	} else {
 		p[0], p[PageSize-1] = 1, 1 // still mapped and writable
+	}
+}
+
+// smapsField is the value of field (e.g. "THPeligible") for the mapping that holds addr, from
+// /proc/self/smaps.
+func smapsField(t *testing.T, addr uintptr, field string) int {
+	t.Helper()
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	in := false
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		var lo, hi uintptr
+		if n, _ := fmt.Sscanf(sc.Text(), "%x-%x", &lo, &hi); n == 2 {
+			in = lo <= addr && addr < hi
+			continue
+		}
+		var v int
+		if n, _ := fmt.Sscanf(sc.Text(), field+": %d", &v); n == 1 && in {
+			return v
+		}
+	}
+	t.Fatalf("no %s for the mapping that holds %#x", field, addr)
+	return 0
+}
+
+// A table of a huge page or more starts on a huge-page boundary and is advised to be huge (where the
+// kernel leaves huge pages to madvise, only such a mapping is eligible); a smaller one is an ordinary
+// mapping. Either way it comes zeroed and keeps what is written.
+func TestWordsHugeTables(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("huge pages are Linux's")
+	}
+	mode, _ := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	madvise := strings.Contains(string(mode), "[madvise]")
+	for _, n := range []int{1 << 10, hugePageSize/8 - 1, hugePageSize / 8, hugePageSize/8*5/4 + 3, hugePageSize / 8 * 3} {
+		w, err := Words(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := uintptr(unsafe.Pointer(unsafe.SliceData(w)))
+		big := n*wordSize >= hugePageSize
+		if big && addr%hugePageSize != 0 {
+			t.Errorf("%d words: table at %#x, not on a huge-page boundary", n, addr)
+		}
+		if madvise {
+			want := 0
+			if big {
+				want = 1
+			}
+			if got := smapsField(t, addr, "THPeligible"); got != want {
+				t.Errorf("%d words: THPeligible %d, want %d", n, got, want)
+			}
+		}
+		for i := range w {
+			if w[i] != 0 {
+				t.Fatalf("%d words: word %d not zeroed", n, i)
+			}
+			w[i] = uint64(i) * 3
+		}
+		for i := range w {
+			if w[i] != uint64(i)*3 {
+				t.Fatalf("%d words: word %d lost its write", n, i)
+			}
+		}
+		FreeWords(w)
 	}
 }

@@ -26,7 +26,7 @@ func Words(n int) ([]uint64, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("slab: %d words requested", n)
 	}
-	b, err := mapBytes(n * wordSize)
+	b, err := mapTable(n * wordSize)
 	if err != nil {
 		return nil, fmt.Errorf("slab: mapping %d words: %w", n, err)
 	}

@@ -12,7 +12,7 @@ import (
 // bookkeeping only unmaps a slice it returned whole: a huge-page region is mapped oversized and trimmed,
 // and its pages are unmapped one at a time.
 
-// mapBytes maps n zeroed bytes of anonymous memory (hash tables, and the mappings mapHugeRegion trims).
+// mapBytes maps n zeroed bytes of anonymous memory (small hash tables, and the mappings mapAligned trims).
 // The kernel backs them lazily, so a page that is never written costs no resident memory.
 func mapBytes(n int) ([]byte, error) {
 	p, err := unix.MmapPtr(-1, 0, nil, uintptr(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
@@ -27,11 +27,46 @@ const hugePageSize = 2 << 20
 
 // mapHugeRegion maps hugePageSize zeroed bytes aligned to hugePageSize. With huge it is advised to be
 // backed by a huge page from its first touch; without, advised not to be, so that only what is written
-// becomes resident, until collapseRegion. It maps twice the size and unmaps the misaligned ends: the kernel
-// aligns an anonymous mapping only to the base page. Without transparent huge page support the advice
-// fails, and the region is ordinary memory.
+// becomes resident, until collapseRegion. Without transparent huge page support the advice fails, and the
+// region is ordinary memory.
 func mapHugeRegion(huge bool) ([]byte, error) {
-	b, err := mapBytes(2 * hugePageSize)
+	r, err := mapAligned(hugePageSize)
+	if err != nil {
+		return nil, err
+	}
+	advice := unix.MADV_NOHUGEPAGE
+	if huge {
+		advice = unix.MADV_HUGEPAGE
+	}
+	_ = unix.Madvise(r, advice) // advice only: without it the pages are ordinary ones
+	return r, nil
+}
+
+// mapTable maps n zeroed bytes for a hash table (Words). A table of at least hugePageSize starts on a
+// huge-page boundary and is advised to be backed by huge pages: a lookup lands anywhere in it, and on
+// ordinary pages a table of millions of slots costs a TLB miss, and under a VM a nested page walk, on
+// nearly every probe. Only the whole huge pages inside the mapping can be huge; its tail stays in ordinary
+// pages, so a table costs no memory beyond its own, and a smaller table is an ordinary mapping. 5M items
+// in 16 shards (tables of 2.7 MiB, 2 MiB of each on a huge page), 90/10 at pipeline 16, six pairs: the
+// prefetch of index lines 63-101 against 122-190 ns a request, server user time 699 against 771 ns (medians). A table is written all over once it is built, so a huge page from
+// the first touch holds nothing that would not be resident anyway.
+func mapTable(n int) ([]byte, error) {
+	if n < hugePageSize {
+		return mapBytes(n)
+	}
+	r, err := mapAligned(n)
+	if err != nil {
+		return nil, err
+	}
+	_ = unix.Madvise(r, unix.MADV_HUGEPAGE) // advice only: without it the pages are ordinary ones
+	return r[:n:n], nil
+}
+
+// mapAligned maps n zeroed bytes, rounded up to whole base pages, starting on a hugePageSize boundary. It
+// maps hugePageSize more and unmaps the misaligned ends: the kernel aligns an anonymous mapping only to the
+// base page.
+func mapAligned(n int) ([]byte, error) {
+	b, err := mapBytes(n + hugePageSize)
 	if err != nil {
 		return nil, err
 	}
@@ -39,16 +74,12 @@ func mapHugeRegion(huge bool) ([]byte, error) {
 	if lead > 0 {
 		unmapBytes(b[:lead:lead])
 	}
-	if tail := b[lead+hugePageSize:]; len(tail) > 0 {
+	pg := unix.Getpagesize()
+	end := lead + (n+pg-1)/pg*pg
+	if tail := b[end:]; len(tail) > 0 {
 		unmapBytes(tail)
 	}
-	r := b[lead : lead+hugePageSize : lead+hugePageSize]
-	advice := unix.MADV_NOHUGEPAGE
-	if huge {
-		advice = unix.MADV_HUGEPAGE
-	}
-	_ = unix.Madvise(r, advice) // advice only: without it the pages are ordinary ones
-	return r, nil
+	return b[lead:end:end], nil
 }
 
 // collapseRegion asks the kernel to back a region from mapHugeRegion(false), all of it resident, with one

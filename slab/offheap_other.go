@@ -5,6 +5,9 @@ package slab
 // mapBytes falls back to the Go heap where anonymous mappings are not used.
 func mapBytes(n int) ([]byte, error) { return make([]byte, n), nil }
 
+// mapTable is mapBytes: there are no huge pages to ask for here.
+func mapTable(n int) ([]byte, error) { return mapBytes(n) }
+
 // unmapBytes leaves the memory to the garbage collector.
 func unmapBytes([]byte) {}
 
