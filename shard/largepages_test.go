@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+	"time"
 )
 
 // A store on huge pages, from the start (-L) or collapsed by the reclaimer, behaves as one on ordinary
@@ -69,5 +70,30 @@ func testLargePagesStore(t *testing.T, large bool) {
 	check()
 	if taken, limit := s.arena.PagesTaken(), s.arena.MaxPages(); taken > limit {
 		t.Errorf("%d pages still taken under a limit of %d", taken, limit)
+	}
+}
+
+// The background reclaimer moves one region onto a huge page per Collapse call, and while regions wait it
+// makes further calls between its ticks instead of waiting a whole tick for each: with a 1 s tick, more
+// than one region is huge well before the second tick.
+func TestReclaimerSpreadsCollapses(t *testing.T) {
+	s, _ := newStore(t, Config{MemoryLimit: 16 << 20, ReclaimInterval: time.Second})
+	v := bytes.Repeat([]byte{'x'}, 3000)
+	for i := 0; s.arena.PagesTaken() < 10; i++ { // five regions of two pages, four of them full
+		if r := s.Store(ModeSet, []byte(fmt.Sprint("key", i)), 0, 0, v, 0); r != Stored {
+			t.Fatalf("set %d: %v", i, r)
+		}
+	}
+	deadline := time.Now().Add(1700 * time.Millisecond) // the first tick at 1 s, the second at 2 s
+	for s.arena.HugeRegions() < 3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	switch got := s.arena.HugeRegions(); {
+	case !s.arena.Collapsing() || got == 0:
+		t.Skip("the kernel collapsed nothing: no MADV_COLLAPSE, or no huge page free")
+	case got == 1:
+		t.Error("1 region huge 1.7 s after the fill: only the tick's own Collapse call ran")
+	default:
+		t.Logf("%d regions huge 1.7 s after the fill", got)
 	}
 }

@@ -36,16 +36,28 @@ func passWait(c passCount, prev int) int {
 	return min(max(prev, 1)*2, maxReclaimWait)
 }
 
+// reclaimLoop runs a tick every period. While regions of item memory wait to move onto huge pages, it also
+// moves one more every period/slab.CollapseCallsPerTick, so that the event loops meet one collapse at a
+// time rather than a burst of them at the start of each tick; an idle store is woken only by the ticks.
 func (s *Store) reclaimLoop(every time.Duration) {
 	defer close(s.done)
 	t := time.NewTicker(every)
 	defer t.Stop()
+	spread := time.NewTimer(every)
+	spread.Stop()
+	defer spread.Stop()
 	for {
+		var moved int
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
-			s.tick(true)
+			moved = s.tick(true)
+		case <-spread.C:
+			moved = s.arena.Collapse()
+		}
+		if moved > 0 {
+			spread.Reset(every / slab.CollapseCallsPerTick)
 		}
 	}
 }
@@ -56,12 +68,12 @@ func (s *Store) reclaimTick() { s.tick(false) }
 
 // tick is one reclaimer tick over every shard. With backoff (the background loop), a shard's pass only
 // starts once its wait is over; the wait state belongs to the background goroutine alone.
-func (s *Store) tick(backoff bool) {
+func (s *Store) tick(backoff bool) (collapsed int) {
 	now := s.reclaimNow()
 	for i := range s.shards {
 		select {
 		case <-s.stop:
-			return
+			return 0
 		default:
 		}
 		sh := &s.shards[i]
@@ -81,7 +93,7 @@ func (s *Store) tick(backoff bool) {
 	}
 	// Regions of item memory that filled since the last tick move onto huge pages (slab/collapse.go): here,
 	// off the event loops, because each takes the kernel a few milliseconds.
-	s.arena.Collapse()
+	return s.arena.Collapse()
 }
 
 // reclaim inspects up to budget chunks from the shard's reclaim cursor,

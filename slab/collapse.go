@@ -31,13 +31,18 @@ const (
 	// carvedStepShift sets how often an owner reports its carving: each time it crosses a multiple of
 	// 64 KiB, a few times per page, so that the report is not a shared write per allocation.
 	carvedStepShift = 16
-	// collapsePerCall bounds one Collapse call (one reclaimer tick, a second) to 16 MiB of regions. A
-	// collapse costs the kernel 1 to 9 ms a region on the development VM (more when it must compact memory
-	// to find a huge page), taken from the cores the event loops need: with 64 a call, a 4 KB-value
-	// workload at pipeline 1 measured while 400 MB of fresh items were being collapsed had 60% more system
-	// time per request and a p99 of 9 ms instead of 2.5. A cache growing faster than 16 MiB a second gets
-	// the rest collapsed on later ticks: 1 GiB within about a minute.
-	collapsePerCall = 8
+	// collapsePerCall bounds one Collapse call to one region. A collapse costs the kernel 1 to 9 ms a region
+	// on the development VM (more when it must compact memory to find a huge page), taken from the cores the
+	// event loops need, and an event loop that touches the region meanwhile waits for it. The store's
+	// reclaimer calls Collapse at most CollapseCallsPerTick times a tick (16 MiB a second), spread over the
+	// tick: with 64 regions at once, a 4 KB-value workload at pipeline 1 measured while 400 MB of fresh items
+	// were being collapsed had 60% more system time per request and a p99 of 9 ms instead of 2.5; with 8 at
+	// once, one at the start of each tick, p99.9 at pipeline 16 after a fill of 2M items was 26-28 ms while
+	// regions were being collapsed and 8-15 ms after. A cache growing faster than 16 MiB a second gets the
+	// rest collapsed on later ticks: 1 GiB within about a minute.
+	collapsePerCall = 1
+	// CollapseCallsPerTick is how many Collapse calls the reclaimer spreads over one tick while regions wait.
+	CollapseCallsPerTick = 8
 )
 
 // errCollapseUnsupported is collapseRegion's answer where the kernel cannot collapse (before Linux 6.1, or
@@ -127,7 +132,7 @@ func (a *Arena) markCarved(id uint32, off uint32) {
 // Collapse moves regions whose pages are both in use and carved to within collapseSlack onto huge pages,
 // up to collapsePerCall of them, and returns how many it moved. It returns at once when no carving was
 // reported since its last call that finished. Anyone may call it at any time; it takes a few milliseconds
-// per region, so the store's reclaimer calls it, once a tick. A region the kernel could not collapse (no
+// per region, so the store's reclaimer calls it, up to CollapseCallsPerTick times a tick while it moves one. A region the kernel could not collapse (no
 // huge page free) is tried again after the next report.
 func (a *Arena) Collapse() int {
 	c := &a.col
