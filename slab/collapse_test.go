@@ -12,29 +12,8 @@ import (
 	"unsafe"
 )
 
-// anonHugeKB is the AnonHugePages of the mapping that holds addr, from /proc/self/smaps.
-func anonHugeKB(t *testing.T, addr uintptr) int {
-	t.Helper()
-	f, err := os.Open("/proc/self/smaps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	in := false
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		var lo, hi uintptr
-		if n, _ := fmt.Sscanf(sc.Text(), "%x-%x", &lo, &hi); n == 2 {
-			in = lo <= addr && addr < hi
-			continue
-		}
-		var kb int
-		if n, _ := fmt.Sscanf(sc.Text(), "AnonHugePages: %d kB", &kb); n == 1 && in {
-			return kb
-		}
-	}
-	t.Fatalf("no mapping holds %#x", addr)
-	return 0
-}
+// anonHugeKB is the AnonHugePages (kB) of the mapping that holds addr.
+func anonHugeKB(t *testing.T, addr uintptr) int { return smapsField(t, addr, "AnonHugePages") }
 
 // collapseOrSkip is a.Collapse, skipping the test where the kernel cannot collapse.
 func collapseOrSkip(t *testing.T, a *Arena) int {
@@ -268,8 +247,8 @@ func TestReleaseDoesNotWaitForCollapse(t *testing.T) {
 	}
 }
 
-// smapsField is the value of field (e.g. "THPeligible") for the mapping that holds addr, from
-// /proc/self/smaps.
+// smapsField is the value of field (e.g. "THPeligible", or "AnonHugePages" in kB) for the mapping that holds
+// addr, from /proc/self/smaps.
 func smapsField(t *testing.T, addr uintptr, field string) int {
 	t.Helper()
 	f, err := os.Open("/proc/self/smaps")
