@@ -50,7 +50,7 @@ fmt-check:
 ## `go test -fuzz` takes one target at a time, hence the list.
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./protocol:FuzzParse ./protocol:FuzzStrtoMagnitude ./protocol:FuzzSplitLine ./protocol:FuzzParseHot ./server:FuzzParseMetaFlags ./server:FuzzDecodeKeyBase64 \
-	./clientlib:FuzzReplyParsers
+	./clientlib:FuzzReplyParsers ./cmd/leasecached-bench:FuzzValueLineFast
 fuzz-smoke:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
