@@ -37,8 +37,8 @@ const (
 	// reclaimer calls Collapse at most CollapseCallsPerTick times a tick (16 MiB a second), spread over the
 	// tick: with 64 regions at once, a 4 KB-value workload at pipeline 1 measured while 400 MB of fresh items
 	// were being collapsed had 60% more system time per request and a p99 of 9 ms instead of 2.5; with 8 at
-	// once, one at the start of each tick, p99.9 at pipeline 16 after a fill of 2M items was 26-28 ms while
-	// regions were being collapsed and 8-15 ms after. A cache growing faster than 16 MiB a second gets the
+	// once, one at the start of each tick, p99.9 at pipeline 16 after a fill of 2M items was 26-46 ms while
+	// regions were being collapsed and 6-17 ms after (spread: median 17.9 ms against 27). A cache growing faster than 16 MiB a second gets the
 	// rest collapsed on later ticks: 1 GiB within about a minute.
 	collapsePerCall = 1
 	// CollapseCallsPerTick is how many Collapse calls the reclaimer spreads over one tick while regions wait.
@@ -132,8 +132,8 @@ func (a *Arena) markCarved(id uint32, off uint32) {
 // Collapse moves regions whose pages are both in use and carved to within collapseSlack onto huge pages,
 // up to collapsePerCall of them, and returns how many it moved. It returns at once when no carving was
 // reported since its last call that finished. Anyone may call it at any time; it takes a few milliseconds
-// per region, so the store's reclaimer calls it, up to CollapseCallsPerTick times a tick while it moves one. A region the kernel could not collapse (no
-// huge page free) is tried again after the next report.
+// per region, so the store's reclaimer calls it, up to CollapseCallsPerTick times a tick while it moves
+// one. A region the kernel could not collapse (no huge page free) is tried again after the next report.
 func (a *Arena) Collapse() int {
 	c := &a.col
 	if a.huge || c.unsupported.Load() || c.carving.Swap(0) == 0 {

@@ -180,9 +180,8 @@ func dataSize(b []byte) (size, k int) {
 		}
 		return size, k
 	}
-	const hi, threes, sixes = 0xf0f0f0f0f0f0f0f0, 0x3030303030303030, 0x0606060606060606
 	x := binary.LittleEndian.Uint64(b)
-	m := (x&hi ^ threes) | ((x+sixes)&hi ^ threes)
+	m := nonDigits(x)
 	if m == 0 || m&0xff != 0 { // eight digits or more, or none
 		return 0, 0
 	}
@@ -221,11 +220,9 @@ func plainLen(b []byte) int {
 // digit exactly when its high nibble is 3 both as it is and plus 6. A carry out of a byte (one of 0xfa and
 // up) can spoil the test of the bytes above it, but never of a byte below the first non-digit.
 func digitsLen(b []byte) int {
-	const hi, threes, sixes = 0xf0f0f0f0f0f0f0f0, 0x3030303030303030, 0x0606060606060606
 	i := 0
 	for ; i+8 <= len(b); i += 8 {
-		x := binary.LittleEndian.Uint64(b[i:])
-		if m := (x&hi ^ threes) | ((x+sixes)&hi ^ threes); m != 0 {
+		if m := nonDigits(binary.LittleEndian.Uint64(b[i:])); m != 0 {
 			return i + bits.TrailingZeros64(m)/8
 		}
 	}
@@ -233,4 +230,11 @@ func digitsLen(b []byte) int {
 		i++
 	}
 	return i
+}
+
+// nonDigits is zero in the bytes of x that lead with decimal digits and non-zero from the first byte that
+// is not one (digitsLen's word test, which dataSize shares).
+func nonDigits(x uint64) uint64 {
+	const hi, threes, sixes = 0xf0f0f0f0f0f0f0f0, 0x3030303030303030, 0x0606060606060606
+	return (x&hi ^ threes) | ((x+sixes)&hi ^ threes)
 }

@@ -292,9 +292,9 @@ func (t *genThread) run(end, deadline time.Duration, stop *atomic.Bool) error {
 			}
 		}
 		wait := min(deadline-now, pollSlice)
-		n, err := rawEpollWait(t.epfd, t.events, int((min(wait, rawPollSlice)+time.Millisecond-1)/time.Millisecond))
+		n, err := rawEpollWait(t.epfd, t.events, ceilMsec(min(wait, rawPollSlice)))
 		if n == 0 && err == nil && wait > rawPollSlice {
-			n, err = unix.EpollWait(t.epfd, t.events, int((wait-rawPollSlice+time.Millisecond-1)/time.Millisecond))
+			n, err = unix.EpollWait(t.epfd, t.events, ceilMsec(wait-rawPollSlice))
 		}
 		if err == unix.EINTR {
 			runtime.Gosched() // a preemption signal ended the wait: let the runtime have its way
@@ -467,7 +467,7 @@ func dialRaw(sa unix.Sockaddr, family int, timeout time.Duration) (fd int, err e
 			if left <= 0 {
 				return -1, fmt.Errorf("connect: %w", os.ErrDeadlineExceeded)
 			}
-			n, perr := unix.Poll(pfd, int((left+time.Millisecond-1)/time.Millisecond))
+			n, perr := unix.Poll(pfd, ceilMsec(left))
 			if perr == unix.EINTR || (perr == nil && n == 0) {
 				continue
 			}
@@ -513,3 +513,6 @@ func sysWrite(fd int, p []byte) (int, error) {
 	}
 	return int(n), nil
 }
+
+// ceilMsec is d in whole milliseconds, rounded up: a wait's timeout argument never ends it early.
+func ceilMsec(d time.Duration) int { return int((d + time.Millisecond - 1) / time.Millisecond) }
