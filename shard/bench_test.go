@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"sync/atomic"
 	"testing"
 )
 
@@ -91,4 +92,49 @@ func TestHotPathsAllocateNothing(t *testing.T) {
 			t.Errorf("%s: %v allocs/op", name, n)
 		}
 	}
+}
+
+// BenchmarkGetSetParallel and BenchmarkGetSetParallelOwnShards are make bench's 90/10 row in process, on two
+// goroutines (run them with -cpu 2) that set one key in ten and get the rest, each over keys of its own, as
+// two event loops serving different clients do. In the first the keys of both goroutines are spread over
+// every shard; in the second each goroutine's keys live in its own half of the shards. What separates them
+// is what the two CPUs share: every shard's lock and the lines a lookup writes, which move from one CPU's
+// cache to the other's at about 150 ns a move on this machine's VM (bench/README.md item 17).
+func BenchmarkGetSetParallel(b *testing.B) { benchGetSetParallel(b, false) }
+
+// BenchmarkGetSetParallelOwnShards: see BenchmarkGetSetParallel.
+func BenchmarkGetSetParallelOwnShards(b *testing.B) { benchGetSetParallel(b, true) }
+
+func benchGetSetParallel(b *testing.B, ownShards bool) {
+	s := benchStore(b)
+	var part [2][][]byte
+	for i := range 10_000 {
+		k := key(i)
+		j := i & 1
+		if ownShards {
+			j = 0
+			for sh := range s.shards[len(s.shards)/2:] {
+				if s.shardOf(Hash(k)) == &s.shards[len(s.shards)/2+sh] {
+					j = 1
+				}
+			}
+		}
+		part[j] = append(part[j], k)
+	}
+	v := pattern(100, 1)
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		buf := make([]byte, 0, 256)
+		keys := part[next.Add(1)&1]
+		for n := 0; pb.Next(); n++ {
+			k := keys[n%len(keys)]
+			if n%10 == 9 {
+				s.Store(ModeSet, k, 0, 0, v, 0)
+			} else {
+				buf, _, _ = s.Get(buf[:0], k)
+			}
+		}
+	})
 }

@@ -121,13 +121,18 @@ type Store struct {
 	leaseEntries int   // per shard
 	staleSecs    int64 // 0: no stale values
 
-	cas        atomic.Uint64 // last CAS unique handed out
 	oldestLive atomic.Int64  // flush_all: items stored at or before it are gone (0 = none)
 	oldestCas  atomic.Uint64 // flush_all: items with a smaller CAS are gone (0 = none)
 
+	// cas is the last CAS unique handed out, on a cache line of its own: every store writes it, and every
+	// read reads the fields above (dead), so sharing their line made each store on one CPU cost the other
+	// CPU's next read a miss (BenchmarkGetSetParallelOwnShards).
+	_   [64]byte
+	cas atomic.Uint64
+	_   [56]byte
+
 	// prefetching counts the Prefetch calls under way (prefetch.go says why), on a cache line of its own:
 	// both event loops write it for every batch.
-	_           [64]byte
 	prefetching atomic.Int64
 	_           [56]byte
 
