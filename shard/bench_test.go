@@ -138,3 +138,22 @@ func benchGetSetParallel(b *testing.B, ownShards bool) {
 		}
 	})
 }
+
+// BenchmarkSetParallel is BenchmarkGetSetParallel with only sets (overwrites of live items).
+func BenchmarkSetParallel(b *testing.B) {
+	s := benchStore(b)
+	var part [2][][]byte
+	for i := range 10_000 {
+		part[i&1] = append(part[i&1], key(i))
+	}
+	v := pattern(100, 1)
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		keys := part[next.Add(1)&1]
+		for n := 0; pb.Next(); n++ {
+			s.Store(ModeSet, keys[n%len(keys)], 0, 0, v, 0)
+		}
+	})
+}

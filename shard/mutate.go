@@ -48,7 +48,7 @@ func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
 	if nu != slab.NilRef {
 		sh.dropGhost(h, itemKey(sh.chunk(nu)), now)
 		sh.account(nu, +1)
-		sh.stats.totalItems++
+		sh.totalItems++
 	}
 	if old == slab.NilRef {
 		grew := false
@@ -112,10 +112,13 @@ func (sh *shard) overwrite(b []byte, id int, key, value []byte, flags, exp uint3
 	cas := sh.st.cas.Add(1)
 	writeHeader(b, cas, exp, uint32(now), flags, key, len(value), meta)
 	copy(b[dataOff(b):], value)
-	d := itemBytes(b) - was // account's change, for an item that stays in its class
-	sh.stats.bytes += d
-	sh.cls[id].memRequested += d
-	sh.stats.totalItems++
+	// account's change, for an item that stays in its class. The counters are written only when it is not
+	// zero: each is on a line that a write would take from the other CPU (the class counters' on every store).
+	if d := itemBytes(b) - was; d != 0 {
+		sh.stats.bytes += d
+		sh.cls[id].memRequested += d
+	}
+	sh.totalItems++
 	return cas
 }
 

@@ -344,7 +344,7 @@ func TestShardLayout(t *testing.T) {
 		t.Errorf("a shard is %d bytes, not whole cache lines: re-pad it", size)
 	}
 	for name, off := range map[string]uintptr{"mu": unsafe.Offsetof(sh.mu), "missCause": unsafe.Offsetof(sh.missCause),
-		"foundSlot": unsafe.Offsetof(sh.foundSlot)} {
+		"foundSlot": unsafe.Offsetof(sh.foundSlot), "totalItems": unsafe.Offsetof(sh.totalItems)} {
 		if off+8 > 64-8 {
 			t.Errorf("%s at offset %d: it could be pushed off the lock's cache line", name, off)
 		}

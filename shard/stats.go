@@ -9,7 +9,6 @@ import (
 type shardStats struct {
 	currItems        int64
 	bytes            int64
-	totalItems       uint64
 	evictions        uint64
 	reclaimed        uint64
 	expiredUnfetched uint64
@@ -112,7 +111,7 @@ func (s *Store) Stats() Stats {
 		sh.mu.Lock()
 		st := &sh.stats
 		out.CurrItems += st.currItems
-		out.TotalItems += st.totalItems
+		out.TotalItems += sh.totalItems
 		out.Bytes += st.bytes
 		out.Evictions += st.evictions
 		out.Reclaimed += st.reclaimed
@@ -162,6 +161,7 @@ func (s *Store) ResetStats() {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		sh.stats = shardStats{currItems: sh.stats.currItems, bytes: sh.stats.bytes, staleItems: sh.stats.staleItems}
+		sh.totalItems = 0
 		sh.leases.Counters = lease.Counters{}
 		for id := range sh.cls {
 			c := &sh.cls[id]
