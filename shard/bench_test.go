@@ -114,15 +114,12 @@ func BenchmarkSetParallel(b *testing.B) { benchParallelMix(b, false, 1) }
 func benchParallelMix(b *testing.B, ownShards bool, setEvery int) {
 	s := benchStore(b)
 	var part [2][][]byte
-	half := uintptr(unsafe.Pointer(&s.shards[len(s.shards)/2]))
 	for i := range 10_000 {
 		k := key(i)
 		j := i & 1
-		if ownShards {
-			j = 0
-			if uintptr(unsafe.Pointer(s.shardOf(Hash(k)))) >= half {
-				j = 1
-			}
+		if ownShards { // which half of the shards holds k
+			off := uintptr(unsafe.Pointer(s.shardOf(Hash(k)))) - uintptr(unsafe.Pointer(&s.shards[0]))
+			j = 2 * int(off/unsafe.Sizeof(s.shards[0])) / len(s.shards)
 		}
 		part[j] = append(part[j], k)
 	}

@@ -38,8 +38,8 @@ const (
 	// tick: with 64 regions at once, a 4 KB-value workload at pipeline 1 measured while 400 MB of fresh items
 	// were being collapsed had 60% more system time per request and a p99 of 9 ms instead of 2.5; with 8 at
 	// once, one at the start of each tick, p99.9 at pipeline 16 after a fill of 2M items was 26-46 ms while
-	// regions were being collapsed and 6-17 ms after (spread: median 17.9 ms against 27). A cache growing faster than 16 MiB a second gets the
-	// rest collapsed on later ticks: 1 GiB within about a minute.
+	// regions were being collapsed and 6-17 ms after (spread: median 17.9 ms against 27). A cache growing
+	// faster than 16 MiB a second gets the rest collapsed on later ticks: 1 GiB within about a minute.
 	collapsePerCall = 1
 	// CollapseCallsPerTick is how many Collapse calls the reclaimer spreads over one tick while regions wait.
 	CollapseCallsPerTick = 8
