@@ -9,7 +9,14 @@ type Parser struct {
 
 	toks    [][]byte // token scratch, reused across calls
 	swallow Error    // the one error whose Swallow varies; returned by pointer, reused
+	need    int      // what Need reports
 }
+
+// Need is, after a Parse that found its request incomplete, how many bytes from the start of buf that
+// request spans in all, when its command line has arrived and only its data block is short; 0 when not
+// known (the line itself is incomplete). A caller waiting for a large value can leave the bytes
+// unparsed until that many have arrived, instead of parsing the command line again after every read.
+func (p *Parser) Need() int { return p.need }
 
 // Parse parses one request from the front of buf.
 //   - complete request: n > 0, err == nil, req filled.
@@ -31,12 +38,14 @@ func (p *Parser) Parse(buf []byte, req *Request) (n int, err error) {
 // parseGeneral is Parse without the hot path: every request, by memcached's rules.
 func (p *Parser) parseGeneral(buf []byte, req *Request) (n int, err error) {
 	if len(buf) == 0 {
+		p.need = 0
 		return 0, nil
 	}
 	toks, next, st := splitLine(buf, p.toks)
 	p.toks = toks
 	switch st {
 	case lineNeedMore:
+		p.need = 0
 		return 0, nil
 	case lineTooLong:
 		return len(buf), errLineTooLong

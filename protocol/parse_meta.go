@@ -40,6 +40,7 @@ func (p *Parser) parseMetaSet(buf []byte, next int, req *Request, toks [][]byte)
 	data, end, st := dataBlock(buf, next, n)
 	switch st {
 	case blockNeedMore:
+		p.need = end
 		return 0, nil
 	case blockBadChunk:
 		return end, errBadDataChunk

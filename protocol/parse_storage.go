@@ -74,6 +74,7 @@ func (p *Parser) parseStorage(buf []byte, next int, req *Request, toks [][]byte)
 	data, end, st := dataBlock(buf, next, n)
 	switch st {
 	case blockNeedMore:
+		p.need = end
 		return 0, nil
 	case blockBadChunk:
 		return end, quiet(noreply, errBadDataChunk, errBadChunkQuiet)
@@ -115,11 +116,11 @@ const (
 )
 
 // dataBlock reads the n-byte data block plus its "\r\n" terminator starting at buf[start:].
-// end is the offset just past the terminator when the block is fully buffered.
+// end is the offset just past the terminator: where the request ends once the block is all buffered.
 func dataBlock(buf []byte, start, n int) (data []byte, end int, st blockStatus) {
 	end = start + n + 2
 	if len(buf) < end {
-		return nil, 0, blockNeedMore
+		return nil, end, blockNeedMore
 	}
 	if buf[end-2] != '\r' || buf[end-1] != '\n' {
 		return nil, end, blockBadChunk

@@ -263,10 +263,21 @@ func TestParseIncompleteReturnsZero(t *testing.T) {
 		var p Parser
 		var req Request
 		in := []byte(tc.in)
+		whole, _ := p.Parse(in, &req)
+		// Need: once the command line of a request with a data block is in, where the request ends.
+		lineEnd, withBlock := bytes.IndexByte(in, '\n')+1, req.Cmd.IsStorage()
 		for i := 0; i < len(in); i++ {
 			n, err := p.Parse(in[:i], &req)
 			if n != 0 || err != nil {
 				t.Errorf("%s: prefix %d/%d: n=%d err=%v, want 0, nil", tc.name, i, len(in), n, err)
+				break
+			}
+			want := 0
+			if withBlock && i >= lineEnd {
+				want = whole
+			}
+			if got := p.Need(); got != want {
+				t.Errorf("%s: prefix %d/%d: Need %d, want %d", tc.name, i, len(in), got, want)
 				break
 			}
 		}
