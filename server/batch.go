@@ -36,8 +36,8 @@ func (s *Server) prefetchFirst(cs []gnet.Conn) {
 	n := 0
 	for _, c := range cs {
 		cn, ok := c.Context().(*conn)
-		if !ok || cn.swallow > 0 {
-			continue
+		if !ok || cn.swallow > 0 || cn.need > 0 {
+			continue // the input continues a data block, not a request
 		}
 		buf, _ := c.Peek(-1) // the connection's whole input: gnet batches only connections with none left over
 		m, err := cn.parser.Parse(buf, &cn.req)

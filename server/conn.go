@@ -45,6 +45,12 @@ type conn struct {
 	preParsed int
 	preHash   shard.Hashed
 	preHashed bool
+	// need is how many bytes the incomplete request at the front of the input spans (Parser.Need), 0 when
+	// not known. Until that many have arrived, serve does not parse the input again: gnet's Peek copies
+	// all of it into one slice each time, and a 1 MB set arriving in 64 KiB reads cost 2.3 ms of CPU that
+	// way (memcached: 0.14). A request of bigRequestMin or more is gathered in big meanwhile (bigreq.go).
+	need int
+	big  []byte
 	// closed is set by OnClose. gnet closes a connection inside the write that fails, which can be a flush in
 	// the middle of serve; serve then stops, executes nothing more and writes nothing more, as memcached
 	// drops the rest of a closing connection's input.
@@ -83,12 +89,25 @@ type ahead struct {
 
 // serve executes every complete request in c's input, in order, and writes their replies in one batch.
 func (cn *conn) serve(c gnet.Conn) gnet.Action {
+	if cn.need > 0 && cn.big == nil {
+		if c.InboundBuffered() < cn.need {
+			cn.lastCmd.Store(cn.srv.store.Now())
+			return gnet.None // gnet keeps the unread input for the next read
+		}
+		cn.need = 0
+	}
 	cn.gc = c
 	defer func() { cn.gc = nil }()
 	cn.out = cn.shared().borrowOut(cn.out)
+	action := gnet.None
+	if cn.big != nil {
+		if !cn.fillBig(c) {
+			return cn.done(c, 0, action)
+		}
+		action = cn.serveBig()
+	}
 	buf, _ := c.Peek(-1)
 	pos := 0
-	action := gnet.None
 	pre := cn.preParsed
 	cn.preParsed = 0
 	for pos < len(buf) && action == gnet.None && !cn.closed {
@@ -112,8 +131,12 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 		case err != nil:
 			pos += n
 			action = cn.refuse(err)
-		case n == 0:
-			return cn.done(c, pos, action) // incomplete request: wait for more bytes
+		case n == 0: // incomplete request: wait for more bytes
+			if cn.need = cn.parser.Need(); cn.need >= bigRequestMin {
+				cn.startBig(buf[pos:], cn.need)
+				return cn.done(c, len(buf), action)
+			}
+			return cn.done(c, pos, action)
 		case pos+n < len(buf):
 			cn.preHashed = false // the batch's Prefetch hashes every request's keys
 			pos, action = cn.serveAhead(buf, pos, n)

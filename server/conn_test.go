@@ -26,6 +26,7 @@ type fakeConn struct {
 func (f *fakeConn) Peek(n int) ([]byte, error)  { return f.in.Bytes(), nil }
 func (f *fakeConn) Discard(n int) (int, error)  { f.in.Next(n); return n, nil }
 func (f *fakeConn) Write(p []byte) (int, error) { return f.out.Write(p) }
+func (f *fakeConn) InboundBuffered() int        { return f.in.Len() }
 
 func newTestServer(t testing.TB) *Server {
 	t.Helper()

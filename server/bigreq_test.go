@@ -1,0 +1,134 @@
+package server
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/leasecached/leasecached/protocol"
+)
+
+// commandLike is n bytes of a data block that reads as get commands where a request is expected, so that a
+// server which took a block's later reads for new requests would answer them and fail the comparison.
+func commandLike(n int) string {
+	return strings.Repeat("get k1\r\n", n/8+1)[:n]
+}
+
+// A data block's replies and effects do not depend on how its bytes arrive: whole in one read, in reads of
+// any size, or ending in the same read as the requests after it. Large blocks are gathered in a buffer of
+// the connection's (bigreq.go) and medium ones wait in gnet's input (conn.need); each case is served whole
+// first, and the replies of every split must be the same bytes, with every input byte counted once.
+func TestBlockRepliesIndependentOfReads(t *testing.T) {
+	big, medium, limit := commandLike(200<<10), commandLike(10<<10), commandLike(1<<20-100)
+	cases := []struct{ name, script string }{
+		{"large set, then get", "set k 5 0 204800\r\n" + big + "\r\nget k\r\n"},
+		{"set at the item limit", fmt.Sprintf("set k 0 0 %d\r\n%s\r\nget k\r\n", len(limit), limit)},
+		{"large set noreply", "set k 0 0 204800 noreply\r\n" + big + "\r\nmn\r\nget k\r\n"},
+		{"large ms with flags", "ms k 204800 F7 T0\r\n" + big + "\r\nmg k f v s\r\n"},
+		{"large append", "append k 0 0 204800\r\n" + big + "\r\nset k 0 0 1\r\nx\r\nappend k 0 0 204800\r\n" +
+			big + "\r\nget k\r\n"},
+		{"large cas of a missing key", "cas k 0 0 204800 77\r\n" + big + "\r\nget k\r\n"},
+		{"large lease-set without a lease", "lease-set k 12345 0 0 204800\r\n" + big + "\r\nget k\r\n"},
+		{"large block not ended by CRLF", "set k 0 0 204800\r\n" + big + "XYget k\r\nmn\r\n"},
+		{"two large sets back to back", "set a 0 0 204800\r\n" + big + "\r\nset b 0 0 204800\r\n" + big +
+			"\r\nget a b\r\n"},
+		{"medium set", "set k 3 0 10240\r\n" + medium + "\r\nget k\r\n"},
+		{"medium then large", "set a 0 0 10240\r\n" + medium + "\r\nset b 0 0 204800\r\n" + big + "\r\nget b a\r\n"},
+	}
+	serve := func(t *testing.T, pieces []string) (string, uint64) {
+		s := newTestServer(t)
+		cn, fc := newConn(s, nil), &fakeConn{}
+		out, _ := feed(cn, fc, pieces...)
+		if cn.big != nil || cn.need != 0 {
+			t.Fatalf("a request is still being gathered after the whole script (need %d)", cn.need)
+		}
+		return out, s.stats.get(statBytesRead)
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			want, read := serve(t, []string{tc.script})
+			if read != uint64(len(tc.script)) {
+				t.Fatalf("whole: bytes_read %d, want %d", read, len(tc.script))
+			}
+			if !strings.HasSuffix(want, "END\r\n") && !strings.HasSuffix(want, "\r\n") {
+				t.Fatalf("whole: replies %q", trim(want))
+			}
+			splits := map[string][]string{}
+			for _, size := range []int{1 << 16, 1<<16 + 1, 4096, 1000} {
+				splits[fmt.Sprintf("reads of %d", size)] = splitString(tc.script, size)
+			}
+			splits["line, then the rest"] = []string{tc.script[:strings.Index(tc.script, "\n")+1],
+				tc.script[strings.Index(tc.script, "\n")+1:]}
+			splits["the last byte alone"] = []string{tc.script[:len(tc.script)-1], tc.script[len(tc.script)-1:]}
+			for r := range 3 {
+				var pieces []string
+				for rest := tc.script; rest != ""; {
+					n := min(len(rest), 1+rng.IntN(150<<10))
+					pieces, rest = append(pieces, rest[:n]), rest[n:]
+				}
+				splits[fmt.Sprintf("random %d", r)] = pieces
+			}
+			// A request is answered as soon as its last byte is in, however its bytes came.
+			var p protocol.Parser
+			var req protocol.Request
+			n, _ := p.Parse([]byte(tc.script), &req) // a refused request has a length too
+			if n == 0 {
+				t.Fatal("the script's first request is incomplete")
+			}
+			first, _ := serve(t, []string{tc.script[:n]})
+			for _, pieces := range [][]string{{tc.script[:n-1], tc.script[n-1 : n]}, splitString(tc.script[:n], 1000)} {
+				if got, _ := serve(t, pieces); got != first {
+					t.Fatalf("first request in %d reads: replies %q, want %q", len(pieces), trim(got), trim(first))
+				}
+			}
+			for name, pieces := range splits {
+				got, read := serve(t, pieces)
+				if got != want {
+					t.Fatalf("%s: replies %q, want %q", name, trim(got), trim(want))
+				}
+				if read != uint64(len(tc.script)) {
+					t.Fatalf("%s: bytes_read %d, want %d", name, read, len(tc.script))
+				}
+			}
+		})
+	}
+}
+
+// splitString cuts s into pieces of size bytes (the last may be shorter).
+func splitString(s string, size int) []string {
+	var out []string
+	for len(s) > size {
+		out, s = append(out, s[:size]), s[size:]
+	}
+	return append(out, s)
+}
+
+// While a large block is being gathered the connection's reads are its data, whether they arrive alone or
+// in a poll with other connections (OnTrafficBatch parses each connection's first request ahead, which must
+// not happen to a block's continuation), and the buffer goes back once the request has been executed.
+func TestLargeBlockAcrossBatchedReads(t *testing.T) {
+	s := newTestServer(t)
+	ls := s.newLoopShared()
+	a, b := &ctxConn{cn: newConn(s, ls)}, &ctxConn{cn: newConn(s, ls)}
+	block := commandLike(100 << 10)
+	pieces := append([]string{"set big 0 0 102400\r\n"}, splitString(block+"\r\nget big\r\n", 30<<10)...)
+	for i, p := range pieces {
+		a.in.WriteString(p)
+		b.in.WriteString(fmt.Sprintf("get k%d\r\n", i))
+		s.OnTrafficBatch([]gnet.Conn{a, b}, make([]gnet.Action, 2))
+		if gathering := a.cn.big != nil; gathering != (i < len(pieces)-1) {
+			t.Fatalf("after read %d of %d: gathering %v", i+1, len(pieces), gathering)
+		}
+	}
+	want := "STORED\r\nVALUE big 0 102400\r\n" + block + "\r\nEND\r\n"
+	if got := a.out.String(); got != want {
+		t.Fatalf("replies %q, want %q", trim(got), trim(want))
+	}
+	if got := b.out.String(); got != strings.Repeat("END\r\n", len(pieces)) {
+		t.Fatalf("the other connection's replies: %q", trim(got))
+	}
+}
