@@ -2,6 +2,8 @@ package server
 
 import (
 	"fmt"
+	"io"
+	"log"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -9,6 +11,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/leasecached/leasecached/protocol"
+	"github.com/leasecached/leasecached/shard"
 )
 
 // commandLike is n bytes of a data block that reads as get commands where a request is expected, so that a
@@ -130,5 +133,26 @@ func TestLargeBlockAcrossBatchedReads(t *testing.T) {
 	}
 	if got := b.out.String(); got != strings.Repeat("END\r\n", len(pieces)) {
 		t.Fatalf("the other connection's replies: %q", trim(got))
+	}
+}
+
+// A block longer than bigPrealloc (possible with -I above 1m) grows its buffer as it arrives, and its
+// command line alone sets aside no more than bigPrealloc.
+func TestLargeBlockGrowsItsBuffer(t *testing.T) {
+	store, err := shard.New(shard.Config{MemoryLimit: 64 << 20, MaxItemSize: 4 << 20, ReclaimInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	s := New(Config{Listen: "127.0.0.1", Port: 1, Threads: 1, ConnLimit: 10, MaxItemSize: 4 << 20,
+		MemoryLimit: 64 << 20, Logger: log.New(io.Discard, "", 0)}, store)
+	cn, fc := newConn(s, nil), &fakeConn{}
+	block := commandLike(3 << 20)
+	if out, _ := feed(cn, fc, "set big 9 0 3145728\r\n"); out != "" || cap(cn.big) > bigPrealloc {
+		t.Fatalf("after the command line: replies %q, buffer of %d bytes", out, cap(cn.big))
+	}
+	out, _ := feed(cn, fc, splitString(block+"\r\nget big\r\n", 64<<10)...)
+	if want := "STORED\r\nVALUE big 9 3145728\r\n" + block + "\r\nEND\r\n"; out != want {
+		t.Fatalf("replies %q, want %q", trim(out), trim(want))
 	}
 }
