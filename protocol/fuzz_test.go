@@ -16,42 +16,13 @@ import (
 func FuzzParse(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add([]byte(s), uint16(3))
+		f.Add([]byte(s), uint16(len(s)-2)) // mid-way through the last request, often in its data block
 	}
 	f.Fuzz(func(t *testing.T, in []byte, cut uint16) {
 		p := Parser{MaxItemSize: 4096} // small, so the too-large/swallow path is reachable
-		var req Request
-		for off := 0; off < len(in); {
-			buf := in[off:]
-			n, err := p.Parse(buf, &req)
-			if n < 0 || n > len(buf) {
-				t.Fatalf("n=%d outside [0,%d]", n, len(buf))
-			}
-			if err != nil {
-				e, ok := err.(*Error)
-				if !ok {
-					t.Fatalf("error of type %T", err)
-				}
-				if n == 0 {
-					t.Fatalf("error %v with n == 0", e)
-				}
-				if e.Swallow < 0 || e.Close && e.Swallow > 0 {
-					t.Fatalf("bad error %+v", e)
-				}
-				if e.Close {
-					break
-				}
-				off += n + e.Swallow
-				continue
-			}
-			if n == 0 {
-				break
-			}
-			if req.Cmd == CmdNone {
-				t.Fatal("successful parse without a command")
-			}
-			checkAliases(t, &req, buf[:n])
-			off += n
-		}
+		c := int(cut) % (len(in) + 1)
+		parseChecked(t, &p, in[:c]) // a prefix, which mostly ends in an incomplete request
+		parseChecked(t, &p, in)
 
 		// Like memcached, a line longer than MaxLineLength is processed when it arrives whole and closes
 		// the connection when it arrives in pieces (line.go): for such inputs the result depends on the
@@ -60,7 +31,6 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		whole := drive(&p, [][]byte{in})
-		c := int(cut) % (len(in) + 1)
 		if got := drive(&p, [][]byte{in[:c], in[c:]}); !equalStrings(got, whole) {
 			t.Fatalf("cut at %d:\n got  %q\n want %q", c, got, whole)
 		}
@@ -69,6 +39,46 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("chunks of %d:\n got  %q\n want %q", step, got, whole)
 		}
 	})
+}
+
+// parseChecked parses in request by request, as a connection would, and checks each result's invariants,
+// up to the first incomplete request or closing error.
+func parseChecked(t *testing.T, p *Parser, in []byte) {
+	t.Helper()
+	var req Request
+	for off := 0; off < len(in); {
+		buf := in[off:]
+		n, err := p.Parse(buf, &req)
+		if n < 0 || n > len(buf) {
+			t.Fatalf("n=%d outside [0,%d]", n, len(buf))
+		}
+		if err != nil {
+			e, ok := err.(*Error)
+			if !ok {
+				t.Fatalf("error of type %T", err)
+			}
+			if n == 0 {
+				t.Fatalf("error %v with n == 0", e)
+			}
+			if e.Swallow < 0 || e.Close && e.Swallow > 0 {
+				t.Fatalf("bad error %+v", e)
+			}
+			if e.Close {
+				break
+			}
+			off += n + e.Swallow
+			continue
+		}
+		if n == 0 {
+			checkNeed(t, p, buf)
+			break
+		}
+		if req.Cmd == CmdNone {
+			t.Fatal("successful parse without a command")
+		}
+		checkAliases(t, &req, buf[:n])
+		off += n
+	}
 }
 
 // checkAliases verifies every slice in req points into consumed.
@@ -147,4 +157,25 @@ func fuzzCheck(f *testing.F, cases []string, check func(t *testing.T, in []byte)
 		}
 	}
 	f.Fuzz(check)
+}
+
+// checkNeed checks what Need says after buf was found incomplete: nothing, or a length past buf at which
+// the same request, completed with any bytes, is whole (or refused as a whole, for a bad block end).
+func checkNeed(t *testing.T, p *Parser, buf []byte) {
+	t.Helper()
+	need := p.Need()
+	if need == 0 {
+		return
+	}
+	if need <= len(buf) {
+		t.Fatalf("Need %d for an incomplete request of %d bytes", need, len(buf))
+	}
+	full := append(append([]byte(nil), buf...), bytes.Repeat([]byte{'\n'}, need-len(buf))...)
+	var req Request
+	if n, _ := p.Parse(full, &req); n != need {
+		t.Fatalf("Need %d, but the request completed to that length parses as %d bytes", need, n)
+	}
+	if n, err := p.Parse(full[:need-1], &req); n != 0 || err != nil {
+		t.Fatalf("Need %d, but %d bytes already parse: n=%d err=%v", need, need-1, n, err)
+	}
 }
