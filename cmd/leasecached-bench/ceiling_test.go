@@ -38,7 +38,10 @@ func TestParseCeilingSizes(t *testing.T) {
 }
 
 func TestCeilingValueSize(t *testing.T) {
-	c := newCeiling([]ceilingRange{{0, 100}, {1000, 4096}, {5000, 7}})
+	c, err := newCeiling([]ceilingRange{{0, 100}, {1000, 4096}, {5000, 7}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		key  string
 		want int
@@ -53,14 +56,62 @@ func TestCeilingValueSize(t *testing.T) {
 		{"k", 100},
 	}
 	for _, tc := range cases {
-		if got := c.valueSize([]byte(tc.key)); got != tc.want {
+		if got := len(c.value([]byte(tc.key))); got != tc.want {
 			t.Errorf("%q: %d, want %d", tc.key, got, tc.want)
 		}
 	}
 }
 
+// With -keys, the first keys of each range are answered from values of their own, one slot each, and
+// every other key from filler.
+func TestCeilingValuesInMemory(t *testing.T) {
+	c, err := newCeiling([]ceilingRange{{10, 4}, {12, 3}, {100, 0}}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.release()
+	if len(c.values[0]) != 2*4 || len(c.values[1]) != 3*3 || c.values[2] != nil {
+		t.Fatalf("value memory of %d, %d and %d bytes, want 8 (two keys before the next range), 9 and none",
+			len(c.values[0]), len(c.values[1]), len(c.values[2]))
+	}
+	cases := []struct {
+		key        string
+		size, from int // from: the range whose memory holds the value, -1 for filler
+		slot       int
+	}{
+		{"k9", 4, -1, 0}, // below every range: the first range's size, from filler
+		{"k10", 4, 0, 0},
+		{"k11", 4, 0, 1},
+		{"k12", 3, 1, 0},
+		{"k14", 3, 1, 2},
+		{"k15", 3, -1, 0}, // past -keys
+		{"k100", 0, -1, 0},
+		{"other", 4, -1, 0},
+	}
+	for _, tc := range cases {
+		v := c.value([]byte(tc.key))
+		if len(v) != tc.size || strings.Trim(string(v), "x") != "" {
+			t.Errorf("%s: value %q, want %d bytes of x", tc.key, v, tc.size)
+			continue
+		}
+		if tc.size == 0 {
+			continue
+		}
+		want := &c.filler[0]
+		if tc.from >= 0 {
+			want = &c.values[tc.from][tc.slot*tc.size]
+		}
+		if &v[0] != want {
+			t.Errorf("%s: value not at slot %d of range %d (-1: filler)", tc.key, tc.slot, tc.from)
+		}
+	}
+}
+
 // startCeiling runs the responder in-process on a port the kernel picks, until the test ends.
-func startCeiling(t *testing.T, sizes string) string {
+func startCeiling(t *testing.T, sizes string) string { return startCeilingKeys(t, sizes, 0) }
+
+// startCeilingKeys is startCeiling with the values of keys keys of each range in memory (-keys).
+func startCeilingKeys(t *testing.T, sizes string, keys uint64) string {
 	t.Helper()
 	ranges, err := parseCeilingSizes(sizes)
 	if err != nil {
@@ -68,7 +119,7 @@ func startCeiling(t *testing.T, sizes string) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan string, 1), make(chan error, 1)
-	go func() { done <- runCeiling(ctx, "127.0.0.1:0", 2, ranges, func(a string) { ready <- a }) }()
+	go func() { done <- runCeiling(ctx, "127.0.0.1:0", 2, ranges, keys, func(a string) { ready <- a }) }()
 	var addr string
 	select {
 	case addr = <-ready:
@@ -86,9 +137,15 @@ func startCeiling(t *testing.T, sizes string) string {
 }
 
 // TestCeilingProtocol checks the replies byte for byte, with requests split at every byte boundary in
-// turn, so partial lines and partial data blocks are both exercised.
+// turn, so partial lines and partial data blocks are both exercised; with values from filler and from
+// memory (-keys), which must answer the same bytes.
 func TestCeilingProtocol(t *testing.T) {
-	addr := startCeiling(t, "0:3,100:5")
+	for _, keys := range []uint64{0, 200} {
+		testCeilingProtocol(t, startCeilingKeys(t, "0:3,100:5", keys))
+	}
+}
+
+func testCeilingProtocol(t *testing.T, addr string) {
 	req := "get k099 k100\r\nset k1 0 0 4\r\nab\r\n\r\ngets k7\r\nbogus\r\nset k1 0 0\r\nversion\r\n"
 	want := "VALUE k099 0 3\r\nxxx\r\nVALUE k100 0 5\r\nxxxxx\r\nEND\r\n" +
 		"STORED\r\n" +
@@ -218,5 +275,32 @@ func TestCeilingHalfCloseWhileBlocked(t *testing.T) {
 	n, err := io.Copy(io.Discard, c) // every reply is still delivered, then the responder closes
 	if want := int64(gets * len("VALUE k1 0 4096\r\n\r\nEND\r\n"+strings.Repeat("x", 4096))); n != want || err != nil {
 		t.Errorf("read %d bytes (%v), want %d", n, err, want)
+	}
+}
+
+// touchValuesAhead loads two bytes of each short value in memory that the buffer's complete gets will
+// copy, and nothing for data blocks, the rest of a block being discarded, incomplete lines or filler.
+func TestCeilingTouchValuesAhead(t *testing.T) {
+	c, err := newCeiling([]ceilingRange{{10, 4}}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.release()
+	cases := []struct {
+		buf     string
+		discard int
+		values  int // values touched
+	}{
+		{"get k10 k11\r\n", 0, 2},
+		{"get k10\r\nset k12 0 0 9\r\nget k13\r\n\r\nget k14\r\n", 0, 2}, // the set's data is not a request
+		{"et k10\r\nget k11\r\n", 3, 1},                                  // the rest of a block, then a get
+		{"get k10 k11", 0, 0},                                            // incomplete
+		{"get k99 other\r\ngets k12\r\n", 0, 1},                          // past -keys, not a key: filler
+	}
+	for _, tc := range cases {
+		if got, want := c.touchValuesAhead([]byte(tc.buf), tc.discard), byte(2*tc.values*'x'); got != want {
+			t.Errorf("%q: loads summed to %d, want %d (two loads of x for each of %d values)", tc.buf, got, want,
+				tc.values)
+		}
 	}
 }

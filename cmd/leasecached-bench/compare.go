@@ -100,17 +100,27 @@ type compareOptions struct {
 	ceiling bool
 }
 
-// ceilingName is the ceiling responder's name among the servers.
-const ceilingName = "ceiling"
+// The ceiling responder's names among the servers: answering from filler, and from values of its own in
+// memory as large as the comparison's data set (-keys), which a get must read as a cache's get does.
+const (
+	ceilingName    = "ceiling"
+	memCeilingName = "ceiling-mem"
+)
 
-// ceilingSpec runs this binary's ceiling subcommand, sized like the comparison's two key sets.
-func ceilingSpec() (serverSpec, error) {
+// isCeiling says whether a server is one of the ceiling responders, which store nothing.
+func isCeiling(name string) bool { return name == ceilingName || name == memCeilingName }
+
+// ceilingSpecs runs this binary's ceiling subcommand twice, sized like the comparison's two key sets: once
+// with filler values, once with every key's value in memory of its own.
+func ceilingSpecs() ([]serverSpec, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return serverSpec{}, fmt.Errorf("ceiling: finding this binary: %w", err)
+		return nil, fmt.Errorf("ceiling: finding this binary: %w", err)
 	}
-	return serverSpec{Name: ceilingName, Command: fmt.Sprintf("%s ceiling -p {port} -l 127.0.0.1 -t {threads} "+
-		"-sizes %d:%d,%d:%d", shellQuote(self), smallKeyBase, smallValue, largeKeyBase, largeValue)}, nil
+	cmd := fmt.Sprintf("%s ceiling -p {port} -l 127.0.0.1 -t {threads} -sizes %d:%d,%d:%d", shellQuote(self),
+		smallKeyBase, smallValue, largeKeyBase, largeValue)
+	return []serverSpec{{Name: ceilingName, Command: cmd},
+		{Name: memCeilingName, Command: fmt.Sprintf("%s -keys %d", cmd, compareKeys)}}, nil
 }
 
 // shellQuote quotes s as one word for sh: inside single quotes nothing is special but the quote itself.
@@ -283,7 +293,7 @@ func compareMain(ctx context.Context, args []string, out io.Writer) error {
 		servers++
 	}
 	if o.ceiling {
-		servers++
+		servers += 2
 	}
 	if est := estimateCompare(o, servers); est > o.maxTime {
 		return fmt.Errorf("compare: this matrix needs about %v, more than -max-time %v: lower -reps or -duration",
@@ -316,11 +326,11 @@ func runCompare(ctx context.Context, o compareOptions, out io.Writer) error {
 		specs = append(specs, serverSpec{Name: "third", Command: o.third})
 	}
 	if o.ceiling {
-		cs, err := ceilingSpec()
+		cs, err := ceilingSpecs()
 		if err != nil {
 			return err
 		}
-		specs = append(specs, cs)
+		specs = append(specs, cs...)
 	}
 	servers := make([]*runningServer, 0, len(specs))
 	defer func() {
@@ -336,7 +346,7 @@ func runCompare(ctx context.Context, o compareOptions, out io.Writer) error {
 			return err
 		}
 		servers = append(servers, s)
-		if s.name == ceilingName {
+		if isCeiling(s.name) {
 			continue // it stores nothing: its gets hit without a fill
 		}
 		for _, set := range []struct {
@@ -375,7 +385,7 @@ func runCompare(ctx context.Context, o compareOptions, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "\n%s\n", note)
-	caches := slices.DeleteFunc(slices.Clone(servers), func(s *runningServer) bool { return s.name == ceilingName })
+	caches := slices.DeleteFunc(slices.Clone(servers), func(s *runningServer) bool { return isCeiling(s.name) })
 	printCompareTable(out, o, ws, caches, results)
 	if o.ceiling {
 		printCeilingTable(out, ws, caches, results)
@@ -602,33 +612,36 @@ func pairedRatio(a, b []*loadResult, f func(*loadResult) float64) float64 {
 	return median(rs, opsOf)
 }
 
-// printCeilingTable sets every server's ops/s beside the ceiling responder's in the same runs. The last
-// column is the pipelined target of the issue (six times memcached) as a fraction of the ceiling: above 1
-// it cannot be met on this machine with this generator, by any server.
+// printCeilingTable sets every server's ops/s beside the ceiling responders' in the same runs. The last
+// columns are the pipelined target of the issue (six times memcached) as a fraction of each ceiling: above
+// 1 it cannot be met on this machine with this generator, by any server.
 func printCeilingTable(out io.Writer, ws []workload, servers []*runningServer, res matrixResults) {
 	fmt.Fprintf(out, "\nceiling: the same workloads against a responder that stores nothing and answers every get "+
-		"with filler (leasecached-bench ceiling);\nx/ceil = a server's ops/s over the ceiling's; 6x mc/ceil = "+
-		"six times memcached's ops/s over the ceiling's (above 1: out of reach here)\n\n")
-	header := []string{"workload", "ceil ops/s", "ceil us/op", "ceil gen thr"}
+		"with filler (leasecached-bench ceiling);\nmem: the same responder answering from values of its own in "+
+		"memory as large as the data set (ceiling -keys), read as a cache must read them;\nx/ceil, x/mem = a "+
+		"server's ops/s over the ceiling's; 6x mc/ceil, 6x mc/mem = six times memcached's ops/s over it "+
+		"(above 1: out of reach here)\n\n")
+	header := []string{"workload", "ceil ops/s", "ceil us/op", "mem ops/s", "mem us/op", "gen thr"}
 	for _, s := range servers {
-		header = append(header, shortName(s.name)+"/ceil")
+		header = append(header, shortName(s.name)+"/ceil", shortName(s.name)+"/mem")
 	}
-	header = append(header, "6x mc/ceil")
+	header = append(header, "6x mc/ceil", "6x mc/mem")
 	var rows [][]string
 	for _, w := range ws {
-		ceil := res[w.Name][ceilingName]
-		c := median(ceil, opsOf)
+		ceil, mem := res[w.Name][ceilingName], res[w.Name][memCeilingName]
+		c, m := median(ceil, opsOf), median(mem, opsOf)
 		row := []string{w.Name, fmt.Sprintf("%.0f", c), fmt.Sprintf("%.2f", median(ceil, cpuOf)),
-			fmt.Sprint(genThreadsOf(ceil))}
+			fmt.Sprintf("%.0f", m), fmt.Sprintf("%.2f", median(mem, cpuOf)),
+			fmt.Sprintf("%d/%d", genThreadsOf(ceil), genThreadsOf(mem))}
 		mc := 0.0
 		for i, s := range servers {
 			ops := median(res[w.Name][s.name], opsOf)
 			if i == 0 {
 				mc = ops
 			}
-			row = append(row, ratio(ops, c))
+			row = append(row, ratio(ops, c), ratio(ops, m))
 		}
-		rows = append(rows, append(row, ratio(6*mc, c)))
+		rows = append(rows, append(row, ratio(6*mc, c), ratio(6*mc, m)))
 	}
 	table(out, header, rows)
 }

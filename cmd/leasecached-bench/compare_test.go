@@ -64,12 +64,12 @@ func TestCalibrate(t *testing.T) {
 // The default options fit the default time limit; a matrix that cannot is refused up front.
 func TestEstimateCompare(t *testing.T) {
 	o := compareOptions{reps: 3, duration: 5 * time.Second, ceiling: true}
-	if est := estimateCompare(o, 3); est > compareMaxTime || est < 10*time.Minute {
+	if est := estimateCompare(o, 4); est > compareMaxTime || est < 10*time.Minute { // mc, lc and the two ceilings
 		t.Errorf("make bench's matrix estimated at %v", est)
 	}
 	o.reps = 20
-	if est := estimateCompare(o, 4); est <= compareMaxTime {
-		t.Errorf("20 reps with four servers estimated at %v, within the %v cap", est, compareMaxTime)
+	if est := estimateCompare(o, 5); est <= compareMaxTime {
+		t.Errorf("20 reps with five servers estimated at %v, within the %v cap", est, compareMaxTime)
 	}
 }
 
