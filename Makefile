@@ -61,7 +61,7 @@ clean:
 	rm -rf bin
 
 ## bench: leasecached vs memcached (same -t 2 -m 1024 -c 4096) on the same workload matrix, medians of
-## 3 x 5 s, one table; BENCH_QUICK=1 for a one-minute run; THIRD="pogocache -p {port}" adds a third server.
+## 3 x 5 s, one table; BENCH_QUICK=1 for a four-minute run; THIRD="pogocache -p {port}" adds a third server.
 .PHONY: bench-storage bench-deps
 bench: bench-deps build
 	./bench/bench.sh

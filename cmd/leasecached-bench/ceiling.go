@@ -32,6 +32,11 @@ import (
 // ops/s is bounded by what the generator and the kernel's loopback path cost, whatever the server does;
 // the ceiling's ops/s under the same workload is that bound, measured. A cache server cannot beat it by
 // more than noise, so a target above it cannot be met on that machine with this generator.
+//
+// With -keys, gets are answered from values kept in memory (one slot per key, as large as the data set the
+// benchmark fills a server with) instead of filler. Where the data set is larger than the CPU's caches,
+// every get then reads its value cold, as a cache's get does, and the bound is that much tighter; it still
+// looks nothing up and stores nothing.
 
 // Limits of the ceiling responder.
 const (

@@ -271,7 +271,8 @@ func compareMain(ctx context.Context, args []string, out io.Writer) error {
 	fs.BoolVar(&o.skipLease, "skip-lease", false, "skip the lease-get vs get comparison")
 	fs.StringVar(&o.logDir, "log-dir", "", "keep the servers' logs in this directory (default: a temporary one, removed)")
 	fs.BoolVar(&o.ceiling, "ceiling", true,
-		"also run every workload against the ceiling responder (what this generator allows on this machine)")
+		"also run every workload against the ceiling responders, answering from filler and from values in "+
+			"memory (what this generator allows on this machine, and what a server that reads its values can do)")
 	fs.IntVar(&o.genThreads, "gen-threads", 0,
 		"generator threads for every run (0: the load default at pipeline 1; at deeper pipelines each server's "+
 			"better of 1 and 2 over two short calibration runs of each)")
