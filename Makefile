@@ -47,14 +47,17 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 ## fuzz-smoke: a short run of every parser fuzz target (longer: FUZZTIME=10m make fuzz-smoke).
-## `go test -fuzz` takes one target at a time, hence the list.
+## `go test -fuzz` takes one target at a time, hence the list. Go spends up to a minute minimising each new
+## interesting input, during which no new inputs are tried: FuzzParse made no progress after its first 3 s
+## in a 60 s run (72k execs, 18 new inputs); with 2 s it made 205k execs and 104 new inputs in 20 s.
 FUZZTIME ?= 30s
+FUZZMINTIME ?= 2s
 FUZZ_TARGETS := ./protocol:FuzzParse ./protocol:FuzzStrtoMagnitude ./protocol:FuzzSplitLine ./protocol:FuzzParseHot ./server:FuzzParseMetaFlags ./server:FuzzDecodeKeyBase64 \
 	./clientlib:FuzzReplyParsers ./cmd/leasecached-bench:FuzzValueLineFast
 fuzz-smoke:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
-		$(GO) test $$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME); \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME); \
 	done
 
 clean:
