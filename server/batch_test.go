@@ -21,6 +21,8 @@ type ctxConn struct {
 
 func (c *ctxConn) Context() any { return c.cn }
 
+func (c *ctxConn) SetContext(ctx any) { c.cn, _ = ctx.(*conn) }
+
 // Serving the connections of one poll together changes nothing a client can see. Six clients share keys
 // (one sets what another reads in the same round), and each sends a script of single-key gets and sets,
 // lease-gets, multi-gets, pipelined requests, refused requests, swallowed data blocks, noreply, meta

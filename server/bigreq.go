@@ -11,23 +11,37 @@ import (
 // parser knows how long such a request is (Parser.Need), serve gathers it in a buffer of the connection's
 // own instead, and executes it from there: one copy on the way in, as when it arrives in one read.
 //
-// Bounds: a command line alone makes the server set aside at most bigPrealloc bytes, and a longer block
-// grows its buffer as its bytes arrive, so a client that names a large value and sends nothing more holds
-// little memory (memcached sets aside the whole item at once). Buffers come from gnet's byte-slice pool
-// and go back to it when their request has been executed: steady large sets allocate nothing.
+// Bounds: buffers live outside -m (as gnet's input did), so what a client makes the server hold follows
+// what it has sent: a command line alone sets aside at most bigPrealloc bytes, and the buffer then grows
+// to at most bigGrowth times what has arrived (a 1 MB block: 64 KiB, then all of it after its first full
+// read). memcached sets aside the whole item at the command line, inside its memory limit. Buffers come
+// from gnet's byte-slice pool and go back to it when their request has been executed or its connection
+// closed: steady large sets allocate nothing.
 const (
 	// bigRequestMin is the smallest incomplete request that is gathered this way; a shorter one waits in
 	// gnet's input until it is whole (conn.need), which costs at most one more copy of under 64 KiB.
 	bigRequestMin = 64 << 10
 	// bigPrealloc is the most a request's command line makes the server allocate before its data arrives.
-	bigPrealloc = 1 << 20
+	bigPrealloc = 64 << 10
+	// bigGrowth bounds a grown buffer by the bytes gathered so far: large enough that a 1 MiB block grows
+	// once, small enough that holding a megabyte takes a client 64 KiB of sending.
+	bigGrowth = 16
 )
 
 // startBig begins gathering a request of need bytes whose first bytes are have. The caller consumes
 // have from gnet's input.
 func (cn *conn) startBig(have []byte, need int) {
 	cn.need = need
-	cn.big = append(byteslice.Get(min(need, bigPrealloc))[:0], have...)
+	cn.big = append(byteslice.Get(min(need, max(bigPrealloc, len(have))))[:0], have...)
+}
+
+// releaseBig gives the gathering buffer back, if there is one, and forgets the request.
+func (cn *conn) releaseBig() {
+	if cn.big != nil {
+		byteslice.Put(cn.big)
+		cn.big = nil
+	}
+	cn.need = 0
 }
 
 // fillBig moves into cn.big as much of c's input as the request being gathered still lacks, and
@@ -36,7 +50,7 @@ func (cn *conn) fillBig(c gnet.Conn) bool {
 	buf, _ := c.Peek(-1) // gnet's latest read only: gathering leaves nothing behind in its ring buffer
 	k := min(cn.need-len(cn.big), len(buf))
 	if n := len(cn.big) + k; n > cap(cn.big) {
-		grown := byteslice.Get(min(cn.need, max(n, 2*cap(cn.big))))[:len(cn.big)]
+		grown := byteslice.Get(min(cn.need, max(n, bigGrowth*len(cn.big))))[:len(cn.big)]
 		copy(grown, cn.big)
 		byteslice.Put(cn.big)
 		cn.big = grown
@@ -65,7 +79,6 @@ func (cn *conn) serveBig() gnet.Action {
 		}
 	}
 	cn.req.Data = nil // it points into the buffer going back to the pool
-	byteslice.Put(cn.big)
-	cn.big, cn.need = nil, 0
+	cn.releaseBig()
 	return action
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math/bits"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -151,8 +152,34 @@ func TestLargeBlockGrowsItsBuffer(t *testing.T) {
 	if out, _ := feed(cn, fc, "set big 9 0 3145728\r\n"); out != "" || cap(cn.big) > bigPrealloc {
 		t.Fatalf("after the command line: replies %q, buffer of %d bytes", out, cap(cn.big))
 	}
-	out, _ := feed(cn, fc, splitString(block+"\r\nget big\r\n", 64<<10)...)
+	var out string
+	for i, p := range splitString(block+"\r\nget big\r\n", 64<<10) {
+		had, held := len(cn.big), cap(cn.big)
+		out, _ = feed(cn, fc, p)
+		// A buffer grows to what has arrived, or bigGrowth times what had, in the pool's powers of two.
+		limit := 1 << bits.Len(uint(max(bigGrowth*had, len(cn.big))-1))
+		if cn.big != nil && cap(cn.big) != held && cap(cn.big) > limit {
+			t.Fatalf("read %d: the buffer grew to %d bytes with %d gathered before and %d now", i+1,
+				cap(cn.big), had, len(cn.big))
+		}
+	}
 	if want := "STORED\r\nVALUE big 9 3145728\r\n" + block + "\r\nEND\r\n"; out != want {
 		t.Fatalf("replies %q, want %q", trim(out), trim(want))
+	}
+}
+
+// A connection that closes while a block is being gathered gives its buffer back.
+func TestLargeBlockReleasedOnClose(t *testing.T) {
+	s := newTestServer(t)
+	c := &ctxConn{cn: newConn(s, nil)}
+	c.in.WriteString("set big 0 0 204800\r\n" + commandLike(100<<10))
+	s.OnTraffic(c)
+	if c.cn.big == nil {
+		t.Fatal("the block is not being gathered")
+	}
+	cn := c.cn
+	s.OnClose(c, nil)
+	if cn.big != nil || cn.need != 0 {
+		t.Fatalf("after close: a buffer of %d bytes kept, need %d", cap(cn.big), cn.need)
 	}
 }

@@ -164,6 +164,9 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	if cn, ok := c.Context().(*conn); ok {
 		cn.closed = true // OnClose runs on the connection's loop, maybe inside its serve (conn.closed)
+		if cn.gc == nil {
+			cn.releaseBig() // not inside serve, which may still be using it (serve's done gives it back)
+		}
 		s.conns.Delete(cn)
 		s.stats.currConns.Add(-1)
 		c.SetContext(nil)

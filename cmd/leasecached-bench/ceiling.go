@@ -53,7 +53,7 @@ const (
 	ceilingRawWait = 2 * time.Millisecond
 	// ceilingMaxValue bounds -sizes: memcached's default item size limit.
 	ceilingMaxValue = 1 << 20
-	// ceilingMaxMemory bounds the values -keys keeps for one range.
+	// ceilingMaxMemory bounds the values -keys keeps, over all ranges.
 	ceilingMaxMemory = 16 << 30
 	// ceilingTouchMax bounds the cache lines touchValuesAhead loads for one read (a pipelined batch of 16
 	// ten-key gets of 100-byte values needs about 480), and ceilingTouchBytes how much of each value:
@@ -114,20 +114,24 @@ func newCeiling(ranges []ceilingRange, keys uint64) (*ceiling, error) {
 	if keys == 0 {
 		return c, nil
 	}
+	// Sizes first, so that too much is refused before anything is mapped.
+	sizes := make([]uint64, len(ranges))
+	total := uint64(0)
 	for i, r := range ranges {
 		n := keys
 		if i+1 < len(ranges) {
 			n = min(n, ranges[i+1].base-r.base)
 		}
-		size := n * uint64(r.size)
+		if r.size > 0 && n > (ceilingMaxMemory-total)/uint64(r.size) { // by division: n * size can overflow
+			return nil, fmt.Errorf("-keys %d: more than %d bytes of values in all", keys, ceilingMaxMemory)
+		}
+		sizes[i] = n * uint64(r.size)
+		total += sizes[i]
+	}
+	for _, size := range sizes {
 		if size == 0 {
 			c.values = append(c.values, nil)
 			continue
-		}
-		if size > ceilingMaxMemory {
-			c.release()
-			return nil, fmt.Errorf("-keys %d: %d bytes of values for sizes of %d bytes, more than %d", keys, size,
-				r.size, ceilingMaxMemory)
 		}
 		b, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 		if err != nil {

@@ -62,6 +62,23 @@ func TestCeilingValueSize(t *testing.T) {
 	}
 }
 
+// -keys refuses more value memory than ceilingMaxMemory in all, however large the numbers.
+func TestCeilingValueMemoryBounded(t *testing.T) {
+	for _, tc := range []struct {
+		ranges []ceilingRange
+		keys   uint64
+	}{
+		{[]ceilingRange{{0, 4}}, 1 << 62}, // 2^64 bytes: wraps to 0 if multiplied
+		{[]ceilingRange{{0, 1 << 20}}, ceilingMaxMemory>>20 + 1},
+		{[]ceilingRange{{0, 1 << 20}, {ceilingMaxMemory >> 20, 1 << 20}}, ceilingMaxMemory >> 20}, // the sum
+	} {
+		if c, err := newCeiling(tc.ranges, tc.keys); err == nil {
+			c.release()
+			t.Errorf("ranges %v, -keys %d: accepted", tc.ranges, tc.keys)
+		}
+	}
+}
+
 // With -keys, the first keys of each range are answered from values of their own, one slot each, and
 // every other key from filler.
 func TestCeilingValuesInMemory(t *testing.T) {
