@@ -13,8 +13,8 @@ import (
 //
 // Bounds: buffers live outside -m (as gnet's input did), so what a client makes the server hold follows
 // what it has sent: a command line alone sets aside at most bigPrealloc bytes, and the buffer then grows
-// to at most bigGrowth times what has arrived (a 1 MB block: 64 KiB, then all of it after its first full
-// read). memcached sets aside the whole item at the command line, inside its memory limit. Buffers come
+// to at most bigGrowth times what has arrived (a 1 MB block in 64 KiB reads: 64 KiB, 128 KiB, then all
+// of it). memcached sets aside the whole item at the command line, inside its memory limit. Buffers come
 // from gnet's byte-slice pool and go back to it when their request has been executed or its connection
 // closed: steady large sets allocate nothing.
 const (
@@ -23,8 +23,8 @@ const (
 	bigRequestMin = 64 << 10
 	// bigPrealloc is the most a request's command line makes the server allocate before its data arrives.
 	bigPrealloc = 64 << 10
-	// bigGrowth bounds a grown buffer by the bytes gathered so far: large enough that a 1 MiB block grows
-	// once, small enough that holding a megabyte takes a client 64 KiB of sending.
+	// bigGrowth bounds a grown buffer by the bytes gathered so far: large enough that a 1 MiB block needs
+	// two growths, small enough that holding a megabyte takes a client 64 KiB of sending.
 	bigGrowth = 16
 )
 
