@@ -161,15 +161,14 @@ func (cn *conn) done(c gnet.Conn, pos int, action gnet.Action) gnet.Action {
 	cn.local[statBytesRead] += uint64(pos)
 	if cn.closed {
 		cn.out, action = cn.out[:0], gnet.Close
-		cn.releaseBig() // OnClose ran during this serve, maybe before the buffer was taken
 	} else {
 		if pos > 0 {
 			_, _ = c.Discard(pos)
 		}
 		cn.flush(c)
-		if cn.closed {
-			cn.releaseBig() // the flush failed and closed the connection
-		}
+	}
+	if cn.closed { // OnClose ran during this serve (maybe in that flush), and left the buffer to us
+		cn.releaseBig()
 	}
 	cn.out = cn.loop.returnOut(cn.out)
 	merge(&cn.local, cn.loop.counts)

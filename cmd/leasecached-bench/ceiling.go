@@ -99,7 +99,6 @@ type ceiling struct {
 	// With -keys, values[i] holds the values of the first keys of ranges[i], one after another, in memory
 	// of their own: a get copies its value from there, as a cache must, instead of from the few cached
 	// bytes of filler. With values as large as a server's data set, most of those reads miss every cache.
-	keys   uint64
 	values [][]byte
 }
 
@@ -110,7 +109,7 @@ func newCeiling(ranges []ceilingRange, keys uint64) (*ceiling, error) {
 	for _, r := range ranges {
 		longest = max(longest, r.size)
 	}
-	c := &ceiling{ranges: ranges, filler: bytes.Repeat([]byte{'x'}, longest), keys: keys}
+	c := &ceiling{ranges: ranges, filler: bytes.Repeat([]byte{'x'}, longest)}
 	if keys == 0 {
 		return c, nil
 	}
@@ -195,13 +194,13 @@ func (c *ceiling) touchValuesAhead(buf []byte, discard int) byte {
 		if j < 0 {
 			break
 		}
-		name, rest := nextField(buf[i : i+j])
+		name, rest := nextField(bytes.TrimSuffix(buf[i:i+j], []byte{'\r'}))
 		i += j + 1
 		switch string(name) {
 		case "get", "gets":
 			for n < len(lines) {
 				var key []byte
-				if key, rest = nextField(bytes.TrimSuffix(rest, []byte{'\r'})); len(key) == 0 {
+				if key, rest = nextField(rest); len(key) == 0 {
 					break
 				}
 				v := c.value(key)
@@ -219,12 +218,8 @@ func (c *ceiling) touchValuesAhead(buf []byte, discard int) byte {
 				}
 			}
 		case "set":
-			var f [4][]byte
-			for k := range f {
-				f[k], rest = nextField(rest)
-			}
-			if size, ok := parseUint(bytes.TrimSuffix(f[3], []byte{'\r'})); ok && size <= ceilingMaxValue {
-				i += int(size) + 2
+			if size, ok := setBlockSize(rest); ok {
+				i += size + 2
 			}
 		}
 	}
@@ -233,6 +228,20 @@ func (c *ceiling) touchValuesAhead(buf []byte, discard int) byte {
 		sum += *p
 	}
 	return sum
+}
+
+// setBlockSize is the data block size a set's arguments (key flags exptime bytes) announce, and whether
+// they are acceptable.
+func setBlockSize(args []byte) (int, bool) {
+	var f [4][]byte
+	for k := range f {
+		f[k], args = nextField(args)
+	}
+	n, ok := parseUint(f[3])
+	if len(f[0]) == 0 || !ok || n > ceilingMaxValue {
+		return 0, false
+	}
+	return int(n), true
 }
 
 // ceilingConn is one client connection's state: its unparsed input (at most a partial line), the data
@@ -306,16 +315,12 @@ func (c *ceiling) command(cn *ceilingConn, line []byte) {
 		}
 		cn.out = append(cn.out, "END\r\n"...)
 	case "set":
-		var f [4][]byte // key flags exptime bytes
-		for k := range f {
-			f[k], rest = nextField(rest)
-		}
-		n, ok := parseUint(f[3])
-		if len(f[0]) == 0 || !ok || n > ceilingMaxValue {
+		n, ok := setBlockSize(rest)
+		if !ok {
 			cn.out = append(cn.out, "CLIENT_ERROR bad command line format\r\n"...)
 			return
 		}
-		cn.discard = int(n) + 2
+		cn.discard = n + 2
 	case "version":
 		cn.out = append(cn.out, "VERSION leasecached-bench-ceiling\r\n"...)
 	case "stats":
