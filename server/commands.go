@@ -12,6 +12,9 @@ type outcome uint8
 const (
 	keepOpen outcome = iota
 	closeConn
+	// suspended: a multi-key fetch stopped part-way because its connection is over its reply bound
+	// (conn.yield); the request stays unconsumed and resumes at conn.resume once the client has read.
+	suspended
 )
 
 // Fixed replies that have no home in protocol/ because they are this server's policy, in memcached's words.
@@ -34,7 +37,9 @@ var storeModes = [...]shard.Mode{
 func (cn *conn) execute(req *protocol.Request) outcome {
 	switch req.Cmd {
 	case protocol.CmdGet, protocol.CmdGets, protocol.CmdGat, protocol.CmdGats:
-		cn.retrieve(req)
+		if cn.retrieve(req) {
+			return suspended
+		}
 	case protocol.CmdSet, protocol.CmdAdd, protocol.CmdReplace, protocol.CmdAppend, protocol.CmdPrepend, protocol.CmdCas:
 		cn.storeCmd(req)
 	case protocol.CmdIncr, protocol.CmdDecr:
@@ -81,9 +86,13 @@ func (cn *conn) execute(req *protocol.Request) outcome {
 	case protocol.CmdMetaDebug:
 		cn.metaDebug(req)
 	case protocol.CmdLruCrawler:
-		cn.lruCrawler(req)
+		if cn.lruCrawler(req) {
+			return suspended
+		}
 	case protocol.CmdLeaseGet:
-		cn.leaseGet(req)
+		if cn.leaseGet(req) {
+			return suspended
+		}
 	case protocol.CmdLeaseSet:
 		cn.leaseSet(req)
 	case protocol.CmdCacheMemlimit:
@@ -109,12 +118,14 @@ func (cn *conn) countHit(hit bool, hitStat, missStat statID) {
 	}
 }
 
-// retrieve serves get, gets, gat and gats: one VALUE block per hit, misses silent, one END.
-func (cn *conn) retrieve(req *protocol.Request) {
+// retrieve serves get, gets, gat and gats: one VALUE block per hit, misses silent, one END. It reports
+// whether it stopped part-way (yield), to go on from key cn.resume.
+func (cn *conn) retrieve(req *protocol.Request) bool {
 	touch := req.Cmd == protocol.CmdGat || req.Cmd == protocol.CmdGats
 	withCas := req.Cmd == protocol.CmdGets || req.Cmd == protocol.CmdGats
 	store := cn.srv.store
-	for i, key := range req.Keys {
+	for i := cn.resume; i < len(req.Keys); i++ {
+		key := req.Keys[i]
 		var ok bool
 		// memcached counts gat/gats only as touches, never in cmd_get/get_hits/get_misses.
 		if touch {
@@ -133,8 +144,14 @@ func (cn *conn) retrieve(req *protocol.Request) {
 			cn.countHit(ok, statGetHits, statGetMisses)
 		}
 		cn.srv.detail.record(key, prefixGet, ok)
+		if cn.yield(i+1 < len(req.Keys)) {
+			cn.resume = i + 1
+			return true
+		}
 	}
+	cn.resume = 0
 	cn.out = append(cn.out, protocol.ReplyEnd...)
+	return false
 }
 
 // storeCmd serves set, add, replace, append, prepend and cas.

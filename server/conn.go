@@ -12,8 +12,16 @@ import (
 // Buffer bounds per connection. Replies are flushed to gnet once they pass flushThreshold so a huge multi-get
 // does not build one giant slice, and buffers that grew past keepBufferCap for one big request are dropped
 // afterwards so an idle connection does not pin megabytes.
+//
+// Backpressure (doc/design/backpressure.md): once more than outboundLimit bytes of a connection's replies
+// wait in gnet's output buffer, the connection is neither read nor served until the client has taken all
+// of them, as memcached stops reading a connection whose replies it cannot write. A request that answers
+// in pieces (a multi-key fetch, a metadump) stops after the piece that crossed flushThreshold and goes on
+// later (conn.resume), so a connection that never reads holds at most outboundLimit + flushThreshold +
+// one value's reply in gnet's buffer, and no serve call builds more than flushThreshold + one value.
 const (
 	flushThreshold = 256 << 10
+	outboundLimit  = 256 << 10
 	keepBufferCap  = 1 << 20
 	initialOutCap  = 4 << 10
 )
@@ -54,7 +62,16 @@ type conn struct {
 	// closed is set by OnClose. gnet closes a connection inside the write that fails, which can be a flush in
 	// the middle of serve; serve then stops, executes nothing more and writes nothing more, as memcached
 	// drops the rest of a closing connection's input.
-	closed  bool
+	closed bool
+	// blocked is set during a serve call once gnet holds more than outboundLimit of this connection's
+	// replies: nothing more is executed, and done pauses reading until the client has taken them.
+	blocked bool
+	// yielded is set when a request stopped part-way (outcome suspended); resume is where it goes on:
+	// the next key of a multi-key fetch. dump is where a suspended metadump goes on. The request stays
+	// at the front of the input, so the next serve parses it again and finds them.
+	yielded bool
+	resume  int
+	dump    shard.DumpCursor
 	metaKey [protocol.KeyMaxLength]byte // a meta command's base64-decoded key (flag b)
 
 	fd      int          // socket descriptor, the connection's name in `stats conns`
@@ -97,6 +114,7 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 		cn.need = 0
 	}
 	cn.gc = c
+	cn.blocked, cn.yielded = false, false
 	defer func() { cn.gc = nil }()
 	cn.out = cn.shared().borrowOut(cn.out)
 	action := gnet.None
@@ -110,7 +128,7 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 	pos := 0
 	pre := cn.preParsed
 	cn.preParsed = 0
-	for pos < len(buf) && action == gnet.None && !cn.closed {
+	for pos < len(buf) && action == gnet.None && !cn.closed && !cn.blocked && !cn.yielded {
 		if cn.swallow > 0 {
 			k := min(cn.swallow, len(buf)-pos)
 			pos += k
@@ -146,9 +164,12 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 			if len(cn.req.Keys) > 1 {
 				cn.prefetchKeys(cn.req.Keys)
 			}
-			pos += n
-			if cn.execute(&cn.req) == closeConn {
-				action = gnet.Close
+			switch cn.execute(&cn.req) {
+			case closeConn:
+				pos, action = pos+n, gnet.Close
+			case suspended: // the request stays in the input, to go on from cn.resume
+			default:
+				pos += n
 			}
 			cn.hashN = 0
 		}
@@ -166,6 +187,7 @@ func (cn *conn) done(c gnet.Conn, pos int, action gnet.Action) gnet.Action {
 			_, _ = c.Discard(pos)
 		}
 		cn.flush(c)
+		cn.pauseOrWake(c)
 	}
 	if cn.closed { // OnClose ran during this serve (maybe in that flush), and left the buffer to us
 		cn.releaseBig()
@@ -232,14 +254,20 @@ func (cn *conn) serveAhead(buf []byte, pos, n int) (int, gnet.Action) {
 		}
 		cn.hashAt = int(a.hashAt[i])
 		cn.hashN = min(len(a.reqs[i].Keys), len(a.hs)-cn.hashAt)
-		pos = a.ends[i]
 		out := cn.execute(&a.reqs[i])
 		cn.hashN = 0
+		if out == suspended {
+			return pos, gnet.None // request i stays in the input
+		}
+		pos = a.ends[i]
 		if len(cn.out) >= flushThreshold {
 			cn.flush(cn.gc)
 		}
 		if out == closeConn || cn.closed {
 			return pos, gnet.Close
+		}
+		if cn.blocked {
+			return pos, gnet.None // the rest of the batch is parsed again once the client has read
 		}
 	}
 	if refused != nil {
@@ -313,7 +341,41 @@ func (cn *conn) flush(c gnet.Conn) {
 	cn.local[statBytesWritten] += uint64(len(cn.out))
 	_, _ = c.Write(cn.out) // gnet copies what the socket does not take: the buffer is free again at once
 	cn.out = cn.out[:0]
+	if c.OutboundBuffered() > outboundLimit {
+		cn.blocked = true
+	}
 	if cap(cn.scratch) > keepBufferCap {
 		cn.scratch = nil
+	}
+}
+
+// yield reports whether a request that answers in pieces must stop after the piece just built (the
+// caller records where it goes on, and returns outcome suspended): once its replies pass flushThreshold
+// they are flushed, and the request stops there unless it is finished (more is false). A blocked
+// connection goes on once the client has read; any other is woken to go on after the loop has served
+// its other connections, so one request never holds an event loop for more than one piece.
+func (cn *conn) yield(more bool) bool {
+	if len(cn.out) < flushThreshold || cn.gc == nil {
+		return false
+	}
+	cn.flush(cn.gc)
+	if !more || cn.closed {
+		return false
+	}
+	cn.yielded = true
+	return true
+}
+
+// pauseOrWake ends a serve call whose connection is blocked or yielded: a blocked connection is not read
+// until gnet has written all its replies (gnet then calls OnTraffic for the input it holds); a yielded
+// one is served again once the loop has handled the events already waiting.
+func (cn *conn) pauseOrWake(c gnet.Conn) {
+	switch {
+	case cn.blocked:
+		if p, ok := c.(gnet.ReadPauser); ok {
+			_ = p.PauseRead()
+		}
+	case cn.yielded:
+		_ = c.Wake(nil)
 	}
 }

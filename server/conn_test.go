@@ -18,15 +18,32 @@ import (
 
 // fakeConn is the part of gnet.Conn that conn.serve uses: an inbound buffer that keeps what serve does not
 // discard (as gnet does between read events) and an outbound buffer.
+//
+// Its client reads every reply at once, unless stuck: then all of out stays unsent (OutboundBuffered) until
+// the test drains it. PauseRead and Wake record what serve asked for.
 type fakeConn struct {
 	gnet.Conn // nil: any other method panics, which is what a test wants to know
 	in, out   bytes.Buffer
+	stuck     bool
+	paused    bool // PauseRead was called and the test has not resumed
+	wakes     int  // Wake calls not yet served
 }
 
-func (f *fakeConn) Peek(n int) ([]byte, error)  { return f.in.Bytes(), nil }
-func (f *fakeConn) Discard(n int) (int, error)  { f.in.Next(n); return n, nil }
-func (f *fakeConn) Write(p []byte) (int, error) { return f.out.Write(p) }
-func (f *fakeConn) InboundBuffered() int        { return f.in.Len() }
+func (f *fakeConn) Peek(n int) ([]byte, error)       { return f.in.Bytes(), nil }
+func (f *fakeConn) Discard(n int) (int, error)       { f.in.Next(n); return n, nil }
+func (f *fakeConn) Write(p []byte) (int, error)      { return f.out.Write(p) }
+func (f *fakeConn) InboundBuffered() int             { return f.in.Len() }
+func (f *fakeConn) PauseRead() error                 { f.paused = true; return nil }
+func (f *fakeConn) Wake(cb gnet.AsyncCallback) error { f.wakes++; return nil }
+func (f *fakeConn) OutboundBuffered() int {
+	if f.stuck {
+		return f.out.Len()
+	}
+	return 0
+}
+
+// maxWakes bounds how often feed serves a connection again that asked to be woken, per piece.
+const maxWakes = 100_000
 
 func newTestServer(t testing.TB) *Server {
 	t.Helper()
@@ -45,9 +62,20 @@ func feed(cn *conn, fc *fakeConn, pieces ...string) (string, gnet.Action) {
 	var act gnet.Action
 	for _, p := range pieces {
 		fc.in.WriteString(p)
-		act = cn.serve(fc)
+		act = serveWoken(cn, fc)
 	}
 	return fc.out.String(), act
+}
+
+// serveWoken serves one read event, then serves again for each Wake the connection asked for, as its
+// event loop would.
+func serveWoken(cn *conn, fc *fakeConn) gnet.Action {
+	act := cn.serve(fc)
+	for i := 0; fc.wakes > 0 && act == gnet.None && i < maxWakes; i++ {
+		fc.wakes--
+		act = cn.serve(fc)
+	}
+	return act
 }
 
 func TestServeScripts(t *testing.T) {

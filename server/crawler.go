@@ -20,10 +20,12 @@ const maxCrawlerClass = 63
 // item's metadata in memcached's format: memcached-tool's `dump` and `keys` use it) and `crawl` (reclaim
 // expired items now). The crawler's tunables (enable, disable, sleep, tocrawl) belong to memcached's
 // crawler thread, which we do not have: they get ERROR like any unknown sub-command.
-func (cn *conn) lruCrawler(req *protocol.Request) {
+//
+// It reports whether a metadump stopped part-way (conn.yield), to go on from cn.dump.
+func (cn *conn) lruCrawler(req *protocol.Request) (suspend bool) {
 	if len(req.Args) < 2 {
 		cn.out = append(cn.out, protocol.ReplyError...)
-		return
+		return false
 	}
 	classes, ok := parseClassList(req.Args[1])
 	switch string(req.Args[0]) {
@@ -34,19 +36,20 @@ func (cn *conn) lruCrawler(req *protocol.Request) {
 		// dump, which is what it does for a metadump sent on its own, as memcached-tool sends it.
 		if !ok {
 			cn.out = append(cn.out, replyBadClass...)
-			return
+			return false
 		}
-		cn.metadump(classes)
+		return cn.metadump(classes)
 	case "crawl":
 		if !ok {
 			cn.out = append(cn.out, replyBadClass...)
-			return
+			return false
 		}
 		cn.srv.store.ReclaimExpired()
 		cn.out = append(cn.out, protocol.ReplyOK...)
 	default:
 		cn.out = append(cn.out, protocol.ReplyError...)
 	}
+	return false
 }
 
 // classSet is the classes a crawl or dump covers; nil means all.
@@ -85,9 +88,10 @@ func indexByte(b []byte, c byte) int {
 
 // metadump writes one line per item ("key=<uri-encoded> exp=<unix|-1> la=<unix> cas=<n> fetch=<yes|no>
 // cls=<n> size=<n>\n", memcached's format and line ending) and END. A large dump is handed to gnet in
-// pieces as it grows; gnet's write never blocks, so doing it inside the store's bounded batches is safe.
-func (cn *conn) metadump(classes classSet) {
-	cn.srv.store.AllItems(func(it shard.MetadumpItem) bool {
+// pieces as it grows (gnet's write never blocks, so doing it inside the store's bounded batches is safe),
+// and stops after each piece (conn.yield) to go on from cn.dump: it reports whether it stopped.
+func (cn *conn) metadump(classes classSet) bool {
+	done := cn.srv.store.AllItemsFrom(&cn.dump, func(it shard.MetadumpItem) bool {
 		if classes != nil && (it.Class > maxCrawlerClass || !classes[it.Class]) {
 			return true
 		}
@@ -113,12 +117,14 @@ func (cn *conn) metadump(classes classSet) {
 		cn.out = append(cn.out, " size="...)
 		cn.out = strconv.AppendInt(cn.out, int64(it.Size), 10)
 		cn.out = append(cn.out, '\n')
-		if len(cn.out) >= flushThreshold && cn.gc != nil {
-			cn.flush(cn.gc)
-		}
-		return !cn.closed // a failed write closed the connection: stop dumping
+		return !cn.yield(true) && !cn.closed // a failed write closed the connection: stop dumping
 	})
+	if !done && !cn.closed {
+		return true
+	}
+	cn.dump = shard.DumpCursor{}
 	cn.out = append(cn.out, protocol.ReplyEnd...)
+	return false
 }
 
 // appendURIEncoded writes key as memcached's uriencode does: unreserved characters (RFC 3986) as they

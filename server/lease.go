@@ -7,9 +7,11 @@ import (
 
 // leaseGet serves lease-get (shared/spec/leases.md): per key, in request order, VALUE on a hit, LVALUE
 // with a fresh token or the hot-miss token 1 on a miss (carrying the stale value when one is held), then
-// one END. A lease-get miss is never silent.
-func (cn *conn) leaseGet(req *protocol.Request) {
-	for i, key := range req.Keys {
+// one END. A lease-get miss is never silent. It reports whether it stopped part-way (yield), to go on
+// from key cn.resume: the keys before it were answered once, so none is granted a second lease.
+func (cn *conn) leaseGet(req *protocol.Request) bool {
+	for i := cn.resume; i < len(req.Keys); i++ {
+		key := req.Keys[i]
 		var kind shard.LeaseKind
 		// The store appends the VALUE or LVALUE block (a miss without a stale value is
 		// "LVALUE <key> <token> 0 0" and an empty line) straight into the output.
@@ -18,8 +20,14 @@ func (cn *conn) leaseGet(req *protocol.Request) {
 		cn.local[statCmdGet]++
 		cn.countHit(kind == shard.LeaseHit, statGetHits, statGetMisses)
 		cn.srv.detail.record(key, prefixGet, kind == shard.LeaseHit)
+		if cn.yield(i+1 < len(req.Keys)) {
+			cn.resume = i + 1
+			return true
+		}
 	}
+	cn.resume = 0
 	cn.out = append(cn.out, protocol.ReplyEnd...)
+	return false
 }
 
 // leaseSet serves lease-set: STORED only with the key's current valid token, NOT_STORED otherwise.

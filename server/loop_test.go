@@ -59,7 +59,7 @@ func TestConnsShareLoopState(t *testing.T) {
 				continue
 			}
 			fcs[c].in.WriteString(pieces[c][0])
-			cns[c].serve(fcs[c])
+			serveWoken(cns[c], fcs[c])
 			if pieces[c] = pieces[c][1:]; len(pieces[c]) == 0 {
 				left--
 			}

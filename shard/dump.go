@@ -97,21 +97,28 @@ func (m coldModel) notCold(b []byte, now int64) bool {
 // visitClass calls fn with the head chunk of every live, indexed item of class id in every shard, until
 // fn returns false, holding each shard's lock for at most dumpBatch chunks at a time.
 func (s *Store) visitClass(id int, now int64, fn func(b []byte) bool) {
-	for i := range s.shards {
-		sh := &s.shards[i]
-		var page, off int
+	var cur DumpCursor
+	s.visitClassFrom(id, now, &cur, fn)
+}
+
+// visitClassFrom is visitClass from cur's shard, page and chunk on. It reports whether fn stopped it;
+// cur then points just past the chunk fn stopped at, and otherwise past the class's last shard.
+func (s *Store) visitClassFrom(id int, now int64, cur *DumpCursor, fn func(b []byte) bool) (stopped bool) {
+	for ; cur.shard < len(s.shards); cur.shard, cur.page, cur.off = cur.shard+1, 0, 0 {
+		sh := &s.shards[cur.shard]
 		for {
 			sh.mu.Lock()
-			done, stop := sh.visitClassBatch(id, now, &page, &off, fn)
+			done, stop := sh.visitClassBatch(id, now, &cur.page, &cur.off, fn)
 			sh.mu.Unlock()
 			if stop {
-				return
+				return true
 			}
 			if done {
 				break
 			}
 		}
 	}
+	return false
 }
 
 // visitClassBatch goes on from (page, off) in class id's page list for up to dumpBatch chunks. done: the
@@ -129,6 +136,7 @@ func (sh *shard) visitClassBatch(id int, now int64, page, off *int, fn func(b []
 				continue
 			}
 			if !fn(b) {
+				*off++ // past b: a dump that goes on from here (visitClassFrom) does not repeat it
 				return false, true
 			}
 		}
@@ -156,12 +164,23 @@ type MetadumpItem struct {
 // `lru_crawler metadump all` (which walks every LRU). Locking is ColdItems': each shard lock is held for
 // at most dumpBatch chunks, fn runs under it and must be quick and must not call the Store.
 func (s *Store) AllItems(fn func(MetadumpItem) bool) {
+	var cur DumpCursor
+	s.AllItemsFrom(&cur, fn)
+}
+
+// DumpCursor is where AllItemsFrom stopped, to go on from there in a later call; the zero value is the
+// start. Items stored, moved or removed between calls may be missed or seen twice, as between AllItems'
+// batches.
+type DumpCursor struct{ class, shard, page, off int }
+
+// AllItemsFrom is AllItems from cur on. It reports whether every item has been visited; when fn stops
+// it, cur points just past the item fn stopped at.
+func (s *Store) AllItemsFrom(cur *DumpCursor, fn func(MetadumpItem) bool) (done bool) {
 	now := s.now()
-	stopped := false
-	for id := range s.classes.Count() {
-		s.visitClass(id, now, func(b []byte) bool {
+	for ; cur.class < s.classes.Count(); cur.class, cur.shard, cur.page, cur.off = cur.class+1, 0, 0, 0 {
+		stopped := s.visitClassFrom(cur.class, now, cur, func(b []byte) bool {
 			size := mcItemSize(itemKlen(b), itemVlen(b), itemFlags(b))
-			if !fn(MetadumpItem{
+			return fn(MetadumpItem{
 				Key:        itemKey(b),
 				Exptime:    int64(itemExp(b)),
 				LastAccess: int64(itemTime(b)),
@@ -170,15 +189,13 @@ func (s *Store) AllItems(fn func(MetadumpItem) bool) {
 				Class:      mcClassOf(size),
 				Size:       size,
 				KeyBinary:  itemMeta(b)&metaKeyBinary != 0,
-			}) {
-				stopped = true
-			}
-			return !stopped
+			})
 		})
 		if stopped {
-			return
+			return false
 		}
 	}
+	return true
 }
 
 // ReclaimExpired runs one background-reclaimer pass over every shard now: memcached's `lru_crawler crawl`.

@@ -40,9 +40,16 @@ func (el *eventloop) accept0(fd int, _ netpoll.IOEvent, _ netpoll.IOFlags) error
 			// It's a silly error, let's retry it.
 			continue
 		default:
+			switch el.acceptExhausted(fd, err) { // leasecached patch: accept_limit.go
+			case acceptNext:
+				continue
+			case acceptWait:
+				return nil
+			}
 			el.getLogger().Errorf("Accept() failed due to error: %v", err)
 			return errors.ErrAcceptSocket
 		}
+		el.acceptRecovered() // leasecached patch: accept_limit.go
 
 		remoteAddr := socket.SockaddrToTCPOrUnixAddr(sa)
 		network := el.listeners[fd].network
@@ -89,9 +96,13 @@ func (el *eventloop) accept(fd int, ev netpoll.IOEvent, flags netpoll.IOFlags) e
 		// It's a silly error, let's retry it.
 		return nil
 	default:
+		if el.acceptExhausted(fd, err) != acceptFail { // leasecached patch: accept_limit.go
+			return nil
+		}
 		el.getLogger().Errorf("Accept() failed due to error: %v", err)
 		return errors.ErrAcceptSocket
 	}
+	el.acceptRecovered() // leasecached patch: accept_limit.go
 
 	remoteAddr := socket.SockaddrToTCPOrUnixAddr(sa)
 	if opts := el.engine.opts; opts.TCPKeepAlive > 0 && el.listeners[fd].network == "tcp" &&

@@ -48,6 +48,7 @@ type eventloop struct {
 	connections  connMatrix        // loop connections storage
 	eventHandler EventHandler      // user eventHandler
 	reads        readBatch         // leasecached patch: connections read but not yet served (batch_unix.go)
+	acceptLimit  acceptLimit       // leasecached patch: running out of descriptors (accept_limit.go)
 }
 
 func (el *eventloop) Register(ctx context.Context, addr net.Addr) (<-chan RegisteredResult, error) {
@@ -347,7 +348,10 @@ loop:
 	// All data have been sent, it's no need to monitor the writable events for LT mode,
 	// remove the writable event from poller to help the future event-loops if necessary.
 	if !isET && c.outboundBuffer.IsEmpty() {
-		return el.poller.ModRead(&c.pollAttachment, false)
+		if err := el.poller.ModRead(&c.pollAttachment, false); err != nil {
+			return err
+		}
+		return el.resumeRead(c) // leasecached patch: backpressure.go
 	}
 
 	// To prevent infinite writing in ET mode and starving other events,
