@@ -10,6 +10,29 @@ type Parser struct {
 	toks    [][]byte // token scratch, reused across calls
 	swallow Error    // the one error whose Swallow varies; returned by pointer, reused
 	need    int      // what Need reports
+	pend    pending  // the storage request that Need describes, for RefuseNoMemory
+}
+
+// pending is what Parse keeps of a storage request whose data block has not all arrived.
+type pending struct {
+	next, n int    // where its data block starts, and its length without "\r\n"
+	noreply bool   // the refusal is silent
+	drop    []byte // the key whose old value a refusal removes (set, ms), aliasing the input; nil: none
+}
+
+// RefuseNoMemory refuses the request that the last Parse of buf found waiting for its data block
+// (Need() > 0) as memcached refuses a store it cannot allocate the item for: "SERVER_ERROR out of
+// memory storing object" (nothing with noreply), the data block swallowed, and the key's old value
+// dropped for set and ms. It returns what Parse returns for a refused request.
+func (p *Parser) RefuseNoMemory(buf []byte) (int, error) {
+	reply := ReplyServerErrorOOMStore
+	if p.pend.noreply {
+		reply = nil
+	}
+	n, err := p.swallowBlock(buf, p.pend.next, p.pend.n, reply)
+	p.swallow.DropKey = p.pend.drop
+	p.need = 0
+	return n, err
 }
 
 // Need is, after a Parse that found its request incomplete, how many bytes from the start of buf that

@@ -41,6 +41,7 @@ func (p *Parser) parseMetaSet(buf []byte, next int, req *Request, toks [][]byte)
 	switch st {
 	case blockNeedMore:
 		p.need = end
+		p.pend = pending{next: next, n: n, drop: key}
 		return 0, nil
 	case blockBadChunk:
 		return end, errBadDataChunk

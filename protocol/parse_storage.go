@@ -75,6 +75,10 @@ func (p *Parser) parseStorage(buf []byte, next int, req *Request, toks [][]byte)
 	switch st {
 	case blockNeedMore:
 		p.need = end
+		p.pend = pending{next: next, n: n, noreply: noreply}
+		if req.Cmd == CmdSet {
+			p.pend.drop = key
+		}
 		return 0, nil
 	case blockBadChunk:
 		return end, quiet(noreply, errBadDataChunk, errBadChunkQuiet)

@@ -11,12 +11,14 @@ import (
 // parser knows how long such a request is (Parser.Need), serve gathers it in a buffer of the connection's
 // own instead, and executes it from there: one copy on the way in, as when it arrives in one read.
 //
-// Bounds: buffers live outside -m (as gnet's input did), so what a client makes the server hold follows
-// what it has sent: a command line alone sets aside at most bigPrealloc bytes, and the buffer then grows
-// to at most bigGrowth times what has arrived (a 1 MB block in 64 KiB reads: 64 KiB, 128 KiB, then all
-// of it). memcached sets aside the whole item at the command line, inside its memory limit. Buffers come
-// from gnet's byte-slice pool and go back to it when their request has been executed or its connection
-// closed: steady large sets allocate nothing.
+// Bounds: buffers live outside -m, so what a client makes the server hold follows what it has sent: a
+// command line alone sets aside at most bigPrealloc bytes, and the buffer then grows to at most bigGrowth
+// times what has arrived (a 1 MB block in 64 KiB reads: 64 KiB, 128 KiB, then all of it). Together the
+// requests being gathered may claim at most half of -m (gatherBudget, counted at their whole length from
+// the command line on, as memcached sets aside the whole item then); a request that finds no room is
+// refused as memcached refuses a store it cannot allocate ("SERVER_ERROR out of memory storing object",
+// its block swallowed). Buffers come from gnet's byte-slice pool and go back to it when their request
+// has been executed or its connection closed: steady large sets allocate nothing.
 const (
 	// bigRequestMin is the smallest incomplete request that is gathered this way; a shorter one waits in
 	// gnet's input until it is whole (conn.need), which costs at most one more copy of under 64 KiB.
@@ -28,18 +30,29 @@ const (
 	bigGrowth = 16
 )
 
-// startBig begins gathering a request of need bytes whose first bytes are have. The caller consumes
-// have from gnet's input.
-func (cn *conn) startBig(have []byte, need int) {
+// gatherBudget is how many bytes the requests being gathered may claim together: half of -m, and never
+// less than one largest item.
+func gatherBudget(cfg Config) int64 { return max(cfg.MemoryLimit/2, int64(cfg.MaxItemSize)) }
+
+// startBig begins gathering a request of need bytes whose first bytes are have, and reports whether the
+// budget had room for it. The caller consumes have from gnet's input when it had.
+func (cn *conn) startBig(have []byte, need int) bool {
+	if cn.srv.gathering.Add(int64(need)) > gatherBudget(cn.srv.cfg) {
+		cn.srv.gathering.Add(-int64(need))
+		return false
+	}
 	cn.need = need
 	cn.big = append(byteslice.Get(min(need, max(bigPrealloc, len(have))))[:0], have...)
+	return true
 }
 
-// releaseBig gives the gathering buffer back, if there is one, and forgets the request.
+// releaseBig gives the gathering buffer and its claim on the budget back, if there is one, and forgets
+// the request.
 func (cn *conn) releaseBig() {
 	if cn.big != nil {
 		byteslice.Put(cn.big)
 		cn.big = nil
+		cn.srv.gathering.Add(-int64(cn.need))
 	}
 	cn.need = 0
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/panjf2000/gnet/v2"
+	"github.com/stretchr/testify/require"
 
 	"github.com/leasecached/leasecached/protocol"
 	"github.com/leasecached/leasecached/shard"
@@ -182,4 +183,53 @@ func TestLargeBlockReleasedOnClose(t *testing.T) {
 	if cn.big != nil || cn.need != 0 {
 		t.Fatalf("after close: a buffer of %d bytes kept, need %d", cap(cn.big), cn.need)
 	}
+}
+
+// TestGatherBudget: large requests being gathered claim at most gatherBudget together. One that finds no
+// room is refused as memcached refuses a store it cannot allocate, its block swallowed and the key's old
+// value dropped; the others complete, and every claim is given back, also by connections that close
+// half-way.
+func TestGatherBudget(t *testing.T) {
+	s := newTestServer(t)
+	const size = 1000_000
+	budget := gatherBudget(s.cfg)
+	fits := int(budget / (size + 100))
+	head := func(i int) string { return fmt.Sprintf("set k%d 0 0 %d\r\n", i, size) }
+	first := strings.Repeat("x", 100_000)
+	rest := strings.Repeat("x", size-len(first)) + "\r\nmn\r\n"
+
+	old := &fakeConn{}
+	_, _ = feed(newConn(s, nil), old, fmt.Sprintf("set k%d 0 0 3\r\nold\r\n", fits))
+
+	type client struct {
+		cn *conn
+		fc *fakeConn
+	}
+	var cs []client
+	for i := range fits + 2 {
+		c := client{newConn(s, nil), &fakeConn{}}
+		out, _ := feed(c.cn, c.fc, head(i)+first)
+		require.Empty(t, out, "client %d answered before its block arrived", i)
+		cs = append(cs, c)
+	}
+	require.LessOrEqual(t, s.gathering.Load(), budget)
+	for i, c := range cs {
+		out, _ := feed(c.cn, c.fc, rest)
+		if i < fits {
+			require.Equal(t, "STORED\r\nMN\r\n", out, "client %d", i)
+		} else {
+			require.Equal(t, "SERVER_ERROR out of memory storing object\r\nMN\r\n", out, "client %d", i)
+		}
+	}
+	require.Zero(t, s.gathering.Load(), "claims left after every request ended")
+	out, _ := feed(newConn(s, nil), &fakeConn{}, fmt.Sprintf("get k%d\r\n", fits))
+	require.Equal(t, "END\r\n", out, "a refused set drops the key's old value, as memcached does")
+
+	// A connection that closes half-way gives its claim back.
+	c := client{newConn(s, nil), &fakeConn{}}
+	_, _ = feed(c.cn, c.fc, head(0)+first)
+	require.Positive(t, s.gathering.Load())
+	c.cn.closed = true
+	c.cn.releaseBig()
+	require.Zero(t, s.gathering.Load())
 }

@@ -150,11 +150,18 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 			pos += n
 			action = cn.refuse(err)
 		case n == 0: // incomplete request: wait for more bytes
-			if cn.need = cn.parser.Need(); cn.need >= bigRequestMin {
-				cn.startBig(buf[pos:], cn.need)
+			need := cn.parser.Need()
+			if need < bigRequestMin {
+				cn.need = need
+				return cn.done(c, pos, action)
+			}
+			if cn.startBig(buf[pos:], need) {
 				return cn.done(c, len(buf), action)
 			}
-			return cn.done(c, pos, action)
+			cn.local[statStoreNoMemory]++
+			n, err = cn.parser.RefuseNoMemory(buf[pos:])
+			pos += n
+			action = cn.refuse(err)
 		case pos+n < len(buf):
 			cn.preHashed = false // the batch's Prefetch hashes every request's keys
 			pos, action = cn.serveAhead(buf, pos, n)

@@ -70,8 +70,9 @@ type Server struct {
 	logger  *log.Logger
 
 	detail    prefixStats
-	conns     sync.Map // *conn -> *conn, for `stats conns`
-	loops     loops    // what the connections of each event loop share
+	gathering atomic.Int64 // bytes claimed by large requests being gathered (bigreq.go)
+	conns     sync.Map     // *conn -> *conn, for `stats conns`
+	loops     loops        // what the connections of each event loop share
 	eng       atomic.Pointer[gnet.Engine]
 	ready     chan struct{}
 	verbosity atomic.Int32
@@ -158,6 +159,13 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		s.logger.Printf("new connection from %s", c.RemoteAddr())
 	}
 	return nil, gnet.None
+}
+
+// Refusal is what a connection refused for lack of file descriptors is told before it is closed
+// (gnet.RefusalHandler, a leasecached patch): memcached's words for a connection over the limit.
+func (s *Server) Refusal() []byte {
+	s.stats.rejectedConns.Add(1)
+	return tooManyConns
 }
 
 // OnClose releases the connection's state.
