@@ -26,6 +26,7 @@ var (
 
 	ReplyServerErrorTooLarge  = []byte("SERVER_ERROR object too large for cache\r\n")
 	ReplyServerErrorOOMStore  = []byte("SERVER_ERROR out of memory storing object\r\n")
+	ReplyServerErrorOOMRead   = []byte("SERVER_ERROR out of memory reading request\r\n")
 	ReplyServerErrorOOM       = []byte("SERVER_ERROR out of memory\r\n")
 	ReplyClientErrorBadFormat = []byte("CLIENT_ERROR bad command line format\r\n")
 	ReplyClientErrorNonNumber = []byte("CLIENT_ERROR cannot increment or decrement non-numeric value\r\n")

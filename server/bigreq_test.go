@@ -233,3 +233,46 @@ func TestGatherBudget(t *testing.T) {
 	c.cn.releaseBig()
 	require.Zero(t, s.gathering.Load())
 }
+
+// TestLongLines: a multi-key fetch line longer than bigRequestMin that arrives over many reads is
+// gathered and answered as if it had come in one read (also when its answer goes in pieces), and one that
+// passes protocol.MaxMultiKeyLineLength without ending is refused as the parser refuses it.
+func TestLongLines(t *testing.T) {
+	s := newTestServer(t)
+	_, _ = feed(newConn(s, nil), &fakeConn{}, "set k 0 0 1\r\nv\r\n")
+	line := "get" + strings.Repeat(" k", 100_000) + "\r\nmn\r\n" // a 200 KB line, a 1.4 MB answer
+	want := strings.Repeat("VALUE k 0 1\r\nv\r\n", 100_000) + "END\r\nMN\r\n"
+	pieces := func(s string, n int) []string {
+		var out []string
+		for len(s) > 0 {
+			k := min(n, len(s))
+			out, s = append(out, s[:k]), s[k:]
+		}
+		return out
+	}
+	cn, fc := newConn(s, nil), &fakeConn{}
+	got, act := feed(cn, fc, pieces(line, 64<<10)...)
+	require.Equal(t, gnet.None, act)
+	require.Equal(t, len(want), len(got))
+	require.True(t, want == got)
+	require.Nil(t, cn.big)
+	require.Zero(t, s.gathering.Load())
+
+	cn, fc = newConn(s, nil), &fakeConn{}
+	endless := "get" + strings.Repeat(" k", protocol.MaxMultiKeyLineLength)
+	for _, p := range pieces(endless, 64<<10) {
+		if act = serveWoken(cn, withInput(fc, p)); act != gnet.None {
+			break
+		}
+	}
+	require.Equal(t, gnet.Close, act)
+	oneRead, _ := feed(newConn(s, nil), &fakeConn{}, endless)
+	require.Equal(t, oneRead, fc.out.String(), "refused as when it arrives in one read")
+	require.Zero(t, s.gathering.Load())
+}
+
+// withInput adds p to fc's input and returns fc.
+func withInput(fc *fakeConn, p string) *fakeConn {
+	fc.in.WriteString(p)
+	return fc
+}

@@ -59,6 +59,10 @@ type conn struct {
 	// way (memcached: 0.14). A request of bigRequestMin or more is gathered in big meanwhile (bigreq.go).
 	need int
 	big  []byte
+	// bigLine: big gathers a request line that has not ended (bigreq.go); bigWhole: big holds a whole
+	// request that stopped part-way (outcome suspended), to execute again.
+	bigLine, bigWhole bool
+	claimed           int // bytes of the server's gathering budget this connection holds (bigreq.go)
 	// closed is set by OnClose. gnet closes a connection inside the write that fails, which can be a flush in
 	// the middle of serve; serve then stops, executes nothing more and writes nothing more, as memcached
 	// drops the rest of a closing connection's input.
@@ -118,10 +122,16 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 	defer func() { cn.gc = nil }()
 	cn.out = cn.shared().borrowOut(cn.out)
 	action := gnet.None
-	if cn.big != nil {
-		if !cn.fillBig(c) {
+	if cn.big != nil && !cn.bigWhole {
+		switch whole, ok := cn.fillBig(c); {
+		case !ok:
+			cn.out = append(cn.out, protocol.ReplyServerErrorOOMRead...) // memcached's words, then close
+			return cn.done(c, 0, gnet.Close)
+		case !whole:
 			return cn.done(c, 0, action)
 		}
+	}
+	if cn.big != nil {
 		action = cn.serveBig()
 	}
 	buf, _ := c.Peek(-1)
@@ -151,17 +161,24 @@ func (cn *conn) serve(c gnet.Conn) gnet.Action {
 			action = cn.refuse(err)
 		case n == 0: // incomplete request: wait for more bytes
 			need := cn.parser.Need()
-			if need < bigRequestMin {
+			switch {
+			case need == 0 && len(buf)-pos >= bigRequestMin: // a long line that has not ended
+				if cn.startLine(buf[pos:]) {
+					return cn.done(c, len(buf), action)
+				}
+				cn.out = append(cn.out, protocol.ReplyServerErrorOOMRead...)
+				action = gnet.Close
+			case need < bigRequestMin:
 				cn.need = need
 				return cn.done(c, pos, action)
-			}
-			if cn.startBig(buf[pos:], need) {
+			case cn.startBig(buf[pos:], need):
 				return cn.done(c, len(buf), action)
+			default:
+				cn.local[statStoreNoMemory]++
+				n, err = cn.parser.RefuseNoMemory(buf[pos:])
+				pos += n
+				action = cn.refuse(err)
 			}
-			cn.local[statStoreNoMemory]++
-			n, err = cn.parser.RefuseNoMemory(buf[pos:])
-			pos += n
-			action = cn.refuse(err)
 		case pos+n < len(buf):
 			cn.preHashed = false // the batch's Prefetch hashes every request's keys
 			pos, action = cn.serveAhead(buf, pos, n)
