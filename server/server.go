@@ -130,9 +130,10 @@ func (s *Server) Stop(ctx context.Context) error {
 	return eng.Stop(ctx)
 }
 
-// OnBoot records the engine so Stop can reach it.
+// OnBoot records the engine so Stop can reach it, and starts giving bursts' memory back (memory.go).
 func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	s.eng.Store(&eng)
+	go s.releaseMemory(eng)
 	close(s.ready)
 	if s.verbosity.Load() > 0 {
 		s.logger.Printf("listening on %s with %d event loops", s.Addr(), s.cfg.Threads)

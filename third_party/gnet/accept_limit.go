@@ -41,9 +41,14 @@ type acceptLimit struct {
 	// accept one waiting connection and refuse it with a reason, rather than leave it in the queue
 	// (0: none held).
 	reserve int
-	// short is set from the first shortage until an accept succeeds again: one log line per episode.
-	short bool
+	// logged is when the last shortage was logged, and refused how many connections were refused since:
+	// a flood logs one line a minute, not one per refusal.
+	logged  time.Time
+	refused int
 }
+
+// acceptLogEvery is how often a lasting shortage of descriptors is logged.
+const acceptLogEvery = time.Minute
 
 // holdReserve opens the reserve descriptor if none is held; it fails quietly when there is none to have.
 func (a *acceptLimit) holdReserve() {
@@ -65,11 +70,12 @@ func (el *eventloop) acceptExhausted(fd int, err error) acceptOutcome {
 		return acceptFail
 	}
 	a := &el.acceptLimit
-	if !a.short {
-		a.short = true
-		el.getLogger().Errorf("accept: %v: refusing new connections until descriptors are freed",
-			os.NewSyscallError("accept", err))
+	if now := time.Now(); now.Sub(a.logged) >= acceptLogEvery {
+		el.getLogger().Errorf("accept: %v: refusing new connections until descriptors are freed (%d refused since the last report)",
+			os.NewSyscallError("accept", err), a.refused)
+		a.logged, a.refused = now, 0
 	}
+	a.refused++
 	if a.reserve > 0 {
 		_ = unix.Close(a.reserve)
 		a.reserve = 0
@@ -89,15 +95,8 @@ func (el *eventloop) acceptExhausted(fd int, err error) acceptOutcome {
 	return acceptWait
 }
 
-// acceptRecovered ends a shortage episode after a successful accept, and makes sure a reserve is held.
-func (el *eventloop) acceptRecovered() {
-	a := &el.acceptLimit
-	if a.short {
-		a.short = false
-		el.getLogger().Infof("accept: descriptors available again, accepting new connections")
-	}
-	a.holdReserve()
-}
+// acceptRecovered makes sure a reserve is held after a successful accept.
+func (el *eventloop) acceptRecovered() { el.acceptLimit.holdReserve() }
 
 // pauseListener stops watching listener fd and watches it again after acceptPause. The ingress loop
 // watches its listeners edge-triggered (engine_unix.go), and adding a listener with waiting connections
