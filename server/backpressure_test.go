@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/panjf2000/gnet/v2"
 	"github.com/stretchr/testify/require"
 )
 
@@ -51,7 +50,7 @@ func TestBackpressure(t *testing.T) {
 			pauses := 0
 			for round := 0; round < 100_000 && !strings.HasSuffix(got.String(), "MN\r\n"); round++ {
 				act := serveWoken(cn, fc)
-				require.Equal(t, gnet.None, act)
+				require.Equal(t, Continue, act)
 				require.LessOrEqual(t, fc.out.Len(), bound, "unsent replies after serve %d", round)
 				if fc.paused {
 					pauses++

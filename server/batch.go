@@ -36,7 +36,7 @@ func (s *Server) prefetchFirst(cs []gnet.Conn) {
 	n := 0
 	for _, c := range cs {
 		cn, ok := c.Context().(*conn)
-		if !ok || cn.swallow > 0 || cn.need > 0 {
+		if !ok || cn.sw.n > 0 || cn.need > 0 || cn.big.active() {
 			continue // the input continues a data block, not a request
 		}
 		buf, _ := c.Peek(-1) // the connection's whole input: gnet batches only connections with none left over
@@ -44,7 +44,7 @@ func (s *Server) prefetchFirst(cs []gnet.Conn) {
 		if err != nil || m == 0 {
 			continue
 		}
-		cn.preParsed = m
+		cn.fast.preParsed = m
 		if len(cn.req.Keys) != 1 || m < len(buf) {
 			continue // serve prefetches a multi-key request's keys, and serveAhead a pipelined read's
 		}
@@ -58,6 +58,6 @@ func (s *Server) prefetchFirst(cs []gnet.Conn) {
 	}
 	s.store.Prefetch(keys[:n], hs[:])
 	for i, cn := range owners[:n] {
-		cn.preHash, cn.preHashed = hs[i], true
+		cn.fast.preHash, cn.fast.preHashed = hs[i], true
 	}
 }

@@ -47,8 +47,8 @@ func TestBlockRepliesIndependentOfReads(t *testing.T) {
 		s := newTestServer(t)
 		cn, fc := newConn(s, nil), &fakeConn{}
 		out, _ := feed(cn, fc, pieces...)
-		if cn.big != nil || cn.need != 0 {
-			t.Fatalf("a request is still being gathered after the whole script (need %d)", cn.need)
+		if cn.big.active() || cn.need != 0 {
+			t.Fatalf("a request is still being gathered after the whole script (need %d)", cn.big.need)
 		}
 		return out, s.stats.get(statBytesRead)
 	}
@@ -125,7 +125,7 @@ func TestLargeBlockAcrossBatchedReads(t *testing.T) {
 		a.in.WriteString(p)
 		b.in.WriteString(fmt.Sprintf("get k%d\r\n", i))
 		s.OnTrafficBatch([]gnet.Conn{a, b}, make([]gnet.Action, 2))
-		if gathering := a.cn.big != nil; gathering != (i < len(pieces)-1) {
+		if gathering := a.cn.big.active(); gathering != (i < len(pieces)-1) {
 			t.Fatalf("after read %d of %d: gathering %v", i+1, len(pieces), gathering)
 		}
 	}
@@ -150,18 +150,18 @@ func TestLargeBlockGrowsItsBuffer(t *testing.T) {
 		MemoryLimit: 64 << 20, Logger: log.New(io.Discard, "", 0)}, store)
 	cn, fc := newConn(s, nil), &fakeConn{}
 	block := commandLike(3 << 20)
-	if out, _ := feed(cn, fc, "set big 9 0 3145728\r\n"); out != "" || cap(cn.big) > bigPrealloc {
-		t.Fatalf("after the command line: replies %q, buffer of %d bytes", out, cap(cn.big))
+	if out, _ := feed(cn, fc, "set big 9 0 3145728\r\n"); out != "" || cap(cn.big.buf) > bigPrealloc {
+		t.Fatalf("after the command line: replies %q, buffer of %d bytes", out, cap(cn.big.buf))
 	}
 	var out string
 	for i, p := range splitString(block+"\r\nget big\r\n", 64<<10) {
-		had, held := len(cn.big), cap(cn.big)
+		had, held := len(cn.big.buf), cap(cn.big.buf)
 		out, _ = feed(cn, fc, p)
 		// A buffer grows to what has arrived, or bigGrowth times what had, in the pool's powers of two.
-		limit := 1 << bits.Len(uint(max(bigGrowth*had, len(cn.big))-1))
-		if cn.big != nil && cap(cn.big) != held && cap(cn.big) > limit {
+		limit := 1 << bits.Len(uint(max(bigGrowth*had, len(cn.big.buf))-1))
+		if cn.big.active() && cap(cn.big.buf) != held && cap(cn.big.buf) > limit {
 			t.Fatalf("read %d: the buffer grew to %d bytes with %d gathered before and %d now", i+1,
-				cap(cn.big), had, len(cn.big))
+				cap(cn.big.buf), had, len(cn.big.buf))
 		}
 	}
 	if want := "STORED\r\nVALUE big 9 3145728\r\n" + block + "\r\nEND\r\n"; out != want {
@@ -175,13 +175,13 @@ func TestLargeBlockReleasedOnClose(t *testing.T) {
 	c := &ctxConn{cn: newConn(s, nil)}
 	c.in.WriteString("set big 0 0 204800\r\n" + commandLike(100<<10))
 	s.OnTraffic(c)
-	if c.cn.big == nil {
+	if !c.cn.big.active() {
 		t.Fatal("the block is not being gathered")
 	}
 	cn := c.cn
 	s.OnClose(c, nil)
-	if cn.big != nil || cn.need != 0 {
-		t.Fatalf("after close: a buffer of %d bytes kept, need %d", cap(cn.big), cn.need)
+	if cn.big.active() || cn.need != 0 {
+		t.Fatalf("after close: a buffer of %d bytes kept, need %d", cap(cn.big.buf), cn.big.need)
 	}
 }
 
@@ -252,20 +252,20 @@ func TestLongLines(t *testing.T) {
 	}
 	cn, fc := newConn(s, nil), &fakeConn{}
 	got, act := feed(cn, fc, pieces(line, 64<<10)...)
-	require.Equal(t, gnet.None, act)
+	require.Equal(t, Continue, act)
 	require.Equal(t, len(want), len(got))
 	require.True(t, want == got)
-	require.Nil(t, cn.big)
+	require.False(t, cn.big.active())
 	require.Zero(t, s.gathering.Load())
 
 	cn, fc = newConn(s, nil), &fakeConn{}
 	endless := "get" + strings.Repeat(" k", protocol.MaxMultiKeyLineLength)
 	for _, p := range pieces(endless, 64<<10) {
-		if act = serveWoken(cn, withInput(fc, p)); act != gnet.None {
+		if act = serveWoken(cn, withInput(fc, p)); act != Continue {
 			break
 		}
 	}
-	require.Equal(t, gnet.Close, act)
+	require.Equal(t, Close, act)
 	oneRead, _ := feed(newConn(s, nil), &fakeConn{}, endless)
 	require.Equal(t, oneRead, fc.out.String(), "refused as when it arrives in one read")
 	require.Zero(t, s.gathering.Load())

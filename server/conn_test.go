@@ -20,13 +20,13 @@ import (
 // discard (as gnet does between read events) and an outbound buffer.
 //
 // Its client reads every reply at once, unless stuck: then all of out stays unsent (OutboundBuffered) until
-// the test drains it. PauseRead and Wake record what serve asked for.
+// the test drains it. serveWoken records a pause.
 type fakeConn struct {
 	gnet.Conn // nil: any other method panics, which is what a test wants to know
 	in, out   bytes.Buffer
 	stuck     bool
-	paused    bool // PauseRead was called and the test has not resumed
-	wakes     int  // Wake calls not yet served
+	paused    bool // serve asked for PauseRead and the test has not resumed
+	wakes     int  // Wake calls (OnTraffic's answer to ServeAgain) not yet served
 }
 
 func (f *fakeConn) Peek(n int) ([]byte, error)       { return f.in.Bytes(), nil }
@@ -42,7 +42,7 @@ func (f *fakeConn) OutboundBuffered() int {
 	return 0
 }
 
-// maxWakes bounds how often feed serves a connection again that asked to be woken, per piece.
+// maxWakes bounds how often serveWoken serves a connection again that asked for it.
 const maxWakes = 100_000
 
 func newTestServer(t testing.TB) *Server {
@@ -58,8 +58,8 @@ func newTestServer(t testing.TB) *Server {
 
 // feed sends input to a connection in the given pieces, one read event each, and returns all replies and
 // the action of the last event.
-func feed(cn *conn, fc *fakeConn, pieces ...string) (string, gnet.Action) {
-	var act gnet.Action
+func feed(cn *conn, fc *fakeConn, pieces ...string) (string, Action) {
+	var act Action
 	for _, p := range pieces {
 		fc.in.WriteString(p)
 		act = serveWoken(cn, fc)
@@ -67,13 +67,17 @@ func feed(cn *conn, fc *fakeConn, pieces ...string) (string, gnet.Action) {
 	return fc.out.String(), act
 }
 
-// serveWoken serves one read event, then serves again for each Wake the connection asked for, as its
-// event loop would.
-func serveWoken(cn *conn, fc *fakeConn) gnet.Action {
+// serveWoken serves one read event, then serves again as long as the connection asks to, as its event
+// loop would; a pause is recorded in fc for the test to end (as the client's reading would).
+func serveWoken(cn *conn, fc *fakeConn) Action {
 	act := cn.serve(fc)
-	for i := 0; fc.wakes > 0 && act == gnet.None && i < maxWakes; i++ {
-		fc.wakes--
+	for i := 0; act == ServeAgain && i < maxWakes; i++ {
 		act = cn.serve(fc)
+	}
+	switch act {
+	case ServeAgain, PauseRead:
+		fc.paused = act == PauseRead
+		return Continue
 	}
 	return act
 }
@@ -110,7 +114,7 @@ func TestServeScripts(t *testing.T) {
 			if got != tc.want {
 				t.Fatalf("replies\n got %q\nwant %q", trim(got), trim(tc.want))
 			}
-			if (act == gnet.Close) != tc.close {
+			if (act == Close) != tc.close {
 				t.Fatalf("action %v, want close=%v", act, tc.close)
 			}
 		})
@@ -216,7 +220,7 @@ func TestPipelinedServeMatchesOneByOne(t *testing.T) {
 		fc := &fakeConn{}
 		for _, p := range pieces {
 			fc.in.WriteString(p)
-			if cn.serve(fc) == gnet.Close {
+			if cn.serve(fc) == Close {
 				break
 			}
 		}
@@ -373,4 +377,4 @@ func benchPipelinedGetSet(b *testing.B, setEvery int) {
 // count the instructions of those calls alone, leaving out the set-up's.
 //
 //go:noinline
-func measuredServe(cn *conn, c gnet.Conn) gnet.Action { return cn.serve(c) }
+func measuredServe(cn *conn, c Transport) Action { return cn.serve(c) }

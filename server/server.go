@@ -186,11 +186,22 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	return gnet.None
 }
 
-// OnTraffic parses and executes every complete request buffered on c.
+// OnTraffic serves every complete request buffered on c, and does what the connection's engine asks of
+// its transport: gnet.Conn is one (Transport), and gnet's fork can pause reading it (gnet.ReadPauser).
 func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	cn, ok := c.Context().(*conn)
 	if !ok {
 		return gnet.Close
 	}
-	return cn.serve(c)
+	switch cn.serve(c) {
+	case Close:
+		return gnet.Close
+	case PauseRead:
+		if p, ok := c.(gnet.ReadPauser); ok {
+			_ = p.PauseRead()
+		}
+	case ServeAgain:
+		_ = c.Wake(nil)
+	}
+	return gnet.None
 }
