@@ -24,8 +24,9 @@ build:
 run: build
 	./$(BIN) -p $(PORT) $(ARGS)
 
-## test: install what the tests need, then vet, format check, and every test with the race detector.
-test: test-deps fmt-check vet
+## test: install what the tests need, then vet, format check, the gnet fork check, and every test with the race
+## detector.
+test: test-deps fmt-check vet check-fork
 	$(GO) test -race -count=1 -timeout 540s ./...
 
 test-deps:
@@ -41,6 +42,11 @@ test-deps:
 
 vet:
 	$(GO) vet ./...
+
+## check-fork: third_party/gnet differs from the gnet release go.mod pins only as its LEASECACHED.md lists.
+.PHONY: check-fork
+check-fork:
+	GO=$(GO) bash third_party/gnet/check-fork.sh
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

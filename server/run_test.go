@@ -19,8 +19,8 @@ import (
 
 // TestRunHoldsAPPerLoopAndStaysPreemptible runs a real server in-process, starting from GOMAXPROCS 1 with
 // three event loops. Our gnet poller (third_party/gnet) keeps a busy loop's P through its raw epoll waits,
-// so it must raise GOMAXPROCS to leave a P for everything else, and loops must still give way to the
-// runtime: a GC cycle, which has to stop every P, completes while all loops wait, and so does Stop.
+// so Run must raise GOMAXPROCS to leave a P for everything else (procs.go), and loops must still give way
+// to the runtime: a GC cycle, which has to stop every P, completes while all loops wait, and so does Stop.
 func TestRunHoldsAPPerLoopAndStaysPreemptible(t *testing.T) {
 	const loops = 3
 	old := runtime.GOMAXPROCS(1)

@@ -100,6 +100,7 @@ func (s *Server) Run() error {
 	if threads <= 0 {
 		threads = 1
 	}
+	raiseProcs(threads) // before the loops start: each keeps a P while busy (procs.go)
 	err := gnet.Run(s, s.Addr(),
 		gnet.WithMulticore(true),
 		// Each loop keeps its own OS thread, as a memcached worker does. Our gnet's loops never yield

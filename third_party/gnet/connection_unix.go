@@ -123,7 +123,7 @@ func (c *conn) open(buf []byte) error {
 	}
 
 	for {
-		n, err := gio.RawWrite(c.fd, buf)
+		n, err := gio.RawWrite(c.fd, buf) // leasecached patch: pkg/io/raw_linux.go
 		if err != nil {
 			if err == unix.EAGAIN {
 				_, _ = c.outboundBuffer.Write(buf)
@@ -141,10 +141,7 @@ func (c *conn) open(buf []byte) error {
 }
 
 func (c *conn) write(data []byte) (n int, err error) {
-	// leasecached patch: a handler that goes on writing after a failed write closed the connection (inside
-	// this very call, or an earlier one) must not reach the fd, whose number the acceptor may already have
-	// given to a new client.
-	if !c.opened {
+	if !c.opened { // leasecached patch: refuse once closed (LEASECACHED.md item 5)
 		return 0, net.ErrClosed
 	}
 	isET := c.loop.engine.opts.EdgeTriggeredIO
@@ -166,7 +163,7 @@ func (c *conn) write(data []byte) (n int, err error) {
 
 	var sent int
 loop:
-	if sent, err = gio.RawWrite(c.fd, data); err != nil {
+	if sent, err = gio.RawWrite(c.fd, data); err != nil { // leasecached patch: pkg/io/raw_linux.go
 		// A temporary error occurs, append the data to outbound buffer,
 		// writing it back to the remote in the next round for LT mode.
 		if err == unix.EAGAIN {
@@ -192,7 +189,7 @@ loop:
 }
 
 func (c *conn) writev(bs [][]byte) (n int, err error) {
-	if !c.opened { // leasecached patch: see write
+	if !c.opened { // leasecached patch: refuse once closed (LEASECACHED.md item 5)
 		return 0, net.ErrClosed
 	}
 	isET := c.loop.engine.opts.EdgeTriggeredIO
@@ -219,7 +216,7 @@ func (c *conn) writev(bs [][]byte) (n int, err error) {
 	remaining := n
 	var sent int
 loop:
-	if sent, err = gio.RawWritev(c.fd, bs); err != nil {
+	if sent, err = gio.RawWritev(c.fd, bs); err != nil { // leasecached patch: pkg/io/raw_linux.go
 		// A temporary error occurs, append the data to outbound buffer,
 		// writing it back to the remote in the next round for LT mode.
 		if err == unix.EAGAIN {

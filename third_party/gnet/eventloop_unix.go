@@ -263,7 +263,7 @@ func (el *eventloop) read(c *conn) error {
 	isET := el.engine.opts.EdgeTriggeredIO
 	chunk := el.engine.opts.EdgeTriggeredIOChunk
 loop:
-	n, err := gio.RawRead(c.fd, el.buffer)
+	n, err := gio.RawRead(c.fd, el.buffer) // leasecached patch: pkg/io/raw_linux.go
 	if err != nil || n == 0 {
 		if err == unix.EAGAIN {
 			return nil
@@ -327,9 +327,9 @@ loop:
 		if len(iov) > iovMax {
 			iov = iov[:iovMax]
 		}
-		n, err = gio.RawWritev(c.fd, iov)
+		n, err = gio.RawWritev(c.fd, iov) // leasecached patch: pkg/io/raw_linux.go
 	} else {
-		n, err = gio.RawWrite(c.fd, iov[0])
+		n, err = gio.RawWrite(c.fd, iov[0]) // leasecached patch: pkg/io/raw_linux.go
 	}
 	_, _ = c.outboundBuffer.Discard(n)
 	switch err {
@@ -379,7 +379,7 @@ func (el *eventloop) close(c *conn, err error) error {
 		if len(iov) > iovMax {
 			iov = iov[:iovMax]
 		}
-		n, err := gio.RawWritev(c.fd, iov)
+		n, err := gio.RawWritev(c.fd, iov) // leasecached patch: pkg/io/raw_linux.go
 		if err != nil {
 			break
 		}

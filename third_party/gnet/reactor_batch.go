@@ -18,9 +18,10 @@ import (
 	"github.com/panjf2000/gnet/v2/pkg/netpoll"
 )
 
-// batchReads switches the loop to batched reads when its handler supports them, on Linux. processEvent
-// tells a plain read event by epoll's bits; kqueue's filters are values, not bits (EVFILT_WRITE would pass
-// the test), and the BSDs and macOS are not where leasecached is measured, so they keep reading one by one.
+// batchReads switches the loop to batched reads when its handler supports them, on Linux (hook: called
+// by the reactors before Polling). processEvent tells a plain read event by epoll's bits; kqueue's filters
+// are values, not bits (EVFILT_WRITE would pass the test), and the BSDs and macOS are not where leasecached
+// is measured, so they keep reading one by one.
 func (el *eventloop) batchReads() {
 	h, ok := el.eventHandler.(TrafficBatchHandler)
 	if !ok || el.engine.opts.EdgeTriggeredIO || runtime.GOOS != "linux" {
@@ -30,8 +31,9 @@ func (el *eventloop) batchReads() {
 	el.poller.OnRoundDone(el.serveReads)
 }
 
-// processEvent handles one polled event of c: a read event of a stream connection with no unread input
-// joins the batch, anything else is handled at once, after the batch (which shares the read buffer).
+// processEvent handles one polled event of c (hook: it replaces c.processIO in the reactors' callbacks):
+// a read event of a stream connection with no unread input joins the batch, anything else is handled at
+// once, after the batch (which shares the read buffer).
 func (el *eventloop) processEvent(c *conn, fd int, ev netpoll.IOEvent, flags netpoll.IOFlags) error {
 	if el.reads.handler != nil && ev&^netpoll.ReadEvents == 0 && !c.isDatagram && c.inboundBuffer.IsEmpty() {
 		return el.readAhead(c)
@@ -40,6 +42,15 @@ func (el *eventloop) processEvent(c *conn, fd int, ev netpoll.IOEvent, flags net
 		return err
 	}
 	return c.processIO(fd, ev, flags)
+}
+
+// acceptAfterReads serves the batch, then accepts on listener fd (hook: it replaces el.accept in the
+// reactor's callback): a UDP read reuses the read buffer from its start.
+func (el *eventloop) acceptAfterReads(fd int, ev netpoll.IOEvent, flags netpoll.IOFlags) error {
+	if err := el.serveReads(); err != nil {
+		return err
+	}
+	return el.accept(fd, ev, flags)
 }
 
 // readAhead reads c's new data into the free part of the read buffer and adds c to the batch.

@@ -49,7 +49,7 @@ func (el *eventloop) orbit() error {
 		defer runtime.UnlockOSThread()
 	}
 
-	el.batchReads() // leasecached patch
+	el.batchReads() // leasecached patch: reactor_batch.go
 	err := el.poller.Polling(func(fd int, ev netpoll.IOEvent, flags netpoll.IOFlags) error {
 		c := el.connections.getConn(fd)
 		if c == nil {
@@ -62,7 +62,7 @@ func (el *eventloop) orbit() error {
 			el.getLogger().Warnf("received event[fd=%d|ev=%d|flags=%d] of a stale connection from event-loop(%d)", fd, ev, flags, el.idx)
 			return el.poller.Delete(fd)
 		}
-		return el.processEvent(c, fd, ev, flags) // leasecached patch: was c.processIO
+		return el.processEvent(c, fd, ev, flags) // leasecached patch: reactor_batch.go
 	})
 	if errors.Is(err, errorx.ErrEngineShutdown) {
 		el.getLogger().Debugf("event-loop(%d) is exiting in terms of the demand from user, %v", el.idx, err)
@@ -83,15 +83,12 @@ func (el *eventloop) run() error {
 		defer runtime.UnlockOSThread()
 	}
 
-	el.batchReads() // leasecached patch
+	el.batchReads() // leasecached patch: reactor_batch.go
 	err := el.poller.Polling(func(fd int, ev netpoll.IOEvent, flags netpoll.IOFlags) error {
 		c := el.connections.getConn(fd)
 		if c == nil {
 			if _, ok := el.listeners[fd]; ok {
-				if err := el.serveReads(); err != nil { // leasecached patch: a UDP read reuses the read buffer
-					return err
-				}
-				return el.accept(fd, ev, flags)
+				return el.acceptAfterReads(fd, ev, flags) // leasecached patch: reactor_batch.go
 			}
 			// For kqueue, this might happen when the connection has already been closed,
 			// the file descriptor will be deleted from kqueue automatically as documented
@@ -102,7 +99,7 @@ func (el *eventloop) run() error {
 			el.getLogger().Warnf("received event[fd=%d|ev=%d|flags=%d] of a stale connection from event-loop(%d)", fd, ev, flags, el.idx)
 			return el.poller.Delete(fd)
 		}
-		return el.processEvent(c, fd, ev, flags) // leasecached patch: was c.processIO
+		return el.processEvent(c, fd, ev, flags) // leasecached patch: reactor_batch.go
 	})
 	if errors.Is(err, errorx.ErrEngineShutdown) {
 		el.getLogger().Debugf("event-loop(%d) is exiting in terms of the demand from user, %v", el.idx, err)

@@ -1,7 +1,7 @@
 // leasecached patch: an event loop's reads and writes on its nonblocking sockets go straight to the kernel,
 // without entering the scheduler's syscall state. They cannot block, and a loop that never leaves the running
 // state never has its P taken by sysmon (which, each time, woke another thread and kept sysmon itself
-// polling every 20 us). See Poller.Polling in pkg/netpoll/poller_epoll_default.go.
+// polling every 20 us). See epollWait in pkg/netpoll/rawwait_linux.go.
 
 //go:build linux
 

@@ -40,7 +40,7 @@ type Poller struct {
 	asyncTaskQueue              queue.AsyncTaskQueue // queue with low priority
 	urgentAsyncTaskQueue        queue.AsyncTaskQueue // queue with high priority
 	highPriorityEventsThreshold int32                // threshold of high-priority events
-	roundDone                   func() error         // leasecached patch: see OnRoundDone
+	roundDone                   func() error         // leasecached patch: round.go
 }
 
 // OpenPoller instantiates a poller.
@@ -113,37 +113,22 @@ func (p *Poller) Trigger(priority queue.EventPriority, fn queue.Func, param any)
 
 // Polling blocks the current goroutine, monitoring the registered file descriptors and waiting for network I/O.
 // When I/O occurs on any of the file descriptors, the provided callback function is invoked.
-//
-// leasecached patch: while it is busy, the poller waits in a raw epoll_pwait and never yields between
-// rounds, so its goroutine keeps its P and its OS thread, like a memcached worker thread. Upstream waits
-// through the scheduler and calls runtime.Gosched when a round finds nothing; on a machine where thread
-// wake-ups are dear, each Gosched woke an idle P's thread (wakep) and moved the loop to another thread. The
-// raw wait is bounded (rawWaitMsec); a loop idle for longer sleeps in an ordinary epoll_wait, in the
-// scheduler's syscall state, where a stop-the-world or sysmon reach it without a signal. A preemption signal
-// that ends a raw wait (EINTR) is honoured with a yield. holdP keeps GOMAXPROCS above the number of pollers,
-// so busy loops holding their Ps leave one for everything else.
 func (p *Poller) Polling(callback PollEventHandler) error {
-	holdP()
-	defer releaseP()
-
 	el := newEventList(InitPollEventsCap)
 	var doChores bool
 
+	msec := -1
 	for {
-		// Raw first: a busy loop keeps its P and thread. Only a loop idle for rawWaitMsec blocks through the
-		// scheduler, so an idle daemon is left alone by sysmon and GODEBUG=asyncpreemptoff=1 cannot wedge a
-		// stop-the-world behind a sleeping loop.
-		n, err := rawEpollWait(p.fd, el.events, rawWaitMsec)
-		if n == 0 && err == nil {
-			n, err = unix.EpollWait(p.fd, el.events, -1)
-		}
-		if n < 0 && err == unix.EINTR {
-			runtime.Gosched() // a preemption request may be what interrupted the raw wait: honour it
+		n, err := epollWait(p.fd, el.events, msec) // leasecached patch: rawwait_linux.go
+		if n == 0 || (n < 0 && err == unix.EINTR) {
+			msec = -1
+			runtime.Gosched()
 			continue
 		} else if err != nil {
 			logging.Errorf("error occurs in epoll: %v", os.NewSyscallError("epoll_wait", err))
 			return err
 		}
+		msec = 0
 
 		for i := 0; i < n; i++ {
 			ev := &el.events[i]
@@ -157,11 +142,8 @@ func (p *Poller) Polling(callback PollEventHandler) error {
 			}
 		}
 
-		// leasecached patch: the loop finishes what it deferred while going through this round's events.
-		if p.roundDone != nil {
-			if err = p.roundDone(); errors.Is(err, errorx.ErrEngineShutdown) {
-				return err
-			}
+		if err = p.endRound(); err != nil { // leasecached patch: round.go
+			return err
 		}
 
 		if doChores {
@@ -262,7 +244,3 @@ func (p *Poller) ModReadWrite(pa *PollAttachment, edgeTriggered bool) error {
 func (p *Poller) Delete(fd int) error {
 	return os.NewSyscallError("epoll_ctl del", unix.EpollCtl(p.fd, unix.EPOLL_CTL_DEL, fd, nil))
 }
-
-// OnRoundDone (leasecached patch) makes Polling call f after the callbacks of each round of events, before
-// the queued tasks. It must be called before Polling starts.
-func (p *Poller) OnRoundDone(f func() error) { p.roundDone = f }

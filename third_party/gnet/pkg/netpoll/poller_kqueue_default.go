@@ -37,7 +37,7 @@ type Poller struct {
 	asyncTaskQueue              queue.AsyncTaskQueue // queue with low priority
 	urgentAsyncTaskQueue        queue.AsyncTaskQueue // queue with high priority
 	highPriorityEventsThreshold int32                // threshold of high-priority events
-	roundDone                   func() error         // leasecached patch: see OnRoundDone
+	roundDone                   func() error         // leasecached patch: round.go
 }
 
 // OpenPoller instantiates a poller.
@@ -126,11 +126,8 @@ func (p *Poller) Polling(callback PollEventHandler) error {
 			}
 		}
 
-		// leasecached patch: the loop finishes what it deferred while going through this round's events.
-		if p.roundDone != nil {
-			if err = p.roundDone(); errors.Is(err, errorx.ErrEngineShutdown) {
-				return err
-			}
+		if err = p.endRound(); err != nil { // leasecached patch: round.go
+			return err
 		}
 
 		if doChores {
@@ -230,7 +227,3 @@ func (p *Poller) ModReadWrite(pa *PollAttachment, edgeTriggered bool) error {
 func (*Poller) Delete(_ int) error {
 	return nil
 }
-
-// OnRoundDone (leasecached patch) makes Polling call f after the callbacks of each round of events, before
-// the queued tasks. It must be called before Polling starts.
-func (p *Poller) OnRoundDone(f func() error) { p.roundDone = f }

@@ -1,12 +1,10 @@
-// leasecached patch: see Poller.Polling in poller_epoll_default.go.
+// leasecached patch: the event loops' raw epoll wait. See LEASECACHED.md, item 1.
 
 //go:build linux && !poll_opt
 
 package netpoll
 
 import (
-	"runtime"
-	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -17,38 +15,31 @@ import (
 // even when preemption signals are off.
 const rawWaitMsec = 2
 
-// rawEpollWait is epoll_pwait(2) with a timeout in milliseconds, made without entering the scheduler's
-// syscall state. Keep msec small: a raw call that sleeps holds its P until it returns or a signal interrupts it.
-func rawEpollWait(epfd int, events []epollevent, msec int) (int, error) {
+// epollWait is Polling's wait (hook: it replaces upstream's unix.EpollWait(p.fd, el.events, msec)). A
+// busy poller waits in a raw epoll_pwait and so never yields between rounds: its goroutine keeps its P and
+// its OS thread, like a memcached worker thread. Upstream waits through the scheduler, first with a zero
+// timeout after a round with events (msec 0), and calls runtime.Gosched when a round finds nothing; each
+// Gosched woke an idle P's thread (wakep) and moved the loop to another thread. msec is therefore ignored.
+//
+// The raw wait is bounded (rawWaitMsec); a loop idle for longer blocks in an ordinary epoll_wait, in the
+// scheduler's syscall state, where a stop-the-world or sysmon reach it without a signal, so an idle daemon
+// is left alone by sysmon and GODEBUG=asyncpreemptoff=1 cannot wedge a stop-the-world behind a sleeping
+// loop. A preemption signal that ends a raw wait returns EINTR, which Polling honours with
+// runtime.Gosched. It returns n > 0 or an error (a blocking epoll_wait does not return 0), so upstream's
+// empty-round branch (Gosched, then block) runs only for EINTR.
+//
+// A busy poller holds its P through its raw waits: the program must leave a P for everything else
+// (leasecached raises GOMAXPROCS in server.Run).
+func epollWait(epfd int, events []epollevent, _ int) (int, error) {
+	// epoll_pwait(2) made without entering the scheduler's syscall state: it holds the P until it returns
+	// or a signal interrupts it, hence the bound.
 	r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])),
-		uintptr(len(events)), uintptr(msec), 0, 0)
+		uintptr(len(events)), rawWaitMsec, 0, 0)
 	if e != 0 {
 		return -1, e
 	}
-	return int(r), nil
-}
-
-var (
-	heldMu sync.Mutex
-	held   int // pollers running
-)
-
-// holdP records one more poller and raises GOMAXPROCS to at least pollers + 1. A busy poller keeps its P
-// through its raw waits, so without the extra P, timers, the GC's workers and every other goroutine would
-// wait for a loop to be preempted; an idle P also keeps sysmon from retaking a sleeping loop's P at once. It
-// never lowers GOMAXPROCS, and it overrides a smaller GOMAXPROCS from the environment.
-func holdP() {
-	heldMu.Lock()
-	defer heldMu.Unlock()
-	held++
-	if runtime.GOMAXPROCS(0) <= held {
-		runtime.GOMAXPROCS(held + 1)
+	if r == 0 {
+		return unix.EpollWait(epfd, events, -1)
 	}
-}
-
-// releaseP records that a poller has stopped.
-func releaseP() {
-	heldMu.Lock()
-	held--
-	heldMu.Unlock()
+	return int(r), nil
 }
