@@ -13,7 +13,7 @@
 //     migrations. A server that keeps failing is ejected for a retry interval and put back once it
 //     answers a probe again; callers whose keys live on other servers are never held up by it.
 //   - GetOrFill is the heart: the client side of leasecached's lease contract
-//     (lease-get / lease-set, see the project's spec/leases.md). One fill per key per expiry across a
+//     (lease-get / lease-set, see doc/leases.md). One fill per key per expiry across a
 //     whole fleet of processes: single-flight inside a process, a lease across processes.
 //   - Stats returns counters a service can export (fills, coalesced callers, hot-miss waits, stale
 //     values served, rejected lease-sets, fallbacks, per-server errors) without any metrics dependency.

@@ -214,7 +214,7 @@ func TestMetaCommands(t *testing.T) {
 	}
 }
 
-// TestLeaseFlows exercises lease-get / lease-set against leasecached (spec/leases.md).
+// TestLeaseFlows exercises lease-get / lease-set against leasecached (doc/leases.md).
 func TestLeaseFlows(t *testing.T) {
 	p := startLeasecached(t)
 	c := newClient(t, clientlib.Config{}, p.Addr)

@@ -46,7 +46,7 @@ var casValue = regexp.MustCompile(`cas=\d+`)
 
 // extensionStat matches a "has <name>" line (scripts and memstat print one
 // per stat name) naming one of leasecached's own stats: the lease counters
-// that /work/shared/spec/leases.md (rule 6) requires in `stats`, its
+// that doc/leases.md (rule 6) requires in `stats`, its
 // version, the item memory on huge pages, and its lease and stale windows in
 // `stats settings`. memcached has none of them, so they are no compatibility
 // gap; every memcached stat name is still compared, and any other extra name

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// The lease tests (lease_*_test.go) check shared/spec/leases.md over the wire. This file holds what they
+// The lease tests (lease_*_test.go) check doc/leases.md over the wire. This file holds what they
 // share: a small line-oriented client that speaks lease-get / lease-set (and the few classic and meta
 // commands the scenarios need), safe to use from goroutines because it never calls t.Fatal.
 

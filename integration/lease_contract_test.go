@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// The contract of shared/spec/leases.md, rule by rule, as scripted exchanges with exact expected bytes.
+// The contract of doc/leases.md, rule by rule, as scripted exchanges with exact expected bytes.
 //
 // A case is a list of steps, each sent on one of a few connections of its own, followed by memcached's
 // no-op `mn` so the whole reply is known to have arrived. Expected replies are templates:

@@ -2,7 +2,7 @@
 // shard: at most one valid lease per key per lease window, a hot miss for everyone else while it runs,
 // and a token that stops being accepted once it is consumed, lapses, or is invalidated by a write.
 //
-// The wire contract is shared/spec/leases.md. This package knows nothing of items or connections: the
+// The wire contract is doc/leases.md. This package knows nothing of items or connections: the
 // shard that owns a Table calls it under the same lock that guards the key's item, which is what makes
 // "delete, then invalidate the lease" one atomic step (no stale set can slip between them).
 //

@@ -17,5 +17,5 @@
 //     straight off the buffer (parse_hot.go); it hands anything unusual to the general path and only
 //     ever agrees with it (FuzzParseHot).
 //   - Leases (lease-get, lease-set) are parsed with the same rules as memcached's get and set; the
-//     wire contract is /work/shared/spec/leases.md.
+//     wire contract is doc/leases.md.
 package protocol

@@ -5,7 +5,7 @@ import (
 	"github.com/leasecached/leasecached/shard"
 )
 
-// leaseGet serves lease-get (shared/spec/leases.md): per key, in request order, VALUE on a hit, LVALUE
+// leaseGet serves lease-get (doc/leases.md): per key, in request order, VALUE on a hit, LVALUE
 // with a fresh token or the hot-miss token 1 on a miss (carrying the stale value when one is held), then
 // one END. A lease-get miss is never silent. It reports whether it stopped part-way (yield), to go on
 // from key cn.resume: the keys before it were answered once, so none is granted a second lease.
