@@ -3,6 +3,10 @@ package shard
 import (
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/leasecached/leasecached/lease"
 )
 
 // leaseStep is one operation of a lease scenario; want is checked against what the operation returned.
@@ -255,4 +259,20 @@ func TestLeaseGetAllocatesNothing(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("%.1f allocations per lease-get, want 0", allocs)
 	}
+}
+
+// TestLapsedLeasesReclaimed: a lease whose window has passed is dropped by the reclaimer, so
+// lease_outstanding counts only leases that can still be used (doc/leases.md rule 5).
+func TestLapsedLeasesReclaimed(t *testing.T) {
+	s, c := newStore(t, Config{})
+	runLeaseSteps(t, s, c, []leaseStep{
+		{op: "lget", key: "a", want: "grant"},
+		{op: "lget", key: "b", want: "grant"},
+	})
+	require.Equal(t, 2, s.Stats().LeasesHeld)
+	s.reclaimTick()
+	require.Equal(t, 2, s.Stats().LeasesHeld, "leases still in their window are kept")
+	c.advance(int64(lease.DefaultWindow/time.Second) + 1)
+	s.reclaimTick()
+	require.Zero(t, s.Stats().LeasesHeld, "lapsed leases still held")
 }

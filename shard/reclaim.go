@@ -96,11 +96,16 @@ func (s *Store) tick(backoff bool) (collapsed int) {
 	return s.arena.Collapse()
 }
 
-// reclaim inspects up to budget chunks from the shard's reclaim cursor,
-// unlinking expired or flushed items. It also measures each class's oldest
+// reclaim drops lapsed leases and inspects up to budget chunks from the
+// shard's reclaim cursor, unlinking expired or flushed items. It also measures each class's oldest
 // live item over a full pass (stats "age"). When a pass ends it returns
 // what the pass saw.
 func (sh *shard) reclaim(now int64, budget int) (pass passCount, ended bool) {
+	// Lapsed leases go too, a bounded number per tick, so their bookkeeping is given back when their
+	// window passes (doc/leases.md rule 5), not only when the table needs room.
+	sh.mu.Lock()
+	sh.leases.Sweep(sh.st.nowNano())
+	sh.mu.Unlock()
 	for budget > 0 {
 		sh.mu.Lock()
 		for n := 0; n < reclaimBatch && budget > 0; n++ {
