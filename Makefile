@@ -2,6 +2,8 @@
 
 GO       ?= go
 BIN      := bin/leasecached
+# The load tool and benchmark harness: a Go module of its own, so that `go test ./...` here builds none of it.
+BENCH_MOD := tools/bench
 PORT     ?= 11211
 ARGS     ?=
 # apt-get needs root; use sudo when we are not root and sudo exists.
@@ -28,6 +30,7 @@ run: build
 ## detector.
 test: test-deps fmt-check vet check-fork
 	$(GO) test -race -count=1 -timeout 540s ./...
+	cd $(BENCH_MOD) && $(GO) test -race -count=1 -short -timeout 300s ./...
 
 test-deps:
 	@missing=""; for p in $(TEST_DEPS); do \
@@ -42,6 +45,7 @@ test-deps:
 
 vet:
 	$(GO) vet ./...
+	cd $(BENCH_MOD) && $(GO) vet ./...
 
 ## check-fork: third_party/gnet differs from the gnet release go.mod pins only as its LEASECACHED.md lists.
 .PHONY: check-fork
@@ -59,11 +63,17 @@ fmt-check:
 FUZZTIME ?= 30s
 FUZZMINTIME ?= 2s
 FUZZ_TARGETS := ./protocol:FuzzParse ./protocol:FuzzStrtoMagnitude ./protocol:FuzzSplitLine ./protocol:FuzzParseHot ./server:FuzzParseMetaFlags ./server:FuzzDecodeKeyBase64 \
-	./clientlib:FuzzReplyParsers ./cmd/leasecached-bench:FuzzValueLineFast
+	./clientlib:FuzzReplyParsers
+# The load tool's targets, run inside its own module ($(BENCH_MOD)).
+BENCH_FUZZ_TARGETS := ./load:FuzzValueLineFast
 fuzz-smoke:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
 		$(GO) test $$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME); \
+	done; \
+	for t in $(BENCH_FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; echo "fuzz $(BENCH_MOD)/$$pkg $$name ($(FUZZTIME))"; \
+		(cd $(BENCH_MOD) && $(GO) test $$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME)); \
 	done
 
 clean:
@@ -71,20 +81,24 @@ clean:
 
 ## bench: leasecached vs memcached (same -t 2 -m 1024 -c 4096) on the same workload matrix, medians of
 ## 3 x 5 s, one table; BENCH_QUICK=1 for a four-minute run; THIRD="pogocache -p {port}" adds a third server.
-.PHONY: bench-storage bench-deps
-bench: bench-deps build
-	./bench/bench.sh
+.PHONY: bench-storage bench-deps bench-tool
+bench: bench-deps build bench-tool
+	GO=$(GO) ./bench/bench.sh
 
 ## bench-storage: bytes per item, RSS at the limit, hit ratio and GC, leasecached and memcached side by
 ## side; BENCH_QUICK=1 for a two-minute run.
-bench-storage: bench-deps build
-	./bench/storage.sh
+bench-storage: bench-deps build bench-tool
+	GO=$(GO) ./bench/storage.sh
 
 ## pgo: regenerate cmd/leasecached/default.pgo, the profile `go build` optimises the daemon with, from a
 ## run of the daemon under a mix of the benchmark workloads (about 40 s); then make build.
 .PHONY: pgo
-pgo:
-	./bench/pgo.sh
+pgo: bench-tool
+	GO=$(GO) ./bench/pgo.sh
+
+## bench-tool: the load tool, bin/leasecached-bench, built from its own module ($(BENCH_MOD); see bench/README.md).
+bench-tool:
+	cd $(BENCH_MOD) && $(GO) build -o $(CURDIR)/bin/leasecached-bench ./cmd/leasecached-bench
 
 # bench-deps: the benchmarks need only the real memcached (installed the way test-deps does).
 bench-deps:

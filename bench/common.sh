@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
-"$GO" build -o bin/leasecached-bench ./cmd/leasecached-bench
+(cd tools/bench && "$GO" build -o ../../bin/leasecached-bench ./cmd/leasecached-bench) # the load tool's own module
 "$GO" build -o bin/leasecached ./cmd/leasecached
 MEMCACHED=$(command -v memcached || true)
 if [ -z "$MEMCACHED" ]; then

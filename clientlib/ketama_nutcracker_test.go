@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/leasecached/leasecached/clientlib"
+	"github.com/leasecached/leasecached/internal/testdaemon"
+	"github.com/stretchr/testify/require"
 )
 
 // nutcrackerKeys is how many keys each placement check routes through twemproxy.
@@ -121,10 +123,7 @@ func TestKetamaMatchesTwemproxy(t *testing.T) {
 
 func waitListening(t *testing.T, addr string) {
 	t.Helper()
-	p := &proc{Addr: addr, exited: make(chan struct{})}
-	if !p.waitReady() {
-		t.Fatalf("nothing listening on %s", addr)
-	}
+	require.NoError(t, testdaemon.WaitAccepts(addr, startTimeout), "nothing listening on %s", addr)
 }
 
 func newClient(t testing.TB, cfg clientlib.Config, addrs ...string) *clientlib.Client {

@@ -1,8 +1,8 @@
 package clientlib_test
 
 import (
+	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,78 +11,48 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/leasecached/leasecached/internal/testdaemon"
+	"github.com/stretchr/testify/require"
 )
 
-// Helpers that start real server processes on free loopback ports and kill them in cleanup.
+// Helpers that start real server processes on free loopback ports and kill them in cleanup: thin wrappers
+// over internal/testdaemon, which the integration suite and the load tool's harness share.
 
 const (
 	startTimeout = 5 * time.Second // a server process must accept connections within this
 	serverMemMB  = "64"
 )
 
-// freePort asks the kernel for a free loopback port. There is a small window before the server binds
-// it; startProcess retries on a new port if the server exits early.
+// freePort asks the kernel for a free loopback port (internal/testdaemon).
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	port, err := testdaemon.FreePort()
+	require.NoError(t, err)
+	return port
 }
 
 // proc is a running server process.
 type proc struct {
-	Addr   string
-	Port   int
-	cmd    *exec.Cmd
-	exited chan struct{}
+	Addr string
+	Port int
+	d    *testdaemon.Daemon
 }
 
-// Kill stops the process at once (SIGKILL) and waits for it to be reaped. Safe to call twice.
-func (p *proc) Kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.exited
-}
+// Kill stops the process at once (SIGKILL) and waits (bounded) for it to be reaped. Safe to call twice.
+func (p *proc) Kill() { _ = p.d.Kill(startTimeout) }
 
-// startProcess runs bin with args(port) and waits until it accepts connections on port.
+// startProcess runs bin with args(port) on a free port and waits until it accepts connections there
+// (internal/testdaemon: a port taken before the server binds it is retried on a new one). Its output goes
+// to this test binary's stderr; cleanup kills it.
 func startProcess(t testing.TB, bin string, args func(port int) []string) *proc {
 	t.Helper()
-	for attempt := 0; attempt < 3; attempt++ {
-		port := freePort(t)
-		cmd := exec.Command(bin, args(port)...)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start %s: %v", bin, err)
-		}
-		p := &proc{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, cmd: cmd, exited: make(chan struct{})}
-		go func() { _ = cmd.Wait(); close(p.exited) }()
-		if p.waitReady() {
-			t.Cleanup(p.Kill)
-			return p
-		}
-		p.Kill() // it exited (port taken, bad flag) or never listened: try a new port
-	}
-	t.Fatalf("%s did not start (see its stderr above)", bin)
-	return nil
-}
-
-func (p *proc) waitReady() bool {
-	deadline := time.Now().Add(startTimeout)
-	for time.Now().Before(deadline) {
-		select {
-		case <-p.exited:
-			return false
-		default:
-		}
-		if c, err := net.DialTimeout("tcp", p.Addr, 100*time.Millisecond); err == nil {
-			c.Close()
-			return true
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return false
+	d, err := testdaemon.Start(context.Background(), testdaemon.Spec{Name: filepath.Base(bin), Path: bin,
+		Args: args, Output: os.Stderr, StartTimeout: startTimeout})
+	require.NoError(t, err)
+	p := &proc{Addr: d.Addr, Port: d.Port, d: d}
+	t.Cleanup(p.Kill)
+	return p
 }
 
 func startMemcached(t testing.TB) *proc {

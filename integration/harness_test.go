@@ -2,28 +2,27 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasecached/leasecached/internal/testdaemon"
+	"github.com/stretchr/testify/require"
 )
 
 // Limits of the process harness. Each is a bound on how long a test may wait
 // for a daemon, so that a wedged server fails the test instead of hanging it.
+// Starting and stopping is internal/testdaemon's; these are the suite's bounds.
 const (
 	// startTimeout bounds how long a freshly started daemon may take to
 	// accept its first TCP connection.
 	startTimeout = 5 * time.Second
-	// startPollInterval is the pause between two connection attempts while
-	// waiting for a daemon to come up.
-	startPollInterval = 10 * time.Millisecond
 	// stopTimeout bounds how long a daemon may take to exit after SIGKILL
 	// (or SIGTERM in the tests that check graceful shutdown).
 	stopTimeout = 5 * time.Second
@@ -120,35 +119,19 @@ func buildDaemon(out string) error {
 	return nil
 }
 
-// daemon is one running server process under test.
+// daemon is one running server process under test: a testdaemon.Daemon
+// under the names the suite's tests use.
 type daemon struct {
-	name string // "memcached" or "leasecached", for messages
-	addr string // host:port to dial
-	cmd  *exec.Cmd
-	out  *lockedBuffer // combined stdout+stderr, shown when a test fails
+	name string             // "memcached" or "leasecached", for messages
+	addr string             // host:port to dial
+	cmd  *exec.Cmd          // the process (cmd.Process.Pid, cmd.Process.Signal)
+	out  *testdaemon.Output // combined stdout+stderr, shown when a test fails
+	proc *testdaemon.Daemon // what started it
 
-	waitOnce sync.Once
-	waitErr  error
-	exited   chan struct{}
-}
-
-// lockedBuffer is a bytes.Buffer safe for the process's output copier and the
-// test reading it concurrently.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	// exited is closed once the process has exited; waitErr is its exit
+	// status then (nil for status 0).
+	exited  chan struct{}
+	waitErr error
 }
 
 // requireMemcached fails (never skips) the test when the oracle is missing.
@@ -210,60 +193,21 @@ func startPair(t testing.TB, args ...string) (mc, lc *daemon) {
 }
 
 // startDaemon picks a free port, starts the binary and waits until it
-// accepts connections. A port stolen between picking and binding makes the
-// process exit early; that is retried a few times.
+// accepts connections (internal/testdaemon: a port stolen between picking
+// and binding is retried on a new one). Cleanup kills it.
 func startDaemon(t testing.TB, name, path string, argv func(port int) []string) *daemon {
 	t.Helper()
-	var lastErr error
-	for attempt := 0; attempt < startAttempts; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			t.Fatalf("%s: pick a free port: %v", name, err)
-		}
-		d, err := launch(name, path, port, argv(port))
-		if err == nil {
-			t.Cleanup(func() { d.kill(t) })
-			return d
-		}
-		lastErr = err
-	}
-	t.Fatalf("%s: could not start after %d attempts: %v", name, startAttempts, lastErr)
-	return nil
-}
-
-func launch(name, path string, port int, args []string) (*daemon, error) {
-	d := &daemon{
-		name:   name,
-		addr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		cmd:    exec.Command(path, args...),
-		out:    &lockedBuffer{},
-		exited: make(chan struct{}),
-	}
-	d.cmd.Stdout = d.out
-	d.cmd.Stderr = d.out
-	if err := d.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s %v: %w", path, args, err)
-	}
+	p, err := testdaemon.Start(context.Background(), testdaemon.Spec{Name: name, Path: path, Args: argv,
+		StartTimeout: startTimeout, Attempts: startAttempts})
+	require.NoError(t, err)
+	d := &daemon{name: name, addr: p.Addr, cmd: p.Cmd, out: p.Out, proc: p, exited: make(chan struct{})}
 	go func() {
-		d.waitErr = d.cmd.Wait()
+		<-p.Exited()
+		d.waitErr = p.Err()
 		close(d.exited)
 	}()
-	deadline := time.Now().Add(startTimeout)
-	for time.Now().Before(deadline) {
-		select {
-		case <-d.exited:
-			return nil, fmt.Errorf("%s %v exited during start-up (%v); output:\n%s", name, args, d.waitErr, d.out.String())
-		default:
-		}
-		c, err := net.DialTimeout("tcp", d.addr, startPollInterval*10)
-		if err == nil {
-			c.Close()
-			return d, nil
-		}
-		time.Sleep(startPollInterval)
-	}
-	d.forceStop()
-	return nil, fmt.Errorf("%s %v did not accept connections on %s within %v; output:\n%s", name, args, d.addr, startTimeout, d.out.String())
+	t.Cleanup(func() { d.kill(t) })
+	return d
 }
 
 // kill stops the daemon (SIGKILL) and reaps it; used by t.Cleanup. When the
@@ -280,43 +224,26 @@ func (d *daemon) kill(t testing.TB) {
 	}
 }
 
+// forceStop sends SIGKILL and waits (bounded) until exited is closed.
 func (d *daemon) forceStop() {
-	select {
-	case <-d.exited:
-		return
-	default:
-	}
-	_ = d.cmd.Process.Kill()
-	select {
-	case <-d.exited:
-	case <-time.After(stopTimeout):
+	if d.proc.Kill(stopTimeout) == nil {
+		<-d.exited
 	}
 }
 
 // terminate sends SIGTERM and waits (bounded) for the exit. exited reports
 // whether the process ended in time; err is its exit error (nil for status 0).
 func (d *daemon) terminate(timeout time.Duration) (exited bool, err error) {
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return false, fmt.Errorf("send SIGTERM to %s: %w", d.name, err)
+	exited, err = d.proc.Terminate(timeout)
+	if exited {
+		<-d.exited
 	}
-	select {
-	case <-d.exited:
-		return true, d.waitErr
-	case <-time.After(timeout):
-		return false, nil
-	}
+	return exited, err
 }
 
-// freePort asks the kernel for an unused loopback TCP port. The listener is
-// closed before the daemon binds, hence the retry in startDaemon.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("listen on 127.0.0.1:0: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// freePort asks the kernel for an unused loopback TCP port (the listener is
+// closed before anyone binds it).
+func freePort() (int, error) { return testdaemon.FreePort() }
 
 // truncate shortens b for log messages.
 func truncate(b []byte, n int) string {

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasecached/leasecached/internal/testdaemon"
 )
 
 // Differential test against the real memcached 1.6.18 (the oracle), skipped when the binary is
@@ -25,38 +28,26 @@ const (
 	oracleMaxCases     = 500
 )
 
+// startMemcached starts the oracle on a free loopback port (internal/testdaemon); cleanup kills it.
 func startMemcached(t *testing.T) string {
 	t.Helper()
 	bin, err := exec.LookPath("memcached")
 	if err != nil || testing.Short() {
 		t.Skip("memcached not available or -short")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	d, err := testdaemon.Start(context.Background(), testdaemon.Spec{Name: "memcached", Path: bin,
+		StartTimeout: oracleStartTimeout, Args: func(port int) []string {
+			args := []string{"-p", strconv.Itoa(port), "-l", "127.0.0.1", "-U", "0", "-I", "1m"}
+			if os.Geteuid() == 0 {
+				args = append(args, "-u", "root")
+			}
+			return args
+		}})
 	if err != nil {
-		t.Fatalf("pick port: %v", err)
+		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	args := []string{"-p", strconv.Itoa(port), "-l", "127.0.0.1", "-U", "0", "-I", "1m"}
-	if os.Geteuid() == 0 {
-		args = append(args, "-u", "root")
-	}
-	cmd := exec.Command(bin, args...)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start memcached: %v", err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	deadline := time.Now().Add(oracleStartTimeout)
-	for time.Now().Before(deadline) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return addr
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("memcached did not start on %s", addr)
-	return ""
+	t.Cleanup(func() { _ = d.Kill(oracleStartTimeout) })
+	return d.Addr
 }
 
 // simulate returns the bytes a server built on Parser answers for in, against an empty cache,

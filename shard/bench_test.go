@@ -99,8 +99,9 @@ func TestHotPathsAllocateNothing(t *testing.T) {
 // goroutines (run them with -cpu 2) that set one key in ten and get the rest, each over keys of its own, as
 // two event loops serving different clients do. In the first the keys of both goroutines are spread over
 // every shard; in the second each goroutine's keys live in its own half of the shards. What separates them
-// is what the two CPUs share: every shard's lock and the lines a lookup writes, which move from one CPU's
-// cache to the other's at 100-150 ns a move on this machine's VM (bench/README.md item 17).
+// is what the two CPUs share: every shard's lock and the lines a lookup writes, each of which costs a move
+// from one CPU's cache to the other's (100-150 ns on the development VM: doc/design/memory-layout.md,
+// rule 5).
 func BenchmarkGetSetParallel(b *testing.B) { benchParallelMix(b, false, 10) }
 
 // BenchmarkGetSetParallelOwnShards: see BenchmarkGetSetParallel.

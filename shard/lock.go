@@ -7,13 +7,13 @@ import (
 
 // lockSpin is how long a contended shard lock is retried before its caller parks.
 //
-// Shard critical sections last well under a microsecond, so an event loop that finds a shard locked by the
-// other loop nearly always gets it within a few retries, and sync.Mutex's own spin (a few hundred cycles)
-// gives up too soon when the holder was descheduled for a moment. Parking is what costs: event loops are
-// locked to their OS threads (server.Run), so a parked loop is woken by two thread hand-offs, and every
-// connection it serves waits meanwhile. At pipeline 16 that was about 150 parks a second; spinning first
-// cut them to about 45 and raised throughput about 10% (bench/README.md). Spinning longer would burn a core
-// behind a holder the kernel has preempted.
+// The rule: spin (retrying TryLock) for up to 50 us, then park. Shard critical sections last well under a
+// microsecond, so an event loop that finds a shard locked by the other loop nearly always gets it within a
+// few retries, and sync.Mutex's own spin (a few hundred cycles) gives up too soon when the holder was
+// descheduled for a moment. Parking is what costs: event loops are locked to their OS threads (server.Run),
+// so a parked loop is woken by two thread hand-offs, and every connection it serves waits meanwhile.
+// Spinning longer would burn a core behind a holder the kernel has preempted. The measurements are in
+// doc/design/event-loop.md, rule 6.
 const lockSpin = 50 * time.Microsecond
 
 // spinChecks is how many failed attempts pass between two reads of the clock while spinning.

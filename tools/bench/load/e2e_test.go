@@ -1,0 +1,105 @@
+package load
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/leasecached/leasecached/internal/testdaemon"
+)
+
+// TestAgainstMemcached drives every mode of the generator against a real memcached on a free loopback
+// port (internal/testdaemon starts and stops it), briefly: load, fill (with full verification) and
+// hitratio must agree with what a cache does.
+func TestAgainstMemcached(t *testing.T) {
+	bin, err := exec.LookPath("memcached")
+	if err != nil {
+		t.Skip("memcached not installed (make test-deps installs it)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := testdaemon.Start(ctx, testdaemon.Spec{Name: "memcached", Path: bin, Ready: Ping,
+		Args: func(port int) []string {
+			args := []string{"-p", strconv.Itoa(port), "-l", "127.0.0.1", "-U", "0", "-t", "2", "-m", "64", "-c", "256"}
+			if os.Geteuid() == 0 {
+				args = append(args, "-u", "root") // memcached refuses to run as root without it
+			}
+			return args
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := d.Stop(10 * time.Second); err != nil {
+			t.Error(err)
+		}
+	}()
+	addr, pid := d.Addr, d.Cmd.Process.Pid
+
+	t.Run("fill and verify all", func(t *testing.T) {
+		fr, err := RunFill(ctx, FillConfig{Addr: addr, Conns: 3, Batch: 50, Keys: 10000, KeySize: 14,
+			ValueSize: 300, Verify: 10000, ServerPID: pid, MaxTime: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fr.Stored != 10000 || fr.Present != 10000 || fr.Corrupt != 0 || fr.CurrItems != 10000 || fr.RSSAfter == 0 {
+			t.Errorf("fill result %+v", fr)
+		}
+	})
+
+	loads := []struct {
+		name string
+		cfg  Config
+	}{
+		{"p1 uniform 90/10", Config{Pipeline: 1, MultiGet: 1, GetRatio: 0.9, Dist: "uniform"}},
+		{"p8 multiget zipf", Config{Pipeline: 8, MultiGet: 5, GetRatio: 0.8, Dist: "zipf", ZipfS: 0.99}},
+		{"all sets", Config{Pipeline: 4, MultiGet: 1, GetRatio: 0, Dist: "uniform"}},
+	}
+	for _, tc := range loads {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.cfg
+			c.Addr, c.Conns, c.ValueSize, c.KeySize, c.Keys, c.KeyBase = addr, 4, 100, 14, 1000, 50000
+			c.Prefill, c.Duration, c.GetCmd, c.ServerPID, c.Seed = true, 200*time.Millisecond, "get", pid, 1
+			r, err := Run(ctx, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Requests == 0 || r.OpsPerSec <= 0 || r.P99us <= 0 || r.P50us > r.P99us || r.GenCores <= 0 {
+				t.Errorf("implausible result %+v", r)
+			}
+			if c.GetRatio > 0 && r.HitRatio != 1 {
+				t.Errorf("prefilled keys: hit ratio %v", r.HitRatio)
+			}
+			if c.GetRatio == 0 && (r.Sets != r.Requests || r.GetKeys != 0) {
+				t.Errorf("all-set run: %d sets of %d requests, %d get keys", r.Sets, r.Requests, r.GetKeys)
+			}
+		})
+	}
+
+	t.Run("lease-get is an error against memcached", func(t *testing.T) {
+		_, err := Run(ctx, Config{Addr: addr, Conns: 1, Pipeline: 1, MultiGet: 1, GetRatio: 1,
+			ValueSize: 10, KeySize: 14, Keys: 10, Dist: "uniform", Duration: 100 * time.Millisecond, GetCmd: "lease-get"})
+		var se *serverError
+		if !errors.As(err, &se) {
+			t.Errorf("err %v, want the server's ERROR reply", err)
+		}
+	})
+
+	t.Run("hitratio", func(t *testing.T) {
+		// 15-byte keys: a key space of its own, none of the keys written above.
+		cfg := HitConfig{Addr: addr, Conns: 1, Batch: 32, Keys: 2000, KeySize: 15, ValueSize: 100,
+			Dist: "zipf", ZipfS: 1.1, Seed: 9, Warmup: 5000, Requests: 5000, MaxTime: 10 * time.Second}
+		hr, err := RunHitRatio(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 2000 keys fit easily in 64 MB: after warm-up only keys never drawn before can miss.
+		if hr.Requests != 5000 || hr.HitRatio < 0.9 || hr.HitRatio >= 1 {
+			t.Errorf("hit ratio %v over %d requests", hr.HitRatio, hr.Requests)
+		}
+	})
+}

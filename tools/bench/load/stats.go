@@ -1,0 +1,78 @@
+package load
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+)
+
+// statsTimeout bounds one "stats" exchange.
+const statsTimeout = 5 * time.Second
+
+// serverStats fetches the general "stats" of a server as name -> value.
+func serverStats(addr string) (map[string]string, error) {
+	c, err := net.DialTimeout("tcp", addr, statsTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(statsTimeout)); err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	if _, err := c.Write([]byte("stats\r\n")); err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	rr := newReplyReader(c)
+	out := map[string]string{}
+	for {
+		l, err := rr.line()
+		if err != nil {
+			return nil, fmt.Errorf("stats: %w", err)
+		}
+		if bytes.Equal(l, replyEnd) {
+			return out, nil
+		}
+		if e := checkErrorLine(l); e != nil {
+			return nil, fmt.Errorf("stats: %w", e)
+		}
+		f := bytes.Fields(l)
+		if len(f) >= 3 && string(f[0]) == "STAT" {
+			out[string(f[1])] = string(bytes.Join(f[2:], []byte(" ")))
+		}
+	}
+}
+
+// statUint reads a numeric stat, 0 when absent or not a number.
+func statUint(st map[string]string, name string) uint64 {
+	v, _ := strconv.ParseUint(st[name], 10, 64)
+	return v
+}
+
+// pingTimeout bounds one Ping.
+const pingTimeout = time.Second
+
+// Ping checks that the server at addr answers "version" (the harness waits for a server it started with
+// it).
+func Ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, pingTimeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(pingTimeout)); err != nil {
+		return err
+	}
+	if _, err := c.Write([]byte("version\r\n")); err != nil {
+		return err
+	}
+	l, err := newReplyReader(c).line()
+	if err != nil {
+		return err
+	}
+	if !bytes.HasPrefix(l, []byte("VERSION ")) {
+		return fmt.Errorf("version reply %q", l)
+	}
+	return nil
+}
