@@ -142,7 +142,7 @@ func TestSlowReaders(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := startLeasecached(t, "-m", "64")
+			d := startLeasecachedPlain(t, "-m", "64")
 			setup := dialRaw(t, d)
 			script := "set big 0 0 500000\r\n" + value + "\r\n" + items.String()
 			rep := setup.exchange(append([]byte(script), sentinelCmd...), wholeWrite, sentinelReply, defaultReplyTimeout)
@@ -240,7 +240,7 @@ func TestDescriptorExhaustion(t *testing.T) {
 // 1.9 MB multi-get line that never ends.
 func TestBurstMemoryReturned(t *testing.T) {
 	const conns, returnWithin = 15, 5 * time.Second
-	d := startLeasecached(t, "-m", "64")
+	d := startLeasecachedPlain(t, "-m", "64")
 	pid := d.cmd.Process.Pid
 	time.Sleep(200 * time.Millisecond)
 	base := rssOf(t, pid)
@@ -288,7 +288,7 @@ func TestHalfSentSets(t *testing.T) {
 	// growthBound: the gathering budget (32 MiB at -m 64), the daemon's own slack, and what a few hundred
 	// connections cost (well under 10 KB each when idle).
 	const growthBound = 32<<20 + 32<<20
-	d := startLeasecached(t, "-m", "64")
+	d := startLeasecachedPlain(t, "-m", "64")
 	pid := d.cmd.Process.Pid
 	before := rssOf(t, pid)
 	stop := make(chan struct{})
@@ -335,7 +335,7 @@ func TestEndlessLines(t *testing.T) {
 	// growthBound: lines gathered within the 32 MiB budget (the rest are refused and closed), buffers
 	// waiting in pools, and the daemon's slack; measured 62 MiB. Before: 200-360 MB.
 	const growthBound = 96 << 20
-	d := startLeasecached(t, "-m", "64")
+	d := startLeasecachedPlain(t, "-m", "64")
 	pid := d.cmd.Process.Pid
 	before := rssOf(t, pid)
 	stop := make(chan struct{})
