@@ -62,7 +62,7 @@ fmt-check:
 ## in a 60 s run (72k execs, 18 new inputs); with 2 s it made 205k execs and 104 new inputs in 20 s.
 FUZZTIME ?= 30s
 FUZZMINTIME ?= 2s
-FUZZ_TARGETS := ./protocol:FuzzParse ./protocol:FuzzStrtoMagnitude ./protocol:FuzzSplitLine ./protocol:FuzzParseHot ./server:FuzzParseMetaFlags ./server:FuzzDecodeKeyBase64 \
+FUZZ_TARGETS := ./protocol:FuzzParse ./protocol:FuzzStrtoMagnitude ./protocol:FuzzSplitLine ./protocol:FuzzParseHot ./protocol:FuzzParseMetaFlags ./protocol:FuzzDecodeKeyBase64 \
 	./clientlib:FuzzReplyParsers
 # The load tool's targets, run inside its own module ($(BENCH_MOD)).
 BENCH_FUZZ_TARGETS := ./load:FuzzValueLineFast

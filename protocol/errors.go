@@ -54,15 +54,23 @@ var (
 	replyDeleteUsage       = []byte("CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n")
 	replyMgFlagsTooLong    = []byte("CLIENT_ERROR options flags are too long\r\n") // mg's wording
 	replyMetaFlagsTooLong  = []byte("CLIENT_ERROR options flags too long\r\n")     // ms, md, ma
-	replyDuplicateFlag     = []byte("CLIENT_ERROR duplicate flag\r\n")
-	replyInvalidFlag       = []byte("CLIENT_ERROR invalid flag\r\n")
-	replyBadToken          = []byte("CLIENT_ERROR bad token in command line format\r\n")
-	replyDecodingKey       = []byte("CLIENT_ERROR error decoding key\r\n")
-	replyBadMLength        = []byte("CLIENT_ERROR incorrect length for M token\r\n")
-	replyBadInitial        = []byte("CLIENT_ERROR invalid numeric initial value\r\n")
-	replyBadDeltaValue     = []byte("CLIENT_ERROR invalid numeric delta value\r\n")
-	replyOpaqueTooLong     = []byte("CLIENT_ERROR opaque token too long\r\n")
-	replyInvalidMsModeFlag = []byte("CLIENT_ERROR invalid mode for ms M token\r\n")
+	ReplyDuplicateFlag     = []byte("CLIENT_ERROR duplicate flag\r\n")
+	ReplyInvalidFlag       = []byte("CLIENT_ERROR invalid flag\r\n")
+	ReplyBadToken          = []byte("CLIENT_ERROR bad token in command line format\r\n")
+	ReplyDecodingKey       = []byte("CLIENT_ERROR error decoding key\r\n")
+	ReplyBadMLength        = []byte("CLIENT_ERROR incorrect length for M token\r\n")
+	ReplyBadInitial        = []byte("CLIENT_ERROR invalid numeric initial value\r\n")
+	ReplyBadDeltaValue     = []byte("CLIENT_ERROR invalid numeric delta value\r\n")
+	ReplyOpaqueTooLong     = []byte("CLIENT_ERROR opaque token too long\r\n")
+	ReplyInvalidMsModeFlag = []byte("CLIENT_ERROR invalid mode for ms M token\r\n")
+)
+
+// Replies of the meta commands that only executing them can produce, in memcached's words.
+var (
+	ReplyInvalidMaModeFlag           = []byte("CLIENT_ERROR invalid mode for ma M token\r\n")
+	ReplyInvalidOrDuplicateFlag      = []byte("CLIENT_ERROR invalid or duplicate flag\r\n") // md and ma say only this
+	ReplyServerErrorOOMVivify        = []byte("SERVER_ERROR Out of memory allocating new item\r\n")
+	ReplyServerErrorUnhandledStorage = []byte("SERVER_ERROR Unhandled storage type.\r\n")
 )
 
 // Preallocated errors. The *Quiet variants are what memcached does when the command line ended in

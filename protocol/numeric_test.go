@@ -111,9 +111,10 @@ func TestBase64DecodedLen(t *testing.T) {
 		{"!!!!", 0, false},
 	}
 	for _, tc := range cases {
-		got, ok := base64DecodedLen([]byte(tc.in))
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("base64DecodedLen(%q) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
+		var buf [KeyMaxLength]byte
+		key, ok := DecodeKeyBase64(buf[:], []byte(tc.in))
+		if got := len(key); got != tc.want || ok != tc.ok {
+			t.Errorf("DecodeKeyBase64(%q): %d bytes, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
 		}
 	}
 }

@@ -95,11 +95,18 @@ func (p *Parser) parseStorage(buf []byte, next int, req *Request, toks [][]byte)
 
 // tooLarge is memcached's item_size_ok for a key of nkey bytes and a value of n bytes.
 func (p *Parser) tooLarge(nkey int, flags uint32, n int) bool {
-	total := itemHeaderSize + nkey + 1 + n + 2
+	return ItemSize(nkey, n, flags) > p.maxItemSize()
+}
+
+// ItemSize is the size memcached 1.6.18 gives an item of an nkey-byte key, an nvalue-byte value and
+// client flags (ITEM_ntotal with CAS on): what its -I check compares with item_size_max, and what `me`
+// and metadump report as size. leasecached's items are smaller; it reports and limits by this.
+func ItemSize(nkey, nvalue int, flags uint32) int {
+	total := itemHeaderSize + nkey + 1 + nvalue + 2
 	if flags != 0 {
 		total += flagsSuffixSize
 	}
-	return total > p.maxItemSize()
+	return total
 }
 
 // swallowBlock answers reply and discards the n+2 byte data block starting at next: what is

@@ -9,35 +9,35 @@ import (
 
 // metaArith serves ma.
 func (cn *conn) metaArith(req *protocol.Request) {
-	f := metaFlags{delta: 1} // no D: by one
+	f := protocol.MetaFlags{Delta: 1} // no D: by one
 	toks := req.Args
-	if parseMetaFlags(&f, req.Key(), toks, cn.metaKey[:]) != nil {
-		cn.out = append(cn.out, replyMetaInvalidOrDup...)
+	if protocol.ParseMetaFlags(&f, req.Key(), toks, cn.metaKey[:]) != nil {
+		cn.out = append(cn.out, protocol.ReplyInvalidOrDuplicateFlag...)
 		return
 	}
 	incr := true
-	switch f.mode {
+	switch f.Mode {
 	case 0, 'I', '+':
 	case 'D', '-':
 		incr = false
 	default:
-		cn.out = append(cn.out, replyMetaMaMode...)
+		cn.out = append(cn.out, protocol.ReplyInvalidMaModeFlag...)
 		return
 	}
 	// memcached notices an over-long opaque only while writing the reply, after the arithmetic and
 	// the T/N flags before it took effect.
-	abort := opaqueAbortAt(toks)
+	abort := protocol.OpaqueAbortAt(toks)
 	mreq := shard.MetaArithRequest{
 		Incr:    incr,
-		Delta:   f.delta,
-		Vivify:  f.vivify,
-		Initial: f.initial,
+		Delta:   f.Delta,
+		Vivify:  f.Vivify,
+		Initial: f.Initial,
 		Ops:     metaExpOps(toks, abort, &f),
 	}
-	if f.hasCas {
-		mreq.Cas = f.cas
+	if f.HasCas {
+		mreq.Cas = f.Cas
 	}
-	res := cn.srv.store.MetaArith(f.key, &mreq)
+	res := cn.srv.store.MetaArith(f.Key, &mreq)
 	switch res.Result {
 	case shard.Stored:
 		if !res.Created {
@@ -52,12 +52,12 @@ func (cn *conn) metaArith(req *protocol.Request) {
 		if res.Found {
 			cn.out = append(cn.out, protocol.ReplyServerErrorOOM...)
 		} else {
-			cn.out = append(cn.out, replyMetaMaVivifyOOM...)
+			cn.out = append(cn.out, protocol.ReplyServerErrorOOMVivify...)
 		}
 		return
 	}
 	if abort >= 0 {
-		cn.out = append(cn.out, replyMetaOpaqueLong...)
+		cn.out = append(cn.out, protocol.ReplyOpaqueTooLong...)
 		return
 	}
 	switch res.Result {
@@ -67,18 +67,18 @@ func (cn *conn) metaArith(req *protocol.Request) {
 			code = "EX"
 		}
 		cn.out = append(cn.out, code...)
-		cn.out = appendMissFlags(cn.out, toks, f.key, f.keyBinary)
+		cn.out = appendMissFlags(cn.out, toks, f.Key, f.KeyBinary)
 		cn.out = append(cn.out, "\r\n"...)
 		return
 	}
 	// q elides a changed counter's reply, value included, but not a vivified one (memcached's quirk).
-	if f.noReply && !res.Created {
+	if f.NoReply && !res.Created {
 		return
 	}
 	var digits [20]byte
 	num := strconv.AppendUint(digits[:0], res.Value, 10)
 	out := cn.out
-	if f.value {
+	if f.Value {
 		out = append(out, "VA "...)
 		out = strconv.AppendInt(out, int64(len(num)), 10)
 	} else {
@@ -96,13 +96,13 @@ func (cn *conn) metaArith(req *protocol.Request) {
 			out = append(out, " t"...)
 			out = appendTTL(out, res.TTL[ops])
 		case 'O':
-			out = appendOpaque(out, tok)
+			out = protocol.AppendOpaque(out, tok)
 		case 'k':
-			out = appendFlagKey(out, f.key, f.keyBinary)
+			out = protocol.AppendFlagKey(out, f.Key, f.KeyBinary)
 		}
 	}
 	out = append(out, "\r\n"...)
-	if f.value {
+	if f.Value {
 		out = append(out, num...)
 		out = append(out, "\r\n"...)
 	}

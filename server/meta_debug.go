@@ -11,7 +11,7 @@ import (
 func (cn *conn) metaDebug(req *protocol.Request) {
 	key := req.Key()
 	if len(req.Args) > 0 && string(req.Args[0]) == "b" {
-		dec, ok := decodeKeyBase64(cn.metaKey[:], key)
+		dec, ok := protocol.DecodeKeyBase64(cn.metaKey[:], key)
 		if !ok {
 			cn.out = append(cn.out, protocol.ReplyClientErrorBadFormat...)
 			return
@@ -26,7 +26,7 @@ func (cn *conn) metaDebug(req *protocol.Request) {
 	}
 	out := append(cn.out, "ME "...)
 	if info.KeyBinary {
-		out = base64Append(out, key)
+		out = protocol.AppendBase64(out, key)
 	} else {
 		out = append(out, key...)
 	}

@@ -7,31 +7,31 @@ import (
 
 // metaDelete serves md.
 func (cn *conn) metaDelete(req *protocol.Request) {
-	var f metaFlags
+	var f protocol.MetaFlags
 	toks := req.Args
-	if parseMetaFlags(&f, req.Key(), toks, cn.metaKey[:]) != nil {
-		cn.out = append(cn.out, replyMetaInvalidOrDup...) // md reports every flag error alike
+	if protocol.ParseMetaFlags(&f, req.Key(), toks, cn.metaKey[:]) != nil {
+		cn.out = append(cn.out, protocol.ReplyInvalidOrDuplicateFlag...) // md reports every flag error alike
 		return
 	}
-	if opaqueAbortAt(toks) >= 0 {
-		cn.out = append(cn.out, replyMetaOpaqueLong...) // checked before the item is looked up
+	if protocol.OpaqueAbortAt(toks) >= 0 {
+		cn.out = append(cn.out, protocol.ReplyOpaqueTooLong...) // checked before the item is looked up
 		return
 	}
 	mreq := shard.MetaDeleteRequest{
-		HasCas:     f.hasCas,
-		Cas:        f.cas,
-		Invalidate: f.setStale,
-		SetTTL:     f.newTTL,
-		Exptime:    f.exptime,
+		HasCas:     f.HasCas,
+		Cas:        f.Cas,
+		Invalidate: f.SetStale,
+		SetTTL:     f.NewTTL,
+		Exptime:    f.Exptime,
 	}
-	res := cn.srv.store.MetaDelete(f.key, &mreq)
+	res := cn.srv.store.MetaDelete(f.Key, &mreq)
 	var code string
 	switch res {
 	case shard.Deleted:
-		if !f.setStale {
+		if !f.SetStale {
 			cn.local[statDeleteHits]++ // marking stale is not counted at all
 		}
-		if f.noReply {
+		if f.NoReply {
 			return
 		}
 		code = "HD"
@@ -43,6 +43,6 @@ func (cn *conn) metaDelete(req *protocol.Request) {
 		code = "NF"
 	}
 	cn.out = append(cn.out, code...)
-	cn.out = appendMissFlags(cn.out, toks, f.key, f.keyBinary)
+	cn.out = appendMissFlags(cn.out, toks, f.Key, f.KeyBinary)
 	cn.out = append(cn.out, "\r\n"...)
 }

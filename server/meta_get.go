@@ -12,7 +12,7 @@ import (
 // errors use memcached's words. Item semantics live in shard (MetaGet, MetaSet, ...).
 
 // metaExpOps collects the T, N and R flags in request order, stopping at index stop (-1: none).
-func metaExpOps(toks [][]byte, stop int, f *metaFlags) shard.ExpOps {
+func metaExpOps(toks [][]byte, stop int, f *protocol.MetaFlags) shard.ExpOps {
 	var ops shard.ExpOps
 	for i, tok := range toks {
 		if i == stop {
@@ -20,11 +20,11 @@ func metaExpOps(toks [][]byte, stop int, f *metaFlags) shard.ExpOps {
 		}
 		switch tok[0] {
 		case 'T':
-			ops.Add(shard.ExpTouch, f.exptime)
+			ops.Add(shard.ExpTouch, f.Exptime)
 		case 'N':
-			ops.Add(shard.ExpVivify, f.vivifyExp)
+			ops.Add(shard.ExpVivify, f.VivifyExp)
 		case 'R':
-			ops.Add(shard.ExpRecache, f.recacheExp)
+			ops.Add(shard.ExpRecache, f.RecacheExp)
 		}
 	}
 	return ops
@@ -37,40 +37,40 @@ func appendTTL(dst []byte, ttl int64) []byte {
 
 // metaGet serves mg.
 func (cn *conn) metaGet(req *protocol.Request) {
-	var f metaFlags
+	var f protocol.MetaFlags
 	toks := req.Args
-	if errReply := parseMetaFlags(&f, req.Key(), toks, cn.metaKey[:]); errReply != nil {
+	if errReply := protocol.ParseMetaFlags(&f, req.Key(), toks, cn.metaKey[:]); errReply != nil {
 		cn.out = append(cn.out, errReply...)
 		return
 	}
-	abort := opaqueAbortAt(toks)
+	abort := protocol.OpaqueAbortAt(toks)
 	mreq := shard.MetaGetRequest{
 		Ops:      metaExpOps(toks, abort, &f),
-		Vivify:   f.vivify,
-		NoUpdate: f.noUpdate,
-		Locked:   f.locked,
+		Vivify:   f.Vivify,
+		NoUpdate: f.NoUpdate,
+		Locked:   f.Locked,
 		Aborted:  abort >= 0,
-		Value:    f.value,
+		Value:    f.Value,
 	}
 	var res shard.MetaGetResult
-	cn.scratch, res = cn.srv.store.MetaGet(cn.scratch[:0], f.key, &mreq)
+	cn.scratch, res = cn.srv.store.MetaGet(cn.scratch[:0], f.Key, &mreq)
 	if abort >= 0 {
-		cn.out = append(cn.out, replyMetaOpaqueLong...)
+		cn.out = append(cn.out, protocol.ReplyOpaqueTooLong...)
 		return
 	}
 	if !res.Hit {
 		cn.local[statCmdGet]++
 		cn.local[statGetMisses]++
-		if f.noReply {
+		if f.NoReply {
 			return // q elides the miss
 		}
 		cn.out = append(cn.out, "EN"...)
-		cn.out = appendMissFlags(cn.out, toks, f.key, f.keyBinary)
+		cn.out = appendMissFlags(cn.out, toks, f.Key, f.KeyBinary)
 		cn.out = append(cn.out, "\r\n"...)
 		return
 	}
 	// memcached counts an mg with T as a touch, any other hit (vivified ones included) as a get.
-	if f.newTTL {
+	if f.NewTTL {
 		cn.local[statCmdTouch]++
 		cn.local[statTouchHits]++
 	} else {
@@ -78,7 +78,7 @@ func (cn *conn) metaGet(req *protocol.Request) {
 		cn.local[statGetHits]++
 	}
 	out := cn.out
-	if f.value {
+	if f.Value {
 		out = append(out, "VA "...)
 		out = strconv.AppendInt(out, int64(res.Info.Len), 10)
 	} else {
@@ -111,9 +111,9 @@ func (cn *conn) metaGet(req *protocol.Request) {
 				out = append(out, " h0"...)
 			}
 		case 'O':
-			out = appendOpaque(out, tok)
+			out = protocol.AppendOpaque(out, tok)
 		case 'k':
-			out = appendFlagKey(out, f.key, res.KeyBinary)
+			out = protocol.AppendFlagKey(out, f.Key, res.KeyBinary)
 		}
 	}
 	if res.TokenSent {
@@ -126,7 +126,7 @@ func (cn *conn) metaGet(req *protocol.Request) {
 		out = append(out, " W"...)
 	}
 	out = append(out, "\r\n"...)
-	if f.value {
+	if f.Value {
 		out = append(out, cn.scratch...)
 		out = append(out, "\r\n"...)
 	}
@@ -138,9 +138,9 @@ func appendMissFlags(dst []byte, toks [][]byte, key []byte, binary bool) []byte 
 	for _, tok := range toks {
 		switch tok[0] {
 		case 'O':
-			dst = appendOpaque(dst, tok)
+			dst = protocol.AppendOpaque(dst, tok)
 		case 'k':
-			dst = appendFlagKey(dst, key, binary)
+			dst = protocol.AppendFlagKey(dst, key, binary)
 		}
 	}
 	return dst

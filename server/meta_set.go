@@ -31,22 +31,22 @@ func msMode(m byte, hasCas bool) shard.Mode {
 
 // metaSet serves ms. The parser validated the flags (they decide the framing) and read the data.
 func (cn *conn) metaSet(req *protocol.Request) {
-	var f metaFlags
+	var f protocol.MetaFlags
 	toks := req.Args
-	if errReply := parseMetaFlags(&f, req.Key(), toks, cn.metaKey[:]); errReply != nil {
+	if errReply := protocol.ParseMetaFlags(&f, req.Key(), toks, cn.metaKey[:]); errReply != nil {
 		cn.out = append(cn.out, errReply...) // unreachable after the parser's check; never silent
 		return
 	}
 	cn.local[statCmdSet]++
 	mreq := shard.MetaSetRequest{
-		Mode:       msMode(f.mode, f.hasCas),
+		Mode:       msMode(f.Mode, f.HasCas),
 		Flags:      req.Flags,
-		Exptime:    f.exptime,
-		Cas:        f.cas,
-		Invalidate: f.setStale,
-		KeyBinary:  f.keyBinary,
+		Exptime:    f.Exptime,
+		Cas:        f.Cas,
+		Invalidate: f.SetStale,
+		KeyBinary:  f.KeyBinary,
 	}
-	res, cas := cn.srv.store.MetaSet(f.key, req.Data, &mreq)
+	res, cas := cn.srv.store.MetaSet(f.Key, req.Data, &mreq)
 	if mreq.Mode == shard.ModeCas {
 		switch res {
 		case shard.Stored:
@@ -61,7 +61,7 @@ func (cn *conn) metaSet(req *protocol.Request) {
 	var code string
 	switch res {
 	case shard.Stored:
-		if f.noReply {
+		if f.NoReply {
 			return // q elides only the success
 		}
 		code = "HD"
@@ -75,17 +75,17 @@ func (cn *conn) metaSet(req *protocol.Request) {
 		cn.out = append(cn.out, resultReply(res)...)
 		return
 	default:
-		cn.out = append(cn.out, replyMetaSetUnhandled...)
+		cn.out = append(cn.out, protocol.ReplyServerErrorUnhandledStorage...)
 		return
 	}
 	out := append(cn.out, code...)
 	for _, tok := range toks {
 		switch tok[0] {
 		case 'O':
-			out = appendOpaque(out, tok)
+			out = protocol.AppendOpaque(out, tok)
 		case 'k':
 			// memcached shows the key of the item it built, binary only if this ms said b.
-			out = appendFlagKey(out, f.key, f.keyBinary)
+			out = protocol.AppendFlagKey(out, f.Key, f.KeyBinary)
 		case 'c':
 			out = append(out, " c"...)
 			out = strconv.AppendUint(out, cas, 10) // 0 unless stored, as memcached reports it

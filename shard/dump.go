@@ -22,7 +22,11 @@ package shard
 // dumpBatch chunks per lock hold, so a dump never stalls a shard for long. Items changing between
 // batches may be missed or listed in the state of either pass; the order is page order, not LRU order.
 
-import "github.com/leasecached/leasecached/slab"
+import (
+	"github.com/leasecached/leasecached/slab"
+
+	"github.com/leasecached/leasecached/protocol"
+)
 
 const (
 	// dumpBatch is how many chunks a dump inspects per lock hold.
@@ -179,7 +183,7 @@ func (s *Store) AllItemsFrom(cur *DumpCursor, fn func(MetadumpItem) bool) (done 
 	now := s.now()
 	for ; cur.class < s.classes.Count(); cur.class, cur.shard, cur.page, cur.off = cur.class+1, 0, 0, 0 {
 		stopped := s.visitClassFrom(cur.class, now, cur, func(b []byte) bool {
-			size := mcItemSize(itemKlen(b), itemVlen(b), itemFlags(b))
+			size := protocol.ItemSize(itemKlen(b), itemVlen(b), itemFlags(b))
 			return fn(MetadumpItem{
 				Key:        itemKey(b),
 				Exptime:    int64(itemExp(b)),

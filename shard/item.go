@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"slices"
 
+	"github.com/leasecached/leasecached/protocol"
 	"github.com/leasecached/leasecached/slab"
 )
 
@@ -67,7 +68,7 @@ const (
 	partData    = 24
 
 	// MaxKeyLen is memcached's key length limit (it also fits the klen byte).
-	MaxKeyLen = 250
+	MaxKeyLen = protocol.KeyMaxLength
 )
 
 // State byte: the low two bits are the chunk kind, the rest are item bits.

@@ -67,8 +67,6 @@ func (s *Store) ttl(exp uint32, now int64) int64 {
 
 // memcached's default slab geometry (-n 48, -f 1.25, 1 MiB pages): me reports an item's class in it.
 const (
-	mcItemHeader   = 48      // sizeof(item) on 64-bit
-	mcCasSize      = 8       // the CAS memcached stores with every item
 	mcSmallestSlab = 96      // sizeof(item) + the default -n 48
 	mcGrowthFactor = 1.25    // the default -f
 	mcSlabAlign    = 8       // CHUNK_ALIGN_BYTES
@@ -90,16 +88,6 @@ var mcClassSizes = func() []int {
 	}
 	return append(sizes, mcChunkMax)
 }()
-
-// mcItemSize is memcached's ITEM_ntotal for an item: header, CAS, key and its NUL, non-zero client
-// flags, value and its "\r\n".
-func mcItemSize(klen, vlen int, flags uint32) int {
-	n := mcItemHeader + mcCasSize + klen + 1 + vlen + 2
-	if flags != 0 {
-		n += mcFlagsSize
-	}
-	return n
-}
 
 // mcClassOf is the memcached slab class of an item of ntotal bytes; chunked items report the largest.
 func mcClassOf(ntotal int) int {

@@ -1,6 +1,10 @@
 package shard
 
-import "github.com/leasecached/leasecached/slab"
+import (
+	"github.com/leasecached/leasecached/slab"
+
+	"github.com/leasecached/leasecached/protocol"
+)
 
 // MetaDebugInfo is me's line, in memcached's terms ("ME <key> exp=.. la=.. cas=.. fetch=.. cls=..
 // size=..").
@@ -40,7 +44,7 @@ func (s *Store) MetaDebug(key []byte) (MetaDebugInfo, bool) {
 	if exp := itemExp(b); exp != 0 {
 		info.Exp = int64(int32(s.rel(now) - s.rel(int64(exp))))
 	}
-	info.Size = mcItemSize(itemKlen(b), itemVlen(b), itemFlags(b))
+	info.Size = protocol.ItemSize(itemKlen(b), itemVlen(b), itemFlags(b))
 	info.Class = mcClassOf(info.Size)
 	return info, true
 }

@@ -3,26 +3,13 @@ package shard
 import (
 	"strconv"
 
+	"github.com/leasecached/leasecached/protocol"
 	"github.com/leasecached/leasecached/slab"
-)
-
-const (
-	// mcItemOverhead is what memcached 1.6 adds to key+value when checking
-	// -I: a 48-byte item header, 8 bytes of CAS, the key's NUL and the
-	// value's \r\n. We check the same total so the largest storable value is
-	// byte-identical to memcached's, although our items are smaller.
-	mcItemOverhead = 48 + 8 + 1 + 2
-	// mcFlagsSize: memcached stores non-zero client flags in the item.
-	mcFlagsSize = 4
 )
 
 // tooLarge applies memcached's -I check.
 func (s *Store) tooLarge(klen, vlen int, flags uint32) bool {
-	n := mcItemOverhead + klen + vlen
-	if flags != 0 {
-		n += mcFlagsSize
-	}
-	return n > s.maxItemSize
+	return protocol.ItemSize(klen, vlen, flags) > s.maxItemSize
 }
 
 func validKey(key []byte) bool { return len(key) > 0 && len(key) <= MaxKeyLen }

@@ -36,8 +36,10 @@
 //     than memcached's (0.632 vs 0.608 at s=0.9, 0.897 vs 0.886 at s=1.1,
 //     -m 64, key space 10x the memory). Pages follow the workload: a class evicting items much younger
 //     than another class's next victim takes a page from it (rebalance.go); a
-//     class with no page takes one from the class with the most. Only when
-//     neither works does a store fail with NoMemory.
+//     class with no page takes one from the class with the most. A page that
+//     moves keeps the items CLOCK would keep, moving them to other chunks of
+//     their class (drain.go). Only when neither works does a store fail with
+//     NoMemory.
 //   - Every change of a shard's key->item mapping goes through shard.mutate
 //     (mutate.go), and every rewrite of an item's chunk by a store through
 //     overwrite beside it: where leases are invalidated.
@@ -46,6 +48,7 @@ package shard
 import (
 	"fmt"
 	"github.com/leasecached/leasecached/lease"
+	"github.com/leasecached/leasecached/protocol"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -57,7 +60,7 @@ import (
 
 const (
 	// DefaultMaxItemSize is memcached's default -I.
-	DefaultMaxItemSize = 1 << 20
+	DefaultMaxItemSize = protocol.DefaultMaxItemSize
 	// MinMaxItemSize and MaxMaxItemSize are memcached's bounds for -I.
 	MinMaxItemSize = 1024
 	MaxMaxItemSize = 1 << 30

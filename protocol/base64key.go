@@ -1,4 +1,4 @@
-package server
+package protocol
 
 import "encoding/base64"
 
@@ -21,11 +21,11 @@ var base64Values = func() (t [256]byte) {
 	return t
 }()
 
-// decodeKeyBase64 decodes src into dst as memcached's base64_decode does and returns the decoded
+// DecodeKeyBase64 decodes src into dst as memcached's base64_decode does and returns the decoded
 // bytes, or false where memcached fails (it returns 0 bytes): bytes outside the alphabet are skipped;
 // the alphabet count (with '=') must be a non-zero multiple of 4; decoding stops after the first
 // block holding padding, which may hold at most two '='. dst must hold len(src)/4*3 bytes.
-func decodeKeyBase64(dst, src []byte) ([]byte, bool) {
+func DecodeKeyBase64(dst, src []byte) ([]byte, bool) {
 	count := 0
 	for _, c := range src {
 		if base64Values[c] != base64Invalid {
@@ -66,14 +66,14 @@ func decodeKeyBase64(dst, src []byte) ([]byte, bool) {
 	return dst[:n], n > 0
 }
 
-// base64Append appends key in standard base64 with padding, as memcached's base64_encode writes it.
-func base64Append(dst, key []byte) []byte { return base64.StdEncoding.AppendEncode(dst, key) }
+// AppendBase64 appends key in standard base64 with padding, as memcached's base64_encode writes it.
+func AppendBase64(dst, key []byte) []byte { return base64.StdEncoding.AppendEncode(dst, key) }
 
-// appendKey appends a key as meta replies show it: raw, or base64 followed by " b" when binary.
-func appendKey(dst, key []byte, binary bool) []byte {
+// AppendMetaKey appends a key as meta replies show it: raw, or base64 followed by " b" when binary.
+func AppendMetaKey(dst, key []byte, binary bool) []byte {
 	if !binary {
 		return append(dst, key...)
 	}
-	dst = base64Append(dst, key)
+	dst = AppendBase64(dst, key)
 	return append(dst, " b"...)
 }
