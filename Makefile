@@ -76,6 +76,14 @@ fuzz-smoke:
 		(cd $(BENCH_MOD) && $(GO) test $$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME)); \
 	done
 
+## fuzz-diff: the differential fuzzer (integration/fuzzdiff_test.go) for FUZZTIME: random command sequences,
+## pipelined and cut at random points, sent to memcached 1.6.18 and to leasecached, replies compared; a
+## divergence is shrunk to a reproducer (`make fuzz-diff FUZZTIME=10m`; replay one with FUZZDIFF_SEED=n
+## FUZZDIFF_SEQS=1). `make test` runs it for 15 s under the race detector; this runs without it, for speed.
+.PHONY: fuzz-diff
+fuzz-diff: test-deps
+	FUZZDIFF_TIME=$(FUZZTIME) $(GO) test -count=1 -timeout 0 -v -run '^TestFuzzDiff$$' ./integration/
+
 clean:
 	rm -rf bin
 

@@ -218,7 +218,14 @@ func TestDescriptorExhaustion(t *testing.T) {
 	}
 	t.Logf("%d connections with %d descriptors: %d usable, %d refused", flood, nofile, usable, refused)
 	assert.Positive(t, usable)
-	assert.Positive(t, refused, "the flood should have run out of descriptors")
+	// Where the daemon may raise its hard limit (root with CAP_SYS_RESOURCE) it fits -c and never runs
+	// out; otherwise it says it could not, runs out, and logs the shortage once.
+	constrained := strings.Contains(d.out.String(), "file descriptors, but the limit is")
+	if constrained {
+		assert.Positive(t, refused, "the flood should have run out of descriptors")
+	} else {
+		t.Logf("the daemon raised its descriptor limit to fit -c: no shortage to provoke")
+	}
 	for _, c := range conns {
 		c.Close()
 	}
@@ -232,7 +239,9 @@ func TestDescriptorExhaustion(t *testing.T) {
 	assert.Equal(t, string(sentinelReply), string(rep.data), "a new connection after the flood")
 	close(stop)
 	ck.verify(t)
-	assert.Equal(t, 1, strings.Count(d.out.String(), "refusing new connections"), "one log line per shortage:\n%s", d.out.String())
+	if constrained {
+		assert.Equal(t, 1, strings.Count(d.out.String(), "refusing new connections"), "one log line per shortage:\n%s", d.out.String())
+	}
 }
 
 // TestBurstMemoryReturned: memory a burst of clients made the daemon take is given back to the system

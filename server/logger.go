@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"log"
 	"sync/atomic"
 )
@@ -10,6 +11,7 @@ import (
 type gnetLogger struct {
 	l         *log.Logger
 	verbosity *atomic.Int32
+	lastErr   *atomic.Pointer[string] // the last error line, for Server.Run's error (nil: not kept)
 }
 
 func (g gnetLogger) Debugf(format string, args ...any) {
@@ -24,6 +26,12 @@ func (g gnetLogger) Infof(format string, args ...any) {
 	}
 }
 
-func (g gnetLogger) Warnf(format string, args ...any)  { g.l.Printf("gnet warning: "+format, args...) }
-func (g gnetLogger) Errorf(format string, args ...any) { g.l.Printf("gnet error: "+format, args...) }
+func (g gnetLogger) Warnf(format string, args ...any) { g.l.Printf("gnet warning: "+format, args...) }
+func (g gnetLogger) Errorf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if g.lastErr != nil {
+		g.lastErr.Store(&msg)
+	}
+	g.l.Print("gnet error: " + msg)
+}
 func (g gnetLogger) Fatalf(format string, args ...any) { g.l.Fatalf("gnet fatal: "+format, args...) }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
+	"github.com/leasecached/leasecached/protocol"
 	"github.com/leasecached/leasecached/shard"
 )
 
@@ -37,7 +38,7 @@ const (
 	DefaultListen      = "127.0.0.1"
 	DefaultMemoryMB    = 64
 	DefaultConnLimit   = 1024
-	DefaultMaxItemSize = 1 << 20
+	DefaultMaxItemSize = protocol.DefaultMaxItemSize
 )
 
 // tooManyConns is what memcached (maxconns_fast, the 1.6 default) writes to a connection it refuses.
@@ -56,6 +57,7 @@ type Config struct {
 	LeaseWindow time.Duration // how long a granted lease is valid
 	StaleWindow time.Duration // how long a deleted or expired value is kept for lease-get (< 0: none)
 	LargePages  bool          // -L: item memory on transparent huge pages (for the store: shard.Config)
+	IdleTimeout time.Duration // --idle-timeout: close connections idle this long, whole seconds (0: never; idle.go)
 }
 
 // Server is the gnet event handler. One Server serves one listener.
@@ -71,11 +73,13 @@ type Server struct {
 
 	detail    prefixStats
 	gathering atomic.Int64 // bytes claimed by large requests being gathered (bigreq.go)
-	conns     sync.Map     // *conn -> *conn, for `stats conns`
+	conns     sync.Map     // *conn -> its gnet.Conn, for `stats conns` and the idle check (idle.go)
 	loops     loops        // what the connections of each event loop share
 	eng       atomic.Pointer[gnet.Engine]
 	ready     chan struct{}
 	verbosity atomic.Int32
+	stopping  atomic.Bool            // Stop was called: the engine's end was asked for
+	gnetErr   atomic.Pointer[string] // gnet's last error line, for Run's error when the engine ends by itself
 }
 
 // New returns a server for cfg over store. The store's lifetime is the caller's.
@@ -94,7 +98,9 @@ func (s *Server) Addr() string {
 	return "tcp://" + net.JoinHostPort(s.cfg.Listen, strconv.Itoa(s.cfg.Port))
 }
 
-// Run serves until Stop is called or the listener fails. It returns nil after a clean Stop.
+// Run serves until Stop is called or the engine fails. It returns nil after Stop, and an error whenever the
+// engine ended without Stop having been called (gnet stops its engine when a loop or the acceptor fails), so
+// the daemon never mistakes such an end for a clean stop.
 func (s *Server) Run() error {
 	threads := s.cfg.Threads
 	if threads <= 0 {
@@ -111,10 +117,18 @@ func (s *Server) Run() error {
 		gnet.WithNumEventLoop(threads),
 		gnet.WithReuseAddr(true),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithLogger(gnetLogger{l: s.logger, verbosity: &s.verbosity}),
+		gnet.WithLogger(gnetLogger{l: s.logger, verbosity: &s.verbosity, lastErr: &s.gnetErr}),
+		gnet.WithTicker(s.cfg.IdleTimeout > 0), // OnTick, the idle check (idle.go)
 	)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("serve %s: %w", s.Addr(), err)
+	}
+	if !s.stopping.Load() {
+		reason := "gnet logged no error"
+		if e := s.gnetErr.Load(); e != nil {
+			reason = "gnet's last error: " + *e
+		}
+		return fmt.Errorf("serve %s: the event engine stopped without being asked to (%s)", s.Addr(), reason)
 	}
 	return nil
 }
@@ -124,6 +138,7 @@ func (s *Server) Ready() <-chan struct{} { return s.ready }
 
 // Stop closes the listener and every connection, waiting at most until ctx ends.
 func (s *Server) Stop(ctx context.Context) error {
+	s.stopping.Store(true)
 	eng := s.eng.Load()
 	if eng == nil {
 		return errors.New("stop: server not running")
@@ -155,7 +170,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	cn.fd = c.Fd()
 	cn.remote = c.RemoteAddr().String()
 	cn.lastCmd.Store(time.Now().Unix())
-	s.conns.Store(cn, cn)
+	s.conns.Store(cn, c)
 	c.SetContext(cn)
 	if s.verbosity.Load() > 1 {
 		s.logger.Printf("new connection from %s", c.RemoteAddr())

@@ -4,6 +4,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/leasecached/leasecached/slab"
 )
@@ -69,7 +70,7 @@ func (s *Server) appendSettingsStats(dst []byte) []byte {
 	dst = stat(dst, "warm_max_factor", "2.00")
 	dst = stat(dst, "temp_lru", "no")
 	dst = statInt(dst, "temporary_ttl", 61)
-	dst = statInt(dst, "idle_timeout", 0)
+	dst = statInt(dst, "idle_timeout", int64(s.cfg.IdleTimeout/time.Second))
 	dst = statInt(dst, "watcher_logbuf_size", 262144)
 	dst = statInt(dst, "worker_logbuf_size", 65536)
 	dst = statInt(dst, "read_buf_mem_limit", 0)

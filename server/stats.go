@@ -88,6 +88,7 @@ type serverStats struct {
 	currConns     atomic.Int64
 	totalConns    atomic.Uint64
 	rejectedConns atomic.Uint64
+	idleKicks     atomic.Uint64 // connections closed by --idle-timeout (idle.go)
 }
 
 // newShare returns a share that get counts in.
@@ -119,6 +120,7 @@ func (st *serverStats) reset() {
 	st.mu.Unlock()
 	st.totalConns.Store(0)
 	st.rejectedConns.Store(0)
+	st.idleKicks.Store(0)
 }
 
 func (st *serverStats) get(id statID) uint64 {
@@ -247,6 +249,9 @@ func (s *Server) appendGeneralStats(dst []byte) []byte {
 		dst = statUint(dst, statNames[id], st.get(id))
 	}
 	dst = zeroStats(dst, "auth_cmds", "auth_errors")
+	if s.cfg.IdleTimeout > 0 { // memcached 1.6.18 sends it only with idle_timeout set
+		dst = statUint(dst, "idle_kicks", st.idleKicks.Load())
+	}
 	dst = statUint(dst, "bytes_read", st.get(statBytesRead))
 	dst = statUint(dst, "bytes_written", st.get(statBytesWritten))
 	dst = statInt(dst, "limit_maxbytes", ss.LimitMaxbytes)
@@ -381,8 +386,8 @@ func (s *Server) appendConnStats(dst []byte) []byte {
 	dst = stat(dst, "0:addr", listen)
 	dst = stat(dst, "0:state", "conn_listening")
 	dst = statInt(dst, "0:secs_since_last_cmd", 0)
-	s.conns.Range(func(k, v any) bool {
-		cn := v.(*conn)
+	s.conns.Range(func(k, _ any) bool {
+		cn := k.(*conn)
 		p := strconv.Itoa(cn.fd) + ":"
 		dst = stat(dst, p+"addr", "tcp:"+cn.remote)
 		dst = stat(dst, p+"listen_addr", listen)

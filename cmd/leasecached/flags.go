@@ -20,7 +20,33 @@ const (
 	// maxWindow bounds --lease-window and --stale-window: a lease or stale value held for longer than a
 	// day is a configuration mistake, not a cache policy.
 	maxWindow = 24 * time.Hour
+	// maxIdleTimeout bounds --idle-timeout; the bound only keeps the seconds within memcached's int.
+	maxIdleTimeout = 1<<31 - 1
 )
+
+// parseIdleTimeout reads --idle-timeout: whole seconds as memcached's -o idle_timeout takes them ("60"), or
+// a Go duration ("90s", "5m"). Connections are checked with a one-second clock, so a duration must be a
+// whole number of seconds.
+func parseIdleTimeout(s string) (time.Duration, error) {
+	var d time.Duration
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n < 0 || n > maxIdleTimeout {
+			return 0, fmt.Errorf("%q: must be between 0 and %d seconds", s, maxIdleTimeout)
+		}
+		d = time.Duration(n) * time.Second
+	} else {
+		if d, err = time.ParseDuration(s); err != nil {
+			return 0, fmt.Errorf("%q: want seconds (60) or a duration (90s, 5m)", s)
+		}
+		if d < 0 || d > maxIdleTimeout*time.Second {
+			return 0, fmt.Errorf("%q: must be between 0 and %d seconds", s, maxIdleTimeout)
+		}
+	}
+	if d%time.Second != 0 {
+		return 0, fmt.Errorf("%q: must be whole seconds (connections are checked with a one-second clock)", s)
+	}
+	return d, nil
+}
 
 // parseSize reads a byte count with an optional k/m/g suffix (either case), as memcached's -I does.
 func parseSize(s string) (int64, error) {

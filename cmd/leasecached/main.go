@@ -3,8 +3,6 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -23,8 +21,10 @@ import (
 	"github.com/leasecached/leasecached/shard"
 )
 
-// stopTimeout bounds a clean shutdown: connections get this long to be closed after SIGINT/SIGTERM.
-const stopTimeout = 5 * time.Second
+// stopTimeout bounds a clean shutdown: after SIGINT or SIGTERM the event loops get this long to answer
+// what they have read and close their connections. Past it the process exits all the same (status 0: it
+// was asked to stop), within the 5 s a service manager is usually given before SIGKILL.
+const stopTimeout = 4 * time.Second
 
 func main() {
 	if err := newApp().Run(os.Args); err != nil {
@@ -67,6 +67,8 @@ func newApp() *cli.App {
 				Usage: "how long a lease granted by lease-get stays valid"},
 			&cli.DurationFlag{Name: "stale-window", Value: lease.DefaultStaleWindow,
 				Usage: "how long a deleted or expired value is kept for lease-get (0: none)"},
+			&cli.StringFlag{Name: "idle-timeout", Value: "0",
+				Usage: "close connections that send nothing for longer than this, in seconds or as a duration (0: never)"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile (pprof) to this file until the server stops"},
 			&cli.StringFlag{Name: "trace", Usage: "write a Go execution trace (go tool trace) to this file until the server stops"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Count: &verbose,
@@ -86,6 +88,7 @@ func newApp() *cli.App {
 					defer stop()
 				}
 			}
+			fitDescriptors(cfg.ConnLimit, cfg.Threads, cfg.Verbosity, cfg.Logger)
 			return serve(cfg)
 		},
 	}
@@ -101,36 +104,21 @@ func storeConfig(cfg server.Config) shard.Config {
 		LeaseWindow: cfg.LeaseWindow, StaleWindow: stale, LargePages: cfg.LargePages}
 }
 
+// serve runs the server until it fails or SIGINT or SIGTERM stops it (runUntilStopped).
 func serve(cfg server.Config) error {
 	store, err := shard.New(storeConfig(cfg))
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
 	}
-	defer store.Close()
-
 	srv := server.New(cfg, store)
-	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer cancel()
-
-	done := make(chan error, 1)
-	go func() { done <- srv.Run() }()
-
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	returned, err := runUntilStopped(srv, sigs, stopTimeout, cfg.Logger)
+	if returned {
+		store.Close() // else an event loop may still be using it; exiting frees it
 	}
-	stopCtx, stopCancel := context.WithTimeout(context.Background(), stopTimeout)
-	defer stopCancel()
-	if err := srv.Stop(stopCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		cfg.Logger.Printf("stop: %v", err)
-	}
-	select {
-	case err := <-done:
-		return err
-	case <-stopCtx.Done():
-		return errors.New("stop: connections still open after " + stopTimeout.String())
-	}
+	return err
 }
 
 func configFrom(c *cli.Context, verbose int) (server.Config, error) {
@@ -148,6 +136,11 @@ func configFrom(c *cli.Context, verbose int) (server.Config, error) {
 		LargePages:  c.Bool("enable-largepages"),
 		Logger:      log.New(os.Stderr, "leasecached: ", log.LstdFlags),
 	}
+	idle, err := parseIdleTimeout(c.String("idle-timeout"))
+	if err != nil {
+		return cfg, fmt.Errorf("--idle-timeout: %w", err)
+	}
+	cfg.IdleTimeout = idle
 	memMB := c.Int64("memory-limit")
 	itemSize, err := parseSize(c.String("max-item-size"))
 	if err != nil {

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log"
+	"os"
+	"syscall"
+	"time"
+)
+
+// runner is what runUntilStopped needs of the server (*server.Server); tests fake it.
+type runner interface {
+	Run() error
+	Ready() <-chan struct{}
+	Stop(context.Context) error
+}
+
+// exit is os.Exit; tests replace it.
+var exit = os.Exit
+
+// runUntilStopped runs srv until it fails or a signal arrives on sigs, and then stops it. It returns nil
+// only after a signal: a server that stops for any other reason is an error, so the daemon exits 1 (Run
+// fails whenever its engine ends without Stop). After the signal, srv gets timeout to answer what it has
+// read and close its connections; past that, runUntilStopped returns nil all the same (the daemon was asked
+// to stop) with one log line. A second signal meanwhile exits at once, with status 128 + its number (130
+// for SIGINT, 143 for SIGTERM), as a shell reports a process that signal killed. returned says whether Run
+// returned: if not, the server may still be using what it was given.
+func runUntilStopped(srv runner, sigs <-chan os.Signal, timeout time.Duration, logger *log.Logger) (returned bool, err error) {
+	done := make(chan error, 1)
+	go func() { done <- srv.Run() }()
+
+	var sig os.Signal
+	select {
+	case err := <-done:
+		return true, err
+	case sig = <-sigs:
+	}
+	logger.Printf("%s: stopping (a second signal exits at once)", signalName(sig))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	go func() {
+		select { // a signal can come before the engine is up; Stop needs it up
+		case <-srv.Ready():
+		case <-ctx.Done():
+			return
+		}
+		if err := srv.Stop(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) &&
+			!errors.Is(err, context.Canceled) {
+			logger.Printf("stop: %v", err)
+		}
+	}()
+	// Run returns as soon as the engine has closed everything. gnet's Stop only polls for that every
+	// 500 ms, so it is not waited for.
+	select {
+	case err := <-done:
+		return true, err
+	case sig := <-sigs:
+		logger.Printf("%s again: exiting at once", signalName(sig))
+		code := 1
+		if s, ok := sig.(syscall.Signal); ok {
+			code = 128 + int(s)
+		}
+		exit(code)
+		return false, errors.New("exit returned") // only a test's exit returns
+	case <-ctx.Done():
+		logger.Printf("stop: connections still open after %v: exiting without them", timeout)
+		return false, nil
+	}
+}
+
+// signalName is how a log line names sig: SIGINT, SIGTERM.
+func signalName(sig os.Signal) string {
+	switch sig {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return sig.String()
+}

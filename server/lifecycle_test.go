@@ -1,0 +1,116 @@
+package server
+
+import (
+	"context"
+	"io"
+	"log"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	gerrors "github.com/panjf2000/gnet/v2/pkg/errors"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/leasecached/leasecached/shard"
+)
+
+// startRun runs a server in-process and returns it once it accepts connections, with the channel Run's
+// result arrives on. The server is stopped at the end of the test if it is still running.
+func startRun(t *testing.T, cfg Config) (*Server, <-chan error) {
+	t.Helper()
+	store, err := shard.New(shard.Config{MemoryLimit: 16 << 20})
+	require.NoError(t, err)
+	cfg.Listen, cfg.Port = "127.0.0.1", freePort(t)
+	cfg.MaxItemSize, cfg.MemoryLimit = 1<<20, 16<<20
+	if cfg.Threads == 0 {
+		cfg.Threads = 2
+	}
+	if cfg.ConnLimit == 0 {
+		cfg.ConnLimit = 64
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = log.New(io.Discard, "", 0)
+	}
+	s := New(cfg, store)
+	done := make(chan error, 1)
+	go func() { done <- s.Run() }()
+	select {
+	case <-s.Ready():
+	case err := <-done:
+		t.Fatalf("Run ended before it was ready: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("server not ready after 10s")
+	}
+	result := make(chan error, 1)
+	finished := make(chan struct{})
+	go func() {
+		err := <-done
+		result <- err
+		close(finished)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-finished:
+		default:
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = s.Stop(ctx)
+			select {
+			case <-finished:
+			case <-time.After(10 * time.Second):
+				t.Error("Run did not return within 10s of Stop")
+			}
+		}
+		store.Close()
+	})
+	return s, result
+}
+
+// An engine that stops without Stop having been called (gnet stops it when a loop fails; before the
+// acceptor was patched, when accept ran out of descriptors) is an error, so the daemon exits non-zero; Run
+// returned nil then, and the daemon exited 0.
+func TestRunFailsWhenEngineStopsByItself(t *testing.T) {
+	s, result := startRun(t, Config{})
+	c, err := net.DialTimeout("tcp", net.JoinHostPort(s.cfg.Listen, strconv.Itoa(s.cfg.Port)), 5*time.Second)
+	require.NoError(t, err)
+	defer c.Close()
+	var el gnet.EventLoop
+	for deadline := time.Now().Add(5 * time.Second); el == nil && time.Now().Before(deadline); {
+		s.loops.mu.Lock()
+		for l := range s.loops.m {
+			el = l
+		}
+		s.loops.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	require.NotNil(t, el, "no event loop has a connection")
+	// A loop that returns gnet's shutdown error ends the engine, as a failing loop or acceptor does.
+	require.NoError(t, el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		return gerrors.ErrEngineShutdown
+	})))
+	select {
+	case err := <-result:
+		require.Error(t, err, "Run returned nil although nobody called Stop")
+		assert.Contains(t, err.Error(), "stopped without being asked to")
+		assert.NotContains(t, err.Error(), "\n")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10s of the engine stopping")
+	}
+}
+
+// After Stop, Run returns nil: the daemon exits 0 after SIGINT or SIGTERM.
+func TestRunReturnsNilAfterStop(t *testing.T) {
+	s, result := startRun(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() { _ = s.Stop(ctx) }()
+	select {
+	case err := <-result:
+		assert.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10s of Stop")
+	}
+}
