@@ -253,7 +253,11 @@ var clockToken = regexp.MustCompile(`( t| l|exp=|la=)(-?[0-9]+)\b`)
 // sameModuloClock reports whether two transcripts are equal, allowing TTL and idle numbers to differ
 // by one: memcached's clock ticks on its own schedule, so a case that straddles a tick may see one
 // second more or less than our wall clock. Everything else must match byte for byte.
-func sameModuloClock(a, b string) bool {
+func sameModuloClock(a, b string) bool { return sameWithinClock(a, b, 1) }
+
+// sameWithinClock is sameModuloClock with slack seconds of difference allowed; -1 ("never expires":
+// t-1, exp=-1) must match exactly whatever the slack.
+func sameWithinClock(a, b string, slack int64) bool {
 	if a == b {
 		return true
 	}
@@ -265,7 +269,10 @@ func sameModuloClock(a, b string) bool {
 	for i := range na {
 		x, _ := strconv.ParseInt(na[i][2], 10, 64)
 		y, _ := strconv.ParseInt(nb[i][2], 10, 64)
-		if d := x - y; d < -1 || d > 1 {
+		if x == y {
+			continue
+		}
+		if x == -1 || y == -1 || x-y > slack || y-x > slack {
 			return false
 		}
 	}

@@ -758,27 +758,7 @@ func fzNormalize(raw []byte, prefix string, encoded map[string]string) string {
 // fzSame compares two normalised transcripts, allowing TTL and idle numbers (clockToken) to differ
 // by fzClockSlack unless either is -1 (t-1 and exp=-1 mean "never expires"; me's exp= of a live
 // item is otherwise its negated TTL).
-func fzSame(a, b string) bool {
-	if a == b {
-		return true
-	}
-	blank := func(s string) string { return clockToken.ReplaceAllString(s, "${1}<n>") }
-	if blank(a) != blank(b) {
-		return false
-	}
-	na, nb := clockToken.FindAllStringSubmatch(a, -1), clockToken.FindAllStringSubmatch(b, -1)
-	for i := range na {
-		x, _ := strconv.ParseInt(na[i][2], 10, 64)
-		y, _ := strconv.ParseInt(nb[i][2], 10, 64)
-		if x == y {
-			continue
-		}
-		if x == -1 || y == -1 || x-y > fzClockSlack || y-x > fzClockSlack {
-			return false
-		}
-	}
-	return true
-}
+func fzSame(a, b string) bool { return sameWithinClock(a, b, fzClockSlack) }
 
 // fzWaitingSame compares the replies of a batch after which both servers still wait for the rest
 // of a data block (fzTail normally prevents it). memcached does not write the replies it queued
