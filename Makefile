@@ -84,6 +84,15 @@ fuzz-smoke:
 fuzz-diff: test-deps
 	FUZZDIFF_TIME=$(FUZZTIME) $(GO) test -count=1 -timeout 0 -v -run '^TestFuzzDiff$$' ./integration/
 
+## soak: the integrity soak (integration/soak_test.go), each of its two runs (memory to spare, then
+## overfilled) for SOAKTIME instead of the 12 s `make test` gives them (`make soak SOAKTIME=10m`), with the
+## race detector as in make test. The test bounds itself (its clock, a deadline on every exchange), hence no
+## go test timeout.
+SOAKTIME ?= 10m
+.PHONY: soak
+soak:
+	SOAK_TIME=$(SOAKTIME) $(GO) test -race -count=1 -timeout 0 -v -run '^TestSoak$$' ./integration/
+
 clean:
 	rm -rf bin
 

@@ -261,8 +261,9 @@ func (s *Server) appendGeneralStats(dst []byte) []byte {
 	dst = statUint(dst, "conn_yields", 0)
 	dst = statInt(dst, "hash_power_level", int64(bits.Len64(uint64(max(ss.HashBytes/8, 1)))-1))
 	dst = statInt(dst, "hash_bytes", ss.HashBytes)
-	dst = statUint(dst, "hash_is_expanding", 0) // index growth is synchronous under the shard lock
-	dst = zeroStats(dst, "slab_reassign_rescues", "slab_reassign_chunk_rescues", "slab_reassign_evictions_nomem",
+	dst = statUint(dst, "hash_is_expanding", 0)                  // index growth is synchronous under the shard lock
+	dst = statUint(dst, "slab_reassign_rescues", ss.SlabRescues) // items kept when their page moved
+	dst = zeroStats(dst, "slab_reassign_chunk_rescues", "slab_reassign_evictions_nomem",
 		"slab_reassign_inline_reclaim", "slab_reassign_busy_items", "slab_reassign_busy_deletes",
 		"slab_reassign_running")
 	dst = statUint(dst, "slabs_moved", ss.SlabsMoved)

@@ -8,12 +8,16 @@ import "github.com/leasecached/leasecached/slab"
 const allocAttempts = 4
 
 // allocChunk returns a chunk of class id, making room when the class has no
-// free chunk and the page budget is spent: first CLOCK within the class
-// (reclaiming dead items on the way), else a page taken from another class.
+// free chunk and the page budget is spent: first a page that holds no item,
+// from another class (emptypage.go), then CLOCK within the class (reclaiming
+// dead items on the way), else a page taken from another class.
 func (sh *shard) allocChunk(id int, now int64) (slab.Ref, bool) {
 	for range allocAttempts {
 		if r, ok := sh.al.Alloc(id); ok {
 			return r, true
+		}
+		if sh.takeEmptyPage(id, now) {
+			continue
 		}
 		if sh.rebalanceDue(id) && sh.rebalance(id, now) {
 			continue
@@ -89,25 +93,24 @@ func (sh *shard) release(head slab.Ref, why cause, now int64) {
 	sh.noGhost = false
 }
 
-// movePage gives class to a page taken from the class with the most pages,
-// evicting everything in that page first (memcached's slab reassign). Pages
-// holding a pinned item are skipped.
+// movePage gives class to a page taken from the class with the most pages (memcached's slab reassign),
+// drained first: its hot items move to other chunks of their class, the rest are evicted (drainPage).
+// Pages holding a pinned item are skipped.
 func (sh *shard) movePage(to int, now int64) bool {
-	p, ok := sh.emptyVictimPage(to, now)
-	if !ok {
+	if !sh.drainVictimPage(to, now) {
 		return false
 	}
-	if err := sh.al.MovePage(p, to); err != nil {
-		panic("shard: " + err.Error()) // emptyVictimPage left a used chunk: broken invariant
+	if err := sh.al.EndDrain(to); err != nil {
+		panic("shard: " + err.Error()) // drainPage left a used chunk: broken invariant
 	}
 	sh.stats.slabsMoved++
 	return true
 }
 
-// emptyVictimPage picks a page of the class with the most pages (never class keep; -1 keeps none), skipping
-// pages that hold a pinned item and falling back to the next largest class, and evicts everything in it.
-// False if no class has a page that can be emptied.
-func (sh *shard) emptyVictimPage(keep int, now int64) (uint32, bool) {
+// drainVictimPage picks a page of the class with the most pages (never class keep; -1 keeps none),
+// skipping pages that hold a pinned item and falling back to the next largest class, and drains it
+// (drainPage): the caller ends the drain. False if no class has a page that can be emptied.
+func (sh *shard) drainVictimPage(keep int, now int64) bool {
 	n := sh.st.classes.Count()
 	var tried [slab.MaxClasses]bool
 	for range n {
@@ -121,15 +124,25 @@ func (sh *shard) emptyVictimPage(keep int, now int64) (uint32, bool) {
 			}
 		}
 		if victim < 0 {
-			return 0, false
+			return false
 		}
 		tried[victim] = true
-		for i := range most {
-			p := sh.al.PageAt(victim, i)
-			if sh.pagePinned(p) {
-				continue
-			}
-			sh.evictPage(p, now)
+		if p, ok := sh.victimPage(victim); ok {
+			sh.drainPage(p, now)
+			return true
+		}
+	}
+	return false
+}
+
+// victimPage is the page class id gives up: the one under its CLOCK hand, whose items are those the class
+// would evict next, else the first one holding no pinned item; false if every page holds one.
+func (sh *shard) victimPage(id int) (uint32, bool) {
+	if r := sh.al.PeekHand(id); r != slab.NilRef && !sh.pagePinned(r.Page()) {
+		return r.Page(), true
+	}
+	for i := range sh.al.Pages(id) {
+		if p := sh.al.PageAt(id, i); !sh.pagePinned(p) {
 			return p, true
 		}
 	}
@@ -145,21 +158,4 @@ func (sh *shard) pagePinned(p uint32) bool {
 		}
 	}
 	return false
-}
-
-// evictPage frees every chunk of page p by removing the items using them
-// (a chained item is removed whole, wherever its other chunks are).
-func (sh *shard) evictPage(p uint32, now int64) {
-	first, size, n := sh.al.PageChunks(p)
-	for i := range n {
-		head, b, ok := sh.itemOf(first + slab.Ref(i*size))
-		if !ok {
-			continue
-		}
-		why := sh.st.dead(b, now)
-		if why == causeNone {
-			why = causeEvict
-		}
-		sh.release(head, why, now)
-	}
 }

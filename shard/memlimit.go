@@ -138,14 +138,19 @@ func (sh *shard) releaseExcess(now int64, budget int) {
 	}
 }
 
-// releasePage evicts one page's items and returns the page to the arena; false if no page could go.
+// releasePage drains one page (drain.go: its hot items move to the class's other pages, the rest are
+// evicted) and returns it to the arena; false if no page could go.
 func (sh *shard) releasePage(now int64) bool {
-	p, ok := sh.emptyVictimPage(-1, now)
-	if !ok {
+	// A page that holds no item goes first: giving it back costs no item (emptypage.go).
+	if p, ok := sh.emptyPage(-1, now); ok && sh.al.ReleasePage(p) == nil {
+		sh.stats.slabsMoved++
+		return true
+	}
+	if !sh.drainVictimPage(-1, now) {
 		return false
 	}
-	if err := sh.al.ReleasePage(p); err != nil {
-		panic("shard: " + err.Error()) // emptyVictimPage left a used chunk: broken invariant
+	if err := sh.al.EndDrain(-1); err != nil {
+		panic("shard: " + err.Error()) // drainPage left a used chunk: broken invariant
 	}
 	sh.stats.slabsMoved++
 	return true

@@ -16,7 +16,8 @@ import (
 // its last eviction with the age of the item under every other class's CLOCK hand (what that class would
 // evict next), and takes one page from the class whose next victim is oldest when that is more than
 // rebalanceAgeRatio times older plus rebalanceAgeSlack seconds. The page under that class's hand is the
-// one moved: its items are the ones it would have evicted next anyway.
+// one moved: its items are the ones it would have evicted next anyway, and the ones among them CLOCK would
+// keep move to other chunks of the class first (drain.go).
 //
 // The slack keeps classes whose items all live for about the same short time (ages of 0 or 1 second, a
 // steady mixed workload) from trading pages back and forth; the ratio does the same for longer lives. The
@@ -64,9 +65,9 @@ func (sh *shard) rebalance(to int, now int64) bool {
 	if sh.pagePinned(p) {
 		return false
 	}
-	sh.evictPage(p, now)
-	if err := sh.al.MovePage(p, to); err != nil {
-		panic("shard: " + err.Error()) // evictPage left a used chunk: broken invariant
+	sh.drainPage(p, now)
+	if err := sh.al.EndDrain(to); err != nil {
+		panic("shard: " + err.Error()) // drainPage left a used chunk: broken invariant
 	}
 	sh.stats.slabsMoved++
 	sh.cls[to].pagesGained++

@@ -38,6 +38,9 @@ type classStats struct {
 	oldest           uint32 // oldest store time seen by the last reclaimer pass
 	evictsSinceCheck uint32 // live items evicted since the last rebalance check (rebalance.go)
 	pagesGained      uint64 // pages the rebalancer moved into this class
+	emptyLook        int64  // when this class last looked for an empty page and found none (emptypage.go)
+	emptyScan        int64  // when this class's pages were last read through for an empty one, finding none
+	rescued          uint64 // items page moves kept by moving them to another chunk (drain.go)
 }
 
 // Stats is a snapshot of the store, summed over shards, with the fields
@@ -52,6 +55,7 @@ type Stats struct {
 	EvictedUnfetched uint64
 	CrawlerReclaimed uint64 // dead items freed by the background reclaimer
 	SlabsMoved       uint64
+	SlabRescues      uint64 // items page moves kept by moving them within their class (memcached's slab_reassign_rescues)
 	GetExpired       uint64 // fetches that found the key expired
 	GetFlushed       uint64 // fetches that found the key flushed by flush_all
 	StaleItems       int64  // deleted/expired values kept for lease-get (not in CurrItems)
@@ -148,6 +152,7 @@ func (s *Store) Stats() Stats {
 			o.ExpiredUnfetched += c.expiredUnfetched
 			o.CrawlerReclaimed += c.crawlerReclaimed
 			o.OutOfMemory += c.outOfMemory
+			out.SlabRescues += c.rescued
 		}
 		sh.mu.Unlock()
 	}

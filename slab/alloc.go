@@ -1,7 +1,5 @@
 package slab
 
-import "fmt"
-
 // Allocator is one owner's (one shard's) set of size classes drawing pages
 // from a shared Arena. Not safe for concurrent use.
 type Allocator struct {
@@ -10,6 +8,10 @@ type Allocator struct {
 	cls      []classState
 	owned    int // pages taken from the arena
 	maxPages int // this allocator's share of the arena budget
+
+	// drain is the page being emptied between BeginDrain and EndDrain (drain.go); drain.page is noDrain
+	// when there is none.
+	drain drainState
 }
 
 type classState struct {
@@ -38,7 +40,7 @@ func NewAllocator(a *Arena, c *Classes, maxPages int) *Allocator {
 	for i := range cls {
 		cls[i].free = NilRef
 	}
-	al := &Allocator{arena: a, classes: c, cls: cls}
+	al := &Allocator{arena: a, classes: c, cls: cls, drain: drainState{page: noDrain}}
 	al.SetMaxPages(maxPages)
 	return al
 }
@@ -103,8 +105,13 @@ func (al *Allocator) Alloc(id int) (Ref, bool) {
 	return r, true
 }
 
-// Free returns chunk r to its class's free list and marks it StateFree.
+// Free returns chunk r to its class's free list and marks it StateFree. A chunk of the page being
+// drained is only marked free: that page no longer hands chunks out.
 func (al *Allocator) Free(r Ref) {
+	if r.Page() == al.drain.page {
+		al.freeDrained(r)
+		return
+	}
 	id := al.arena.classOf(r.Page())
 	cs := &al.cls[id]
 	b := al.arena.chunkAt(r, StateOffset+1)
@@ -193,100 +200,11 @@ func (al *Allocator) PageChunks(p uint32) (first Ref, size, n int) {
 	id := int(al.arena.classOf(p))
 	cs := &al.cls[id]
 	size = int(al.classes.size[id])
-	return MakeRef(p, 0), size, int(al.carved(cs, id, p)) / size
-}
-
-// MovePage reassigns page p to class to (memcached's slab reassign). Every
-// chunk handed out in p must already be free: the caller evicts first.
-func (al *Allocator) MovePage(p uint32, to int) error {
-	if from := int(al.arena.classOf(p)); from == to {
-		return fmt.Errorf("slab: page %d already belongs to class %d", p, to)
+	carved := al.carved(cs, id, p)
+	if p == al.drain.page {
+		carved = al.drain.carved
 	}
-	if err := al.detachPage(p); err != nil {
-		return err
-	}
-	al.arena.setClass(p, uint8(to))
-	ts := &al.cls[to]
-	ts.pages = append(ts.pages, p)
-	if !ts.bumping {
-		ts.bumping, ts.bumpPage, ts.bumpOff = true, p, 0
-		return nil
-	}
-	// The target still has an uncarved page (callers normally move a page only
-	// when it has none): carve all of p onto the free list.
-	tsize := uint32(al.classes.size[to])
-	for off := uint32(0); off+tsize <= PageSize; off += tsize {
-		b := al.arena.chunkAt(MakeRef(p, off), StateOffset+1)
-		writeLink(b, ts.free)
-		b[StateOffset] = StateFree
-		ts.free = MakeRef(p, off)
-		ts.nfree++
-	}
-	al.arena.markCarved(p, PageSize) // every chunk's link was written
-	return nil
-}
-
-// ReleasePage gives page p back to the arena (memcached frees slab pages
-// this way when its memory limit is lowered). Every chunk handed out in p must
-// already be free: the caller evicts first.
-func (al *Allocator) ReleasePage(p uint32) error {
-	if err := al.detachPage(p); err != nil {
-		return err
-	}
-	al.owned--
-	al.arena.releasePage(p)
-	return nil
-}
-
-// detachPage takes page p, all of whose carved chunks are free, out of its
-// class: off the free list, the page list, the CLOCK hand and the bump state.
-func (al *Allocator) detachPage(p uint32) error {
-	from := int(al.arena.classOf(p))
-	cs := &al.cls[from]
-	idx := -1
-	for i, q := range cs.pages {
-		if q == p {
-			idx = i
-			break
-		}
-	}
-	if idx < 0 {
-		return fmt.Errorf("slab: page %d is not owned by this allocator", p)
-	}
-	first, size, n := al.PageChunks(p)
-	page := al.arena.page(p)
-	for i := 0; i < n; i++ {
-		if page[int(first.Offset())+i*size+StateOffset] != StateFree {
-			return fmt.Errorf("slab: page %d still holds a used chunk at offset %d", p, i*size)
-		}
-	}
-	// Unthread p's chunks from the free list: O(free chunks), fine for a rare
-	// operation, and it keeps free chunks free of any per-page bookkeeping.
-	prev, r := NilRef, cs.free
-	for r != NilRef {
-		next := readLink(al.arena.chunkAt(r, LinkSize))
-		if r.Page() == p {
-			if prev == NilRef {
-				cs.free = next
-			} else {
-				writeLink(al.arena.chunkAt(prev, LinkSize), next)
-			}
-			cs.nfree--
-		} else {
-			prev = r
-		}
-		r = next
-	}
-	cs.pages = append(cs.pages[:idx], cs.pages[idx+1:]...)
-	if cs.hand > idx {
-		cs.hand--
-	} else if cs.hand == idx {
-		cs.handOff = 0
-	}
-	if cs.bumping && cs.bumpPage == p {
-		cs.bumping = false
-	}
-	return nil
+	return MakeRef(p, 0), size, int(carved) / size
 }
 
 // ClassStats is one class's occupancy.

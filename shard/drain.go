@@ -1,0 +1,134 @@
+package shard
+
+import "github.com/leasecached/leasecached/slab"
+
+// Page moves keep what is hot.
+//
+// A page leaves its class for three reasons: the rebalancer gives it to a class evicting younger items
+// (rebalance.go), a class with no page takes one (movePage), or the memory limit was lowered
+// (releasePage). The items in it used to be evicted whole, whatever their use: the page is picked for the
+// item under its class's CLOCK hand (or is simply the class's first page), not for the other items it
+// holds, and one page holds hundreds of items. Keys read ten times a second went with it (issue 23: 4 of 12
+// hot 3 KB keys lost under a flood of tiny sets at -m 64, which moved pages from their class to the tiny
+// ones), although CLOCK itself, which spares a visited item, would never have evicted them.
+//
+// Now a page is drained instead (slab.Allocator.BeginDrain): it leaves its class first, so that
+// allocations from the class cannot land in it, and then every item in it that its class's policy would
+// keep is moved into another chunk of the same class (memcached's slab_rebalance_move "rescues" live items
+// the same way); the rest are evicted, or reclaimed when dead. The chunk for a rescued item comes from the
+// class's free list, else from the class's CLOCK hand (sweep), which evicts the class's next cold item in
+// another page. A page move therefore costs its class the same number of items as before, but the ones
+// CLOCK picks instead of the ones that happened to share the page. When the class has no other page, or
+// every other item is pinned, the item is evicted as before.
+//
+// What a page move keeps (keepOnMove) is what CLOCK keeps, plus what was read in the last
+// rescueRecentSecs: a page move acts as the hand passing over the page, but the hand may have cleared an
+// item's bit a moment ago (the rebalancer takes the page the hand is in, which rescues of the previous move
+// swept), and an item read several times a second must not lose on that timing. An item is kept by
+// moving it: same CAS, flags, times, bits and value, and the same chunk size, so it stays in its class and
+// its accounting does not change; leases name keys, not chunks, and are untouched. Ghosts (stale values for
+// lease-get) are never rescued: they are what CLOCK takes first.
+//
+// Cost: a move copies at most the page's live bytes (1 MB) and sweeps the class for as many chunks, under
+// the shard lock, once per page of evictions in the receiving class. Nothing changes on the read path
+// (reads set the CLOCK bit and bump the item time exactly as before) and items keep their size: the
+// only new state is the allocator's one draining page.
+
+// rescueRecentSecs is how recent an item's last read must be for a page move to keep it whatever its CLOCK
+// bit (see above). Item times are whole seconds, so 1 covers reads in the current and the previous second.
+const rescueRecentSecs = 1
+
+// keepOnMove says whether a page move should keep the live item whose head chunk is b (see above).
+func keepOnMove(b []byte, now int64) bool {
+	st := b[offState]
+	if st&flagGhost != 0 {
+		return false
+	}
+	if st&flagVisited != 0 {
+		return true
+	}
+	// The time field moves on reads only once an item is fetched (bump): before that it is the store time.
+	return st&flagFetched != 0 && now-int64(itemTime(b)) <= rescueRecentSecs
+}
+
+// drainPage empties page p, which holds no pinned item, for a page move: the hot items in it move to other
+// chunks of its class, the rest are evicted or reclaimed (see above). The caller ends the drain
+// (slab.Allocator.EndDrain).
+func (sh *shard) drainPage(p uint32, now int64) {
+	first, size, n := sh.al.PageChunks(p)
+	id := sh.al.ClassOf(first)
+	if err := sh.al.BeginDrain(p); err != nil {
+		panic("shard: " + err.Error()) // p is a page of this shard and nothing else drains: broken invariant
+	}
+	for i := range n {
+		r := first + slab.Ref(i*size)
+		head, b, ok := sh.itemOf(r) // free, or freed since the loop began (a chained item's other part)
+		if !ok {
+			continue
+		}
+		why := sh.st.dead(b, now)
+		if why == causeNone && keepOnMove(b, now) && sh.rescue(r, head, id, now) {
+			continue
+		}
+		if why == causeNone {
+			why = causeEvict
+		}
+		sh.release(head, why, now)
+	}
+}
+
+// rescue moves chunk r of the draining page, the head or a part of the live item whose head is head, into
+// another chunk of class id, the item otherwise unchanged; false if no chunk could be had (the caller
+// evicts the item then).
+func (sh *shard) rescue(r, head slab.Ref, id int, now int64) bool {
+	hb := sh.chunk(head)
+	pinned := hb[offState] & flagPinned
+	hb[offState] |= flagPinned // the sweep that finds a chunk must not take this item (nor its other parts)
+	nu, ok := sh.rescueChunk(id, now)
+	hb[offState] = hb[offState]&^flagPinned | pinned
+	if !ok {
+		return false
+	}
+	nb := sh.chunk(nu)
+	copy(nb, sh.chunk(r)) // same class, same size: header, key, value, bits and links alike
+	if r == head {
+		h := Hash(itemKey(nb))
+		slot, found := sh.idx.slotOf(h, r)
+		if !found {
+			panic("shard: item to rescue is not indexed") // broken invariant: memory would be corrupted
+		}
+		sh.idx.replace(slot, nu)
+		if itemChained(nb) {
+			for pr := readRef(nb[chainOff(nb):]); pr != slab.NilRef; {
+				pb := sh.chunk(pr)
+				writeRef(pb[offPartHead:], nu)
+				pr = readRef(pb[offPartNext:])
+			}
+		}
+	} else {
+		// r is a part: rewrite the link that names it, the head's or the previous part's.
+		link := hb[chainOff(hb):]
+		for readRef(link) != r {
+			link = sh.chunk(readRef(link))[offPartNext:]
+		}
+		writeRef(link, nu)
+	}
+	sh.al.Free(r)
+	sh.cls[id].rescued++
+	return true
+}
+
+// rescueChunk is a chunk of class id for a rescued item: a free one, else one CLOCK frees in the class's
+// other pages (the draining page is out of the class). Neither the rebalancer nor another page move runs
+// here: one page drains at a time.
+func (sh *shard) rescueChunk(id int, now int64) (slab.Ref, bool) {
+	for range allocAttempts {
+		if r, ok := sh.al.Alloc(id); ok {
+			return r, true
+		}
+		if !sh.sweep(id, now) {
+			break
+		}
+	}
+	return slab.NilRef, false
+}
