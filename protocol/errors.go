@@ -45,10 +45,10 @@ func (e *Error) Error() string {
 
 // Reply texts of the errors Parse can produce, exactly as memcached 1.6.18 writes them.
 var (
-	replyError             = []byte("ERROR\r\n")
-	replyBadFormat         = []byte("CLIENT_ERROR bad command line format\r\n")
-	replyBadDataChunk      = []byte("CLIENT_ERROR bad data chunk\r\n")
-	replyTooLarge          = []byte("SERVER_ERROR object too large for cache\r\n")
+	replyError             = ReplyError // encode.go has the replies the server writes too
+	replyBadFormat         = ReplyClientErrorBadFormat
+	replyBadDataChunk      = ReplyClientErrorBadChunk
+	replyTooLarge          = ReplyServerErrorTooLarge
 	replyBadDelta          = []byte("CLIENT_ERROR invalid numeric delta argument\r\n")
 	replyBadExptime        = []byte("CLIENT_ERROR invalid exptime argument\r\n")
 	replyDeleteUsage       = []byte("CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n")

@@ -153,7 +153,7 @@ func (cn *conn) serveBig(c Transport) (action Action, done bool) {
 		action = cn.refuse(err) // a data block not ended by \r\n, a line too long: as if in one read
 	case n != len(cn.big.buf):
 		// Parser.Need and Parse disagree: a bug, which must not be answered with a guess.
-		cn.out = append(cn.out, "SERVER_ERROR internal parser error\r\n"...)
+		cn.out = append(cn.out, replyInternalParserError...)
 		action = Close
 	default:
 		switch cn.execute(&cn.req) {

@@ -25,7 +25,6 @@ const (
 
 var (
 	replyBadCommandLine = []byte("CLIENT_ERROR bad command line\r\n")
-	replyBadFormat      = []byte("CLIENT_ERROR bad command line format\r\n")
 	replyIllegalSlabID  = []byte("CLIENT_ERROR Illegal slab id\r\n")
 )
 
@@ -38,7 +37,7 @@ func (cn *conn) cachedump(req *protocol.Request) {
 	limit, okLimit := protocol.SafeStrtoul(req.Args[2])
 	switch {
 	case !okID || !okLimit:
-		cn.out = append(cn.out, replyBadFormat...)
+		cn.out = append(cn.out, protocol.ReplyClientErrorBadFormat...)
 		return
 	case id >= maxSlabClasses:
 		cn.out = append(cn.out, replyIllegalSlabID...)

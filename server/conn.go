@@ -236,6 +236,9 @@ func (cn *conn) done(c Transport, pos int, action Action) Action {
 	return action
 }
 
+// replyInternalParserError answers what only a parser bug can produce: never a guess at the request.
+var replyInternalParserError = []byte("SERVER_ERROR internal parser error\r\n")
+
 // refuse answers a request the parser refused, as memcached would: the reply now, or once the refused data
 // block has been swallowed; the value the refused store would have replaced dropped; the connection closed
 // when memcached closes it.
@@ -243,7 +246,7 @@ func (cn *conn) refuse(err error) Action {
 	perr, ok := err.(*protocol.Error)
 	if !ok {
 		// The parser promises *protocol.Error; anything else is a bug we must not answer with a guess.
-		cn.out = append(cn.out, "SERVER_ERROR internal parser error\r\n"...)
+		cn.out = append(cn.out, replyInternalParserError...)
 		return Close
 	}
 	if perr.DropKey != nil {

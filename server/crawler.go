@@ -7,11 +7,8 @@ import (
 	"github.com/leasecached/leasecached/shard"
 )
 
-// memcached's replies for `lru_crawler`.
-var (
-	replyBadClass         = []byte("BADCLASS invalid class id\r\n")
-	replyMetadumpPipeline = []byte("ERROR cannot pipeline other commands before metadump\r\n")
-)
+// replyBadClass is memcached's reply to `lru_crawler` naming a class that does not exist.
+var replyBadClass = []byte("BADCLASS invalid class id\r\n")
 
 // maxCrawlerClass is memcached's highest slab class id (MAX_NUMBER_OF_SLAB_CLASSES - 1).
 const maxCrawlerClass = 63
