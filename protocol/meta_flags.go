@@ -31,6 +31,43 @@ type MetaFlags struct {
 	Cas         uint64 // C
 	Delta       uint64 // D
 	Initial     uint64 // J
+
+	// ExpOps are the T, N and R flags ('T', 'N', 'R') in request order, those before OpaqueAbort only:
+	// memcached notices an over-long opaque while writing the reply, after acting on the flags before it.
+	ExpOps      [3]byte
+	NumExpOps   int
+	OpaqueAbort int // index of the first O token longer than memcached accepts; -1: none
+}
+
+// preparseMeta fills req.Meta for mg, ms, md and ma from the key and flag tokens Parse left in it: the preparse
+// once, its error reply in the command's words (md and ma report every flag error alike), and the ordered
+// exptime operations. It allocates only the first time a Request decodes a base64 key.
+func (req *Request) preparseMeta() {
+	if cap(req.metaKey) < KeyMaxLength {
+		req.metaKey = make([]byte, KeyMaxLength)
+	}
+	f := &req.Meta
+	*f = MetaFlags{}
+	if req.Cmd == CmdMetaArithmetic {
+		f.Delta = 1 // no D: by one
+	}
+	req.MetaErr = ParseMetaFlags(f, req.Key(), req.Args, req.metaKey[:KeyMaxLength])
+	if req.MetaErr != nil && (req.Cmd == CmdMetaDelete || req.Cmd == CmdMetaArithmetic) {
+		req.MetaErr = ReplyInvalidOrDuplicateFlag
+	}
+	f.OpaqueAbort = OpaqueAbortAt(req.Args)
+	for i, tok := range req.Args {
+		if i == f.OpaqueAbort {
+			break
+		}
+		switch tok[0] {
+		case 'T', 'N', 'R':
+			if f.NumExpOps < len(f.ExpOps) { // each at most once: a repeat is refused
+				f.ExpOps[f.NumExpOps] = tok[0]
+				f.NumExpOps++
+			}
+		}
+	}
 }
 
 // ParseMetaFlags fills f from a meta command's key and flag tokens. It returns the error reply, or nil.

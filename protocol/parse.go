@@ -7,11 +7,10 @@ type Parser struct {
 	// It decides "SERVER_ERROR object too large for cache" with memcached's exact arithmetic.
 	MaxItemSize int
 
-	toks    [][]byte           // token scratch, reused across calls
-	swallow Error              // the one error whose Swallow varies; returned by pointer, reused
-	need    int                // what Need reports
-	pend    pending            // the storage request that Need describes, for RefuseNoMemory
-	keyBuf  [KeyMaxLength]byte // an ms key decoded from base64 (flag b), to check its length
+	toks    [][]byte // token scratch, reused across calls
+	swallow Error    // the one error whose Swallow varies; returned by pointer, reused
+	need    int      // what Need reports
+	pend    pending  // the storage request that Need describes, for RefuseNoMemory
 }
 
 // pending is what Parse keeps of a storage request whose data block has not all arrived.

@@ -28,7 +28,9 @@ func (p *Parser) parseMetaSet(buf []byte, next int, req *Request, toks [][]byte)
 	}
 	n := int(vlen)
 	flagToks := toks[3:]
-	v := p.checkMetaSetFlags(key, flagToks)
+	req.Keys = append(req.Keys, key)
+	req.Args = append(req.Args, flagToks...)
+	v := p.checkMetaSetFlags(req)
 	if v.reply != nil {
 		return p.swallowBlock(buf, next, n, v.reply)
 	}
@@ -46,11 +48,9 @@ func (p *Parser) parseMetaSet(buf []byte, next int, req *Request, toks [][]byte)
 	case blockBadChunk:
 		return end, errBadDataChunk
 	}
-	req.Keys = append(req.Keys, key)
 	req.Bytes = n
 	req.Flags = v.clientFlags
 	req.Data = data
-	req.Args = append(req.Args, flagToks...)
 	return end, nil
 }
 
@@ -61,13 +61,14 @@ type metaSetCheck struct {
 	clientFlags uint32 // the F flag, 0 when absent
 }
 
-// checkMetaSetFlags is memcached's _meta_flag_preparse (ParseMetaFlags) plus the ms-specific checks that
-// precede item allocation, with memcached's precedence: an invalid mode outranks an over-long opaque.
-func (p *Parser) checkMetaSetFlags(key []byte, flags [][]byte) metaSetCheck {
-	var f MetaFlags
-	if reply := ParseMetaFlags(&f, key, flags, p.keyBuf[:]); reply != nil {
-		return metaSetCheck{reply: reply}
+// checkMetaSetFlags is memcached's _meta_flag_preparse (Request.preparseMeta) plus the ms-specific checks
+// that precede item allocation, with memcached's precedence: an invalid mode outranks an over-long opaque.
+func (p *Parser) checkMetaSetFlags(req *Request) metaSetCheck {
+	req.preparseMeta()
+	if req.MetaErr != nil {
+		return metaSetCheck{reply: req.MetaErr}
 	}
+	f := &req.Meta
 	res := metaSetCheck{nkey: len(f.Key), clientFlags: f.ClientFlags}
 	switch f.Mode {
 	case 0, 'E', 'A', 'P', 'R', 'S':
@@ -75,7 +76,7 @@ func (p *Parser) checkMetaSetFlags(key []byte, flags [][]byte) metaSetCheck {
 		res.reply = ReplyInvalidMsModeFlag
 		return res
 	}
-	if OpaqueAbortAt(flags) >= 0 {
+	if f.OpaqueAbort >= 0 {
 		res.reply = ReplyOpaqueTooLong
 	}
 	return res

@@ -168,5 +168,8 @@ func parseMeta(req *Request, toks [][]byte) *Error {
 	}
 	req.Keys = append(req.Keys, toks[1])
 	req.Args = append(req.Args, toks[2:]...)
+	if req.Cmd != CmdMetaDebug {
+		req.preparseMeta()
+	}
 	return nil
 }

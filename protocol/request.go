@@ -30,6 +30,12 @@ type Request struct {
 	// Args are the raw remaining tokens: stats sub-command tokens, verbosity tokens, shutdown and
 	// version arguments, meta flag tokens (e.g. "v", "t", "N30", "Oabc", "q").
 	Args [][]byte
+	// Meta is the preparse of mg, ms, md and ma (set only for them): the key as stored (base64-decoded
+	// with b, into a buffer the Request owns), typed flag values and the ordered exptime operations.
+	// MetaErr is the reply its flags get, in the command's words, or nil. ms is refused by Parse instead.
+	Meta    MetaFlags
+	MetaErr []byte
+	metaKey []byte
 }
 
 // Key returns Keys[0], or nil when the request has no key.

@@ -80,7 +80,7 @@ type conn struct {
 	yielded bool
 	resume  int
 	dump    shard.DumpCursor
-	metaKey [protocol.KeyMaxLength]byte // a meta command's base64-decoded key (flag b)
+	metaKey [protocol.KeyMaxLength]byte // me's base64-decoded key (flag b); the others decode in the parser
 
 	fd      int          // socket descriptor, the connection's name in `stats conns`
 	remote  string       // peer address, captured once at open

@@ -11,14 +11,11 @@ import (
 // order the client sent them, each command suppresses under q exactly what memcached suppresses, and
 // errors use memcached's words. Item semantics live in shard (MetaGet, MetaSet, ...).
 
-// metaExpOps collects the T, N and R flags in request order, stopping at index stop (-1: none).
-func metaExpOps(toks [][]byte, stop int, f *protocol.MetaFlags) shard.ExpOps {
+// metaExpOps is the store's form of the T, N and R flags the parser ordered (protocol.MetaFlags.ExpOps).
+func metaExpOps(f *protocol.MetaFlags) shard.ExpOps {
 	var ops shard.ExpOps
-	for i, tok := range toks {
-		if i == stop {
-			break
-		}
-		switch tok[0] {
+	for _, kind := range f.ExpOps[:f.NumExpOps] {
+		switch kind {
 		case 'T':
 			ops.Add(shard.ExpTouch, f.Exptime)
 		case 'N':
@@ -32,15 +29,14 @@ func metaExpOps(toks [][]byte, stop int, f *protocol.MetaFlags) shard.ExpOps {
 
 // metaGet serves mg.
 func (cn *conn) metaGet(req *protocol.Request) {
-	var f protocol.MetaFlags
-	toks := req.Args
-	if errReply := protocol.ParseMetaFlags(&f, req.Key(), toks, cn.metaKey[:]); errReply != nil {
-		cn.out = append(cn.out, errReply...)
+	f, toks := &req.Meta, req.Args
+	if req.MetaErr != nil {
+		cn.out = append(cn.out, req.MetaErr...)
 		return
 	}
-	abort := protocol.OpaqueAbortAt(toks)
+	abort := f.OpaqueAbort
 	mreq := shard.MetaGetRequest{
-		Ops:      metaExpOps(toks, abort, &f),
+		Ops:      metaExpOps(f),
 		Vivify:   f.Vivify,
 		NoUpdate: f.NoUpdate,
 		Locked:   f.Locked,
@@ -59,7 +55,7 @@ func (cn *conn) metaGet(req *protocol.Request) {
 		if f.NoReply {
 			return // q elides the miss
 		}
-		cn.out = cn.appendMiss("EN", toks, &f)
+		cn.out = cn.appendMiss("EN", toks, f)
 		cn.out = append(cn.out, "\r\n"...)
 		return
 	}
@@ -122,10 +118,9 @@ func msMode(m byte, hasCas bool) shard.Mode {
 
 // metaSet serves ms. The parser validated the flags (they decide the framing) and read the data.
 func (cn *conn) metaSet(req *protocol.Request) {
-	var f protocol.MetaFlags
-	toks := req.Args
-	if errReply := protocol.ParseMetaFlags(&f, req.Key(), toks, cn.metaKey[:]); errReply != nil {
-		cn.out = append(cn.out, errReply...) // unreachable after the parser's check; never silent
+	f, toks := &req.Meta, req.Args
+	if req.MetaErr != nil {
+		cn.out = append(cn.out, req.MetaErr...) // unreachable after the parser's check; never silent
 		return
 	}
 	cn.local[statCmdSet]++
@@ -177,13 +172,12 @@ func (cn *conn) metaSet(req *protocol.Request) {
 
 // metaDelete serves md.
 func (cn *conn) metaDelete(req *protocol.Request) {
-	var f protocol.MetaFlags
-	toks := req.Args
-	if protocol.ParseMetaFlags(&f, req.Key(), toks, cn.metaKey[:]) != nil {
-		cn.out = append(cn.out, protocol.ReplyInvalidOrDuplicateFlag...) // md reports every flag error alike
+	f, toks := &req.Meta, req.Args
+	if req.MetaErr != nil {
+		cn.out = append(cn.out, req.MetaErr...)
 		return
 	}
-	if protocol.OpaqueAbortAt(toks) >= 0 {
+	if f.OpaqueAbort >= 0 {
 		cn.out = append(cn.out, protocol.ReplyOpaqueTooLong...) // checked before the item is looked up
 		return
 	}
@@ -212,16 +206,15 @@ func (cn *conn) metaDelete(req *protocol.Request) {
 		cn.local[statDeleteMisses]++
 		code = "NF"
 	}
-	cn.out = cn.appendMiss(code, toks, &f)
+	cn.out = cn.appendMiss(code, toks, f)
 	cn.out = append(cn.out, "\r\n"...)
 }
 
 // metaArith serves ma.
 func (cn *conn) metaArith(req *protocol.Request) {
-	f := protocol.MetaFlags{Delta: 1} // no D: by one
-	toks := req.Args
-	if protocol.ParseMetaFlags(&f, req.Key(), toks, cn.metaKey[:]) != nil {
-		cn.out = append(cn.out, protocol.ReplyInvalidOrDuplicateFlag...)
+	f, toks := &req.Meta, req.Args
+	if req.MetaErr != nil {
+		cn.out = append(cn.out, req.MetaErr...)
 		return
 	}
 	incr := true
@@ -235,13 +228,13 @@ func (cn *conn) metaArith(req *protocol.Request) {
 	}
 	// memcached notices an over-long opaque only while writing the reply, after the arithmetic and
 	// the T/N flags before it took effect.
-	abort := protocol.OpaqueAbortAt(toks)
+	abort := f.OpaqueAbort
 	mreq := shard.MetaArithRequest{
 		Incr:    incr,
 		Delta:   f.Delta,
 		Vivify:  f.Vivify,
 		Initial: f.Initial,
-		Ops:     metaExpOps(toks, abort, &f),
+		Ops:     metaExpOps(f),
 	}
 	if f.HasCas {
 		mreq.Cas = f.Cas
@@ -275,7 +268,7 @@ func (cn *conn) metaArith(req *protocol.Request) {
 		if res.Result == shard.Exists {
 			code = "EX"
 		}
-		cn.out = cn.appendMiss(code, toks, &f)
+		cn.out = cn.appendMiss(code, toks, f)
 		cn.out = append(cn.out, "\r\n"...)
 		return
 	}
