@@ -18,11 +18,11 @@ var (
 	ReplyReset     = []byte("RESET\r\n") // "stats reset"
 	ReplyError     = []byte("ERROR\r\n")
 	ReplyMN        = []byte("MN\r\n") // mn
-	ReplyEN        = []byte("EN\r\n") // mg/me miss
-	ReplyHD        = []byte("HD\r\n") // meta success without flags
-	ReplyNF        = []byte("NF\r\n") // meta not found
-	ReplyNS        = []byte("NS\r\n") // meta not stored
-	ReplyEX        = []byte("EX\r\n") // meta exists (CAS mismatch)
+	ReplyEN        = []byte(MetaEN + "\r\n")
+	ReplyHD        = []byte(MetaHD + "\r\n")
+	ReplyNF        = []byte(MetaNF + "\r\n")
+	ReplyNS        = []byte(MetaNS + "\r\n")
+	ReplyEX        = []byte(MetaEX + "\r\n")
 
 	ReplyServerErrorTooLarge  = []byte("SERVER_ERROR object too large for cache\r\n")
 	ReplyServerErrorOOMStore  = []byte("SERVER_ERROR out of memory storing object\r\n")

@@ -2,6 +2,15 @@ package protocol
 
 import "strconv"
 
+// Meta status words: what a meta reply starts with, before its flags.
+const (
+	MetaHD = "HD" // success, no value
+	MetaEN = "EN" // mg/me miss
+	MetaNF = "NF" // not found
+	MetaNS = "NS" // not stored
+	MetaEX = "EX" // exists: CAS mismatch
+)
+
 // Meta replies echo return flags in the order the client sent them (memcached 1.6.18). Each command
 // echoes its own set: EchoGet for an mg hit, EchoSet for ms, EchoArith for ma, EchoMiss for EN, NF and EX.
 const (
@@ -75,7 +84,7 @@ func AppendMetaFlags(dst []byte, toks [][]byte, echo string, e *MetaEcho) []byte
 // asked for the value (v), else "HD".
 func AppendMetaHead(dst []byte, value bool, n int) []byte {
 	if !value {
-		return append(dst, "HD"...)
+		return append(dst, MetaHD...)
 	}
 	dst = append(dst, "VA "...)
 	return strconv.AppendInt(dst, int64(n), 10)

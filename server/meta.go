@@ -55,7 +55,7 @@ func (cn *conn) metaGet(req *protocol.Request) {
 		if f.NoReply {
 			return // q elides the miss
 		}
-		cn.out = cn.appendMiss("EN", toks, f)
+		cn.out = cn.appendMiss(protocol.MetaEN, toks, f)
 		cn.out = append(cn.out, "\r\n"...)
 		return
 	}
@@ -150,13 +150,13 @@ func (cn *conn) metaSet(req *protocol.Request) {
 		if f.NoReply {
 			return // q elides only the success
 		}
-		code = "HD"
+		code = protocol.MetaHD
 	case shard.Exists:
-		code = "EX"
+		code = protocol.MetaEX
 	case shard.NotFound:
-		code = "NF"
+		code = protocol.MetaNF
 	case shard.NotStored:
-		code = "NS"
+		code = protocol.MetaNS
 	case shard.TooLarge, shard.NoMemory:
 		cn.out = append(cn.out, resultReply(res)...)
 		return
@@ -198,13 +198,13 @@ func (cn *conn) metaDelete(req *protocol.Request) {
 		if f.NoReply {
 			return
 		}
-		code = "HD"
+		code = protocol.MetaHD
 	case shard.Exists:
 		cn.local[statDeleteMisses]++
-		code = "EX"
+		code = protocol.MetaEX
 	default:
 		cn.local[statDeleteMisses]++
-		code = "NF"
+		code = protocol.MetaNF
 	}
 	cn.out = cn.appendMiss(code, toks, f)
 	cn.out = append(cn.out, "\r\n"...)
@@ -264,9 +264,9 @@ func (cn *conn) metaArith(req *protocol.Request) {
 	}
 	switch res.Result {
 	case shard.NotFound, shard.Exists:
-		code := "NF"
+		code := protocol.MetaNF
 		if res.Result == shard.Exists {
-			code = "EX"
+			code = protocol.MetaEX
 		}
 		cn.out = cn.appendMiss(code, toks, f)
 		cn.out = append(cn.out, "\r\n"...)
