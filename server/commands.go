@@ -161,17 +161,22 @@ func (cn *conn) storeCmd(req *protocol.Request) {
 	key := req.Key()
 	res := cn.srv.store.StoreHashed(storeModes[req.Cmd], key, cn.hashOf(0, key), req.Flags, req.Exptime, req.Data, req.Cas)
 	if req.Cmd == protocol.CmdCas {
-		switch res {
-		case shard.Stored:
-			cn.local[statCasHits]++
-		case shard.Exists:
-			cn.local[statCasBadval]++
-		case shard.NotFound:
-			cn.local[statCasMisses]++
-		}
+		cn.countCas(res)
 	}
 	cn.countStoreFailure(res)
 	cn.reply(req, resultReply(res))
+}
+
+// countCas counts a compare-and-swap's outcome as memcached does (cas, and ms with C).
+func (cn *conn) countCas(res shard.Result) {
+	switch res {
+	case shard.Stored:
+		cn.local[statCasHits]++
+	case shard.Exists:
+		cn.local[statCasBadval]++
+	case shard.NotFound:
+		cn.local[statCasMisses]++
+	}
 }
 
 func (cn *conn) countStoreFailure(res shard.Result) {

@@ -134,14 +134,7 @@ func (cn *conn) metaSet(req *protocol.Request) {
 	}
 	res, cas := cn.srv.store.MetaSet(f.Key, req.Data, &mreq)
 	if mreq.Mode == shard.ModeCas {
-		switch res {
-		case shard.Stored:
-			cn.local[statCasHits]++
-		case shard.Exists:
-			cn.local[statCasBadval]++
-		case shard.NotFound:
-			cn.local[statCasMisses]++
-		}
+		cn.countCas(res)
 	}
 	cn.countStoreFailure(res)
 	var code string
