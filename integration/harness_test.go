@@ -192,11 +192,16 @@ func startLeasecached(t testing.TB, args ...string) *daemon {
 		return d
 	}
 	requireLeasecached(t)
-	return startDaemon(t, "leasecached", leasecachedPath, func(port int) []string {
+	return startDaemon(t, "leasecached", leasecachedPath, leasecachedArgs(args))
+}
+
+// leasecachedArgs is leasecached's command line for a port: the shared defaults, then args.
+func leasecachedArgs(args []string) func(port int) []string {
+	return func(port int) []string {
 		base := []string{"-l", "127.0.0.1", "-p", strconv.Itoa(port),
 			"-m", defaultMemoryMB, "-t", defaultThreads}
 		return append(base, args...)
-	})
+	}
 }
 
 // startLeasecachedPlain is startLeasecached with the daemon built without the
@@ -204,11 +209,7 @@ func startLeasecached(t testing.TB, args ...string) *daemon {
 func startLeasecachedPlain(t testing.TB, args ...string) *daemon {
 	t.Helper()
 	requireLeasecached(t)
-	return startDaemon(t, "leasecached", leasecachedPlainPath, func(port int) []string {
-		base := []string{"-l", "127.0.0.1", "-p", strconv.Itoa(port),
-			"-m", defaultMemoryMB, "-t", defaultThreads}
-		return append(base, args...)
-	})
+	return startDaemon(t, "leasecached", leasecachedPlainPath, leasecachedArgs(args))
 }
 
 // startPair starts memcached and leasecached with the same extra args.

@@ -1,6 +1,9 @@
 package protocol
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // Meta status words: what a meta reply starts with, before its flags.
 const (
@@ -43,10 +46,10 @@ func AppendMetaFlags(dst []byte, toks [][]byte, echo string, e *MetaEcho) []byte
 	ops := 0
 	for _, tok := range toks {
 		o := tok[0]
-		if indexByte(e.ExpOps, o) >= 0 {
+		if strings.IndexByte(e.ExpOps, o) >= 0 {
 			ops++
 		}
-		if indexByte(echo, o) < 0 {
+		if strings.IndexByte(echo, o) < 0 {
 			continue
 		}
 		switch o {
@@ -88,13 +91,4 @@ func AppendMetaHead(dst []byte, value bool, n int) []byte {
 	}
 	dst = append(dst, "VA "...)
 	return strconv.AppendInt(dst, int64(n), 10)
-}
-
-func indexByte(s string, c byte) int {
-	for i := range len(s) {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
 }

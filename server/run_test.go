@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"os"
 	"os/exec"
@@ -13,8 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/leasecached/leasecached/shard"
 )
 
 // TestRunHoldsAPPerLoopAndStaysPreemptible runs a real server in-process, starting from GOMAXPROCS 1 with
@@ -26,30 +23,15 @@ func TestRunHoldsAPPerLoopAndStaysPreemptible(t *testing.T) {
 	old := runtime.GOMAXPROCS(1)
 	t.Cleanup(func() { runtime.GOMAXPROCS(old) })
 
-	store, err := shard.New(shard.Config{MemoryLimit: 16 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(store.Close)
-	s := New(Config{Listen: "127.0.0.1", Port: freePort(t), Threads: loops, ConnLimit: 16,
-		MaxItemSize: 1 << 20, MemoryLimit: 16 << 20, Logger: log.New(io.Discard, "", 0)}, store)
-	done := make(chan error, 1)
-	go func() { done <- s.Run() }()
-	select {
-	case <-s.Ready():
-	case err := <-done:
-		t.Fatalf("Run ended before it was ready: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("server not ready after 10s")
-	}
-	t.Cleanup(func() {
+	s, result := startRun(t, Config{Threads: loops, ConnLimit: 16})
+	t.Cleanup(func() { // before startRun's: Run must return nil after Stop
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := s.Stop(ctx); err != nil {
 			t.Errorf("Stop: %v", err)
 		}
 		select {
-		case err := <-done:
+		case err := <-result:
 			if err != nil {
 				t.Errorf("Run: %v", err)
 			}
