@@ -23,6 +23,7 @@ import (
 
 	"github.com/leasecached/leasecached/protocol"
 	"github.com/leasecached/leasecached/shard"
+	"github.com/leasecached/leasecached/tlsconf"
 )
 
 // ProtocolVersion is what `version` and `stats` report. Clients gate features (meta commands) on it, so it
@@ -44,10 +45,25 @@ const (
 // tooManyConns is what memcached (maxconns_fast, the 1.6 default) writes to a connection it refuses.
 var tooManyConns = []byte("ERROR Too many open connections\r\n")
 
+// Listener is one address connections are accepted on. See doc/design/listeners.md.
+type Listener struct {
+	Network string // "tcp" or "unix"
+	Addr    string // host:port for tcp; the socket file's path for unix
+	TLS     bool   // tcp only: connections speak TLS (-Z, unless the -l entry says notls:)
+}
+
 // Config is the daemon's settings as given on the command line.
 type Config struct {
-	Listen      string
-	Port        int
+	// Listen is -l as given (entries joined with ","), what `stats settings` reports as inter; Port is -p.
+	// Listeners are the addresses they name (and -s); when empty, one TCP listener on Listen:Port.
+	Listen    string
+	Port      int
+	Listeners []Listener
+	UnixMask  os.FileMode // -a: permissions of unix socket files (0: memcached's default, 0700)
+	// TLS is the ssl_* settings, used when a listener has TLS set.
+	TLS tlsconf.Settings
+	// AuthFile is -Y: the text protocol's password file ("" : no authentication). See doc/design/auth.md.
+	AuthFile string
 	Threads     int
 	ConnLimit   int
 	MaxItemSize int
