@@ -96,6 +96,7 @@ type Server struct {
 	verbosity atomic.Int32
 	stopping  atomic.Bool            // Stop was called: the engine's end was asked for
 	gnetErr   atomic.Pointer[string] // gnet's last error line, for Run's error when the engine ends by itself
+	reloaders []reloader             // what Reload re-reads, registered by New
 }
 
 // New returns a server for cfg over store. The store's lifetime is the caller's.
@@ -147,6 +148,26 @@ func (s *Server) Run() error {
 		return fmt.Errorf("serve %s: the event engine stopped without being asked to (%s)", s.Addr(), reason)
 	}
 	return nil
+}
+
+// Reload re-reads the files the server was started with, as SIGHUP asks (memcached reloads -Y's file on
+// SIGHUP; leasecached also the TLS certificates). A file that does not load leaves what was loaded before
+// in use, and the reason is logged; Reload returns the errors for the caller to report as well.
+func (s *Server) Reload() []error {
+	var errs []error
+	for _, r := range s.reloaders {
+		if err := r.reload(); err != nil {
+			s.logger.Printf("reload %s: %v (keeping the one loaded before)", r.what, err)
+			errs = append(errs, fmt.Errorf("%s: %w", r.what, err))
+		}
+	}
+	return errs
+}
+
+// reloader is one file Reload re-reads.
+type reloader struct {
+	what   string // the setting, for the log: "-Y", "ssl_chain_cert"
+	reload func() error
 }
 
 // Ready is closed once the listener accepts connections.
