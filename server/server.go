@@ -63,7 +63,7 @@ type Config struct {
 	// TLS is the ssl_* settings, used when a listener has TLS set.
 	TLS tlsconf.Settings
 	// AuthFile is -Y: the text protocol's password file ("" : no authentication). See doc/design/auth.md.
-	AuthFile string
+	AuthFile    string
 	Threads     int
 	ConnLimit   int
 	MaxItemSize int
