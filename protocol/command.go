@@ -37,6 +37,7 @@ const (
 	CmdMetaDebug
 	CmdCacheMemlimit
 	CmdLruCrawler
+	CmdRefreshCerts
 
 	numCommands // sentinel: keep last
 )
@@ -74,6 +75,7 @@ var commandNames = [numCommands]string{
 	CmdMetaDebug:      "me",
 	CmdCacheMemlimit:  "cache_memlimit",
 	CmdLruCrawler:     "lru_crawler",
+	CmdRefreshCerts:   "refresh_certs",
 }
 
 // String returns the command's wire name ("get", "lease-set", "mg", ...).

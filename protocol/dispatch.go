@@ -13,7 +13,7 @@ const (
 	kindDelete            // delete
 	kindFlushAll          // flush_all
 	kindVerbosity         // verbosity
-	kindFreeArgs          // version, stats, quit, shutdown, mn: any arguments, kept in Args
+	kindFreeArgs          // version, stats, quit, shutdown, mn, refresh_certs: any arguments, kept in Args
 	kindMeta              // mg, md, ma, me
 	kindMemlimit          // cache_memlimit
 )
@@ -70,6 +70,8 @@ func lookupCommand(name []byte) (Command, cmdKind) {
 		return CmdShutdown, kindFreeArgs
 	case "mn":
 		return CmdMetaNoop, kindFreeArgs
+	case "refresh_certs": // memcached's, in a build with TLS (Debian's): answers even without -Z
+		return CmdRefreshCerts, kindFreeArgs
 	case "mg":
 		return CmdMetaGet, kindMeta
 	case "ms":

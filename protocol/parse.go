@@ -104,6 +104,9 @@ func (p *Parser) parseGeneral(buf []byte, req *Request) (n int, err error) {
 		perr = parseVerbosity(req, toks)
 	case kindFreeArgs:
 		req.Args = append(req.Args, toks[1:]...)
+		if cmd == CmdRefreshCerts {
+			req.Noreply = hasNoreply(toks) // memcached's set_noreply_maybe
+		}
 	case kindMeta:
 		perr = parseMeta(req, toks)
 	case kindMemlimit:

@@ -97,6 +97,8 @@ func (cn *conn) execute(req *protocol.Request) outcome {
 		cn.leaseSet(req)
 	case protocol.CmdCacheMemlimit:
 		cn.memlimit(req)
+	case protocol.CmdRefreshCerts:
+		cn.refreshCerts(req)
 	default:
 		cn.out = append(cn.out, protocol.ReplyError...)
 	}

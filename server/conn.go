@@ -84,6 +84,7 @@ type conn struct {
 
 	fd      int          // socket descriptor, the connection's name in `stats conns`
 	remote  string       // peer address, captured once at open
+	listen  string       // the listener's address, `stats conns` listen_addr ("tcp:127.0.0.1:11211")
 	lastCmd atomic.Int64 // unix seconds of the last read event, for `stats conns`
 }
 

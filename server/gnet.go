@@ -10,14 +10,12 @@ import (
 // connection's engine (conn.go). Everything gnet-specific about serving a connection is here and in
 // batch.go (batched reads) and loop.go (what an event loop's connections share).
 
-// OnBoot records the engine so Stop can reach it, and starts giving bursts' memory back (memory.go).
+// OnBoot records the engine so Stop can reach it, once gnet has made every listener.
 func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	s.eng.Store(&eng)
-	go s.releaseMemory(eng)
+	s.restoreUmask()
+	s.announce()
 	close(s.ready)
-	if s.verbosity.Load() > 0 {
-		s.logger.Printf("listening on %s with %d event loops", s.Addr(), s.cfg.Threads)
-	}
 	return gnet.None
 }
 
@@ -28,18 +26,24 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		s.stats.rejectedConns.Add(1)
 		return tooManyConns, gnet.Close
 	}
+	cn := newConn(s, s.loopOf(c.EventLoop()))
+	s.openConn(cn, c, c.Fd(), addrString(c.RemoteAddr()), listenAddr(c.LocalAddr()))
+	c.SetContext(cn)
+	return nil, gnet.None
+}
+
+// openConn counts and records a connection admitted by either transport: cn is its engine, handle the
+// transport's connection (a gnet.Conn, or a *streamConn), listen the listener's address in `stats conns`
+// form.
+func (s *Server) openConn(cn *conn, handle any, fd int, remote, listen string) {
 	s.stats.currConns.Add(1)
 	s.stats.totalConns.Add(1)
-	cn := newConn(s, s.loopOf(c.EventLoop()))
-	cn.fd = c.Fd()
-	cn.remote = c.RemoteAddr().String()
+	cn.fd, cn.remote, cn.listen = fd, remote, listen
 	cn.lastCmd.Store(time.Now().Unix())
-	s.conns.Store(cn, c)
-	c.SetContext(cn)
+	s.conns.Store(cn, handle)
 	if s.verbosity.Load() > 1 {
-		s.logger.Printf("new connection from %s", c.RemoteAddr())
+		s.logger.Printf("new connection from %s on %s", remote, listen)
 	}
-	return nil, gnet.None
 }
 
 // Refusal is what a connection refused for lack of file descriptors is told before it is closed
@@ -52,18 +56,24 @@ func (s *Server) Refusal() []byte {
 // OnClose releases the connection's state.
 func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	if cn, ok := c.Context().(*conn); ok {
-		cn.closed = true // OnClose runs on the connection's loop, maybe inside its serve (conn.closed)
-		if cn.gc == nil {
-			cn.releaseBig() // not inside serve, which may still be using it (serve's done gives it back)
-		}
-		s.conns.Delete(cn)
-		s.stats.currConns.Add(-1)
+		s.closeConn(cn, err)
 		c.SetContext(nil)
 	}
-	if s.verbosity.Load() > 1 {
-		s.logger.Printf("connection from %s closed: %v", c.RemoteAddr(), err)
-	}
 	return gnet.None
+}
+
+// closeConn releases the state of a connection either transport closed. It runs where the connection is
+// served (its event loop, or its goroutine), maybe inside its serve call (conn.closed).
+func (s *Server) closeConn(cn *conn, err error) {
+	cn.closed = true
+	if cn.gc == nil {
+		cn.releaseBig() // not inside serve, which may still be using it (serve's done gives it back)
+	}
+	s.conns.Delete(cn)
+	s.stats.currConns.Add(-1)
+	if s.verbosity.Load() > 1 {
+		s.logger.Printf("connection from %s closed: %v", cn.remote, err)
+	}
 }
 
 // OnTraffic serves every complete request buffered on c, and does what the connection's engine asks of

@@ -55,10 +55,10 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 	var idle map[gnet.EventLoop][]idleConn
 	s.conns.Range(func(k, v any) bool {
 		cn := k.(*conn)
-		if !isIdle(cn, now, limit) {
+		c, ok := v.(gnet.Conn) // a stream connection's read deadline is its idle check (stream.go)
+		if !ok || !isIdle(cn, now, limit) {
 			return true
 		}
-		c := v.(gnet.Conn)
 		el := c.EventLoop() // fixed for the connection's life: safe from here
 		if idle == nil {
 			idle = make(map[gnet.EventLoop][]idleConn)

@@ -4,8 +4,6 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
-
-	"github.com/panjf2000/gnet/v2"
 )
 
 // Memory a burst takes on the Go heap (replies waiting for slow readers, gathered requests, gnet's
@@ -22,8 +20,8 @@ const (
 	releaseAbove = 16 << 20
 )
 
-// releaseMemory runs until eng stops.
-func (s *Server) releaseMemory(eng gnet.Engine) {
+// releaseMemory runs until done is closed.
+func (s *Server) releaseMemory(done <-chan struct{}) {
 	samples := []metrics.Sample{
 		{Name: "/memory/classes/heap/free:bytes"},    // free, not yet returned
 		{Name: "/memory/classes/heap/objects:bytes"}, // in use and not yet swept
@@ -36,9 +34,11 @@ func (s *Server) releaseMemory(eng gnet.Engine) {
 	floor, again := size(), false
 	t := time.NewTicker(releaseEvery)
 	defer t.Stop()
-	for range t.C {
-		if eng.Validate() != nil {
+	for {
+		select {
+		case <-done:
 			return
+		case <-t.C:
 		}
 		if again || size() > floor+releaseAbove {
 			debug.FreeOSMemory()

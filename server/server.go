@@ -8,13 +8,9 @@
 package server
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log"
-	"net"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,9 +90,14 @@ type Server struct {
 	eng       atomic.Pointer[gnet.Engine]
 	ready     chan struct{}
 	verbosity atomic.Int32
-	stopping  atomic.Bool            // Stop was called: the engine's end was asked for
-	gnetErr   atomic.Pointer[string] // gnet's last error line, for Run's error when the engine ends by itself
-	reloaders []reloader             // what Reload re-reads, registered by New
+	stopping  atomic.Bool                   // Stop was called: the engine's end was asked for
+	gnetErr   atomic.Pointer[string]        // gnet's last error line, for Run's error when the engine ends by itself
+	reloaders []reloader                    // what Reload re-reads, registered by New
+	certs     atomic.Pointer[tlsconf.Certs] // set by Run when a listener is TLS (stream.go)
+	streams   streamListeners               // the stream transport's listeners and connections (stream.go)
+	stopped   chan struct{}                 // closed by Stop: Run without gnet listeners returns
+	stopOnce  sync.Once
+	umask     func() // restores the process's umask after the unix sockets are made (listeners.go)
 }
 
 // New returns a server for cfg over store. The store's lifetime is the caller's.
@@ -105,49 +106,10 @@ func New(cfg Config, store *shard.Store) *Server {
 		cfg.Logger = log.New(os.Stderr, "leasecached: ", log.LstdFlags)
 	}
 	s := &Server{cfg: cfg, store: store, started: time.Now(), pid: os.Getpid(), logger: cfg.Logger,
-		ready: make(chan struct{})}
+		ready: make(chan struct{}), stopped: make(chan struct{})}
 	s.verbosity.Store(int32(cfg.Verbosity))
+	s.reloaders = append(s.reloaders, reloader{"TLS certificates", s.refreshCerts})
 	return s
-}
-
-// Addr is the listen address in gnet's URL form.
-func (s *Server) Addr() string {
-	return "tcp://" + net.JoinHostPort(s.cfg.Listen, strconv.Itoa(s.cfg.Port))
-}
-
-// Run serves until Stop is called or the engine fails. It returns nil after Stop, and an error whenever the
-// engine ended without Stop having been called (gnet stops its engine when a loop or the acceptor fails), so
-// the daemon never mistakes such an end for a clean stop.
-func (s *Server) Run() error {
-	threads := s.cfg.Threads
-	if threads <= 0 {
-		threads = 1
-	}
-	raiseProcs(threads) // before the loops start: each keeps a P while busy (procs.go)
-	err := gnet.Run(s, s.Addr(),
-		gnet.WithMulticore(true),
-		// Each loop keeps its own OS thread, as a memcached worker does. Our gnet's loops never yield
-		// between rounds (third_party/gnet/LEASECACHED.md), so the lock costs a thread hand-off only when
-		// the runtime preempts a loop; unlocked, each such preemption could move the loop to another
-		// thread. At pipeline 1, p99 went from 1.9 ms to 1.5 ms (memcached: 1.5 ms).
-		gnet.WithLockOSThread(true),
-		gnet.WithNumEventLoop(threads),
-		gnet.WithReuseAddr(true),
-		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithLogger(gnetLogger{l: s.logger, verbosity: &s.verbosity, lastErr: &s.gnetErr}),
-		gnet.WithTicker(s.cfg.IdleTimeout > 0), // OnTick, the idle check (idle.go)
-	)
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("serve %s: %w", s.Addr(), err)
-	}
-	if !s.stopping.Load() {
-		reason := "gnet logged no error"
-		if e := s.gnetErr.Load(); e != nil {
-			reason = "gnet's last error: " + *e
-		}
-		return fmt.Errorf("serve %s: the event engine stopped without being asked to (%s)", s.Addr(), reason)
-	}
-	return nil
 }
 
 // Reload re-reads the files the server was started with, as SIGHUP asks (memcached reloads -Y's file on
@@ -172,13 +134,3 @@ type reloader struct {
 
 // Ready is closed once the listener accepts connections.
 func (s *Server) Ready() <-chan struct{} { return s.ready }
-
-// Stop closes the listener and every connection, waiting at most until ctx ends.
-func (s *Server) Stop(ctx context.Context) error {
-	s.stopping.Store(true)
-	eng := s.eng.Load()
-	if eng == nil {
-		return errors.New("stop: server not running")
-	}
-	return eng.Stop(ctx)
-}

@@ -2,8 +2,8 @@ package server
 
 import (
 	"math/bits"
-	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -270,7 +270,15 @@ func (s *Server) appendGeneralStats(dst []byte) []byte {
 	dst = statUint(dst, "lru_crawler_running", 0)
 	dst = statUint(dst, "lru_crawler_starts", ss.CrawlerStarts)
 	dst = zeroStats(dst, "lru_maintainer_juggles", "malloc_fails", "log_worker_dropped", "log_worker_written",
-		"log_watcher_skipped", "log_watchers", "log_watcher_sent", "unexpected_napi_ids", "round_robin_fallback")
+		"log_watcher_skipped", "log_watchers", "log_watcher_sent")
+	if c := s.certs.Load(); c != nil { // memcached sends these with -Z only
+		if c.Settings().SessionCache {
+			dst = statUint(dst, "ssl_new_sessions", c.NewSessions())
+		}
+		dst = statUint(dst, "ssl_handshake_errors", c.HandshakeErrors())
+		dst = statInt(dst, "time_since_server_cert_refresh", int64(now.Sub(c.LoadedAt())/time.Second))
+	}
+	dst = zeroStats(dst, "unexpected_napi_ids", "round_robin_fallback")
 	dst = statInt(dst, "bytes", ss.Bytes)
 	dst = statInt(dst, "curr_items", ss.CurrItems)
 	dst = statUint(dst, "total_items", ss.TotalItems)
@@ -382,16 +390,16 @@ func (cn *conn) detailCmd(req *protocol.Request) {
 // appendConnStats is `stats conns`: the listener, then one block per open connection, in memcached's
 // "<fd>:<name>" form.
 func (s *Server) appendConnStats(dst []byte) []byte {
-	listen := "tcp:" + net.JoinHostPort(s.cfg.Listen, strconv.Itoa(s.cfg.Port))
 	now := time.Now().Unix()
-	dst = stat(dst, "0:addr", listen)
+	dst = stat(dst, "0:addr", s.Listeners()[0].statsName())
 	dst = stat(dst, "0:state", "conn_listening")
 	dst = statInt(dst, "0:secs_since_last_cmd", 0)
 	s.conns.Range(func(k, _ any) bool {
 		cn := k.(*conn)
 		p := strconv.Itoa(cn.fd) + ":"
-		dst = stat(dst, p+"addr", "tcp:"+cn.remote)
-		dst = stat(dst, p+"listen_addr", listen)
+		network, _, _ := strings.Cut(cn.listen, ":")
+		dst = stat(dst, p+"addr", network+":"+cn.remote)
+		dst = stat(dst, p+"listen_addr", cn.listen)
 		dst = stat(dst, p+"state", "conn_parse_cmd")
 		dst = statInt(dst, p+"secs_since_last_cmd", now-cn.lastCmd.Load())
 		return true
