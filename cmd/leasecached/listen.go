@@ -92,8 +92,7 @@ func parseListenEntry(s string, port int) (listenEntry, error) {
 		default:
 			return e, fmt.Errorf("%q: unexpected %q after the IPv6 address", s, after)
 		}
-		a, err := netip.ParseAddr(host)
-		if err != nil || !a.Is6() {
+		if _, ok := parseIPv6(host); !ok {
 			return e, fmt.Errorf("%q: %q is not an IPv6 address", s, host)
 		}
 	case strings.Count(rest, ":") == 1:
@@ -104,7 +103,7 @@ func parseListenEntry(s string, port int) (listenEntry, error) {
 		}
 	case strings.Count(rest, ":") > 1:
 		// memcached's rule: several colons without brackets are an IPv6 address and no port.
-		if a, err := netip.ParseAddr(rest); err != nil || !a.Is6() {
+		if _, ok := parseIPv6(rest); !ok {
 			return e, fmt.Errorf("%q: not an IPv6 address (write [ipv6]:port to give a port)", s)
 		}
 	}
@@ -127,6 +126,21 @@ func parseListenEntry(s string, port int) (listenEntry, error) {
 	}
 	e.host = host
 	return e, nil
+}
+
+// parseIPv6 reads an IPv6 address, with a zone only if it can be an interface name or index (netip takes
+// any bytes after %, "]" and ":" included, which no address could then be written with).
+func parseIPv6(s string) (netip.Addr, bool) {
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is6() {
+		return netip.Addr{}, false
+	}
+	for _, c := range []byte(a.Zone()) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return netip.Addr{}, false
+		}
+	}
+	return a, true
 }
 
 // validHostname says whether s can be a DNS name (RFC 1123 labels): what getaddrinfo would be asked to

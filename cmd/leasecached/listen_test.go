@@ -48,6 +48,8 @@ func TestParseListenEntry(t *testing.T) {
 		{"[127.0.0.1]", listenEntry{}, "not an IPv6 address"},
 		{"[host]:1", listenEntry{}, "not an IPv6 address"},
 		{"1:2:3", listenEntry{}, "not an IPv6 address"},
+		{"::%]0", listenEntry{}, "not an IPv6 address"}, // found by FuzzParseListen: netip takes any zone
+		{"[::1%a:b]:1", listenEntry{}, "not an IPv6 address"},
 		{"bad host", listenEntry{}, "neither an IP address nor a host name"},
 		{"-bad.example", listenEntry{}, "neither an IP address nor a host name"},
 		{"notls", listenEntry{host: "notls", port: 11211}, ""}, // a host named notls: memcached's prefix needs its colon here
