@@ -21,14 +21,20 @@ const sigtermTimeout = 5 * time.Second
 // runDaemonOnce runs the daemon with args and waits for it to exit.
 func runDaemonOnce(t *testing.T, args ...string) (stdout, stderr string, exitCode int) {
 	t.Helper()
+	return runOnce(t, leasecachedPath, args...)
+}
+
+// runOnce runs the binary at path with args and waits (bounded) for it to exit.
+func runOnce(t *testing.T, path string, args ...string) (stdout, stderr string, exitCode int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), flagRunTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, leasecachedPath, args...)
+	cmd := exec.CommandContext(ctx, path, args...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("leasecached %v did not exit within %v (stdout %q, stderr %q)", args, flagRunTimeout, out.String(), errOut.String())
+		t.Fatalf("%s %v did not exit within %v (stdout %q, stderr %q)", path, args, flagRunTimeout, out.String(), errOut.String())
 	}
 	var ee *exec.ExitError
 	switch {
@@ -37,7 +43,7 @@ func runDaemonOnce(t *testing.T, args ...string) (stdout, stderr string, exitCod
 	case errors.As(err, &ee):
 		return out.String(), errOut.String(), ee.ExitCode()
 	}
-	t.Fatalf("run leasecached %v: %v", args, err)
+	t.Fatalf("run %s %v: %v", path, args, err)
 	return "", "", -1
 }
 

@@ -7,14 +7,16 @@ import (
 	"time"
 
 	"github.com/leasecached/leasecached/slab"
+	"github.com/leasecached/leasecached/tlsconf"
 )
 
 // `stats settings`: every name memcached 1.6.18 sends, in its order, so tools that list or scrape them
 // find each one. Values are leasecached's own: its slab classes (growth factor, smallest chunk,
 // slab_chunk_max), its hash (xxhash), its CLOCK eviction (lru_segmented no, no LRU maintainer thread).
-// Settings of machinery leasecached does not have (UDP, SASL, TLS, extstore, the slab automover, log
+// Settings of machinery leasecached does not have (UDP, SASL, extstore, the slab automover, log
 // watchers, memory files) show what memcached shows with that machinery off or absent, which for most
-// tunables is their default. leasecached's own settings follow memcached's.
+// tunables is their default. leasecached's own settings follow memcached's. The listener, -Y and ssl_*
+// lines show the command line's settings (server.Config; cmd/leasecached reads them).
 func (s *Server) appendSettingsStats(dst []byte) []byte {
 	yesNo := func(b bool) string {
 		if b {
@@ -26,12 +28,12 @@ func (s *Server) appendSettingsStats(dst []byte) []byte {
 	dst = statInt(dst, "maxconns", int64(s.cfg.ConnLimit))
 	dst = statInt(dst, "tcpport", int64(s.cfg.Port))
 	dst = statInt(dst, "udpport", 0)
-	dst = stat(dst, "inter", s.cfg.Listen)
+	dst = stat(dst, "inter", orNULL(s.cfg.Listen))
 	dst = statInt(dst, "verbosity", int64(s.verbosity.Load()))
 	dst = statInt(dst, "oldest", s.store.OldestLive())
 	dst = stat(dst, "evictions", "on")
-	dst = stat(dst, "domain_socket", "NULL")
-	dst = stat(dst, "umask", "700") // memcached's default; it applies to unix sockets, which we lack
+	dst = stat(dst, "domain_socket", orNULL(s.unixSocketPath()))
+	dst = stat(dst, "umask", strconv.FormatUint(uint64(s.unixMask()), 8)) // memcached's %o
 	dst = stat(dst, "shutdown_command", "no")
 	dst = stat(dst, "growth_factor", strconv.FormatFloat(slab.GrowthFactor, 'f', 2, 64))
 	dst = statInt(dst, "chunk_size", slab.MinChunk)
@@ -44,7 +46,7 @@ func (s *Server) appendSettingsStats(dst []byte) []byte {
 	dst = statInt(dst, "tcp_backlog", int64(listenBacklog()))
 	dst = stat(dst, "binding_protocol", "ascii")
 	dst = stat(dst, "auth_enabled_sasl", "no")
-	dst = stat(dst, "auth_enabled_ascii", "no")
+	dst = stat(dst, "auth_enabled_ascii", yesNoPath(s.cfg.AuthFile)) // memcached: the file, or no
 	dst = statInt(dst, "item_size_max", int64(s.cfg.MaxItemSize))
 	dst = stat(dst, "maxconns_fast", "yes")
 	dst = statInt(dst, "hashpower_init", 0) // not configurable: memcached's "unset"
@@ -88,24 +90,115 @@ func (s *Server) appendSettingsStats(dst []byte) []byte {
 	dst = stat(dst, "ext_max_frag", "0.80")
 	dst = stat(dst, "slab_automove_freeratio", "0.010")
 	dst = stat(dst, "ext_drop_unread", "no")
-	// TLS is absent: memcached's values with ssl_enabled no.
-	dst = stat(dst, "ssl_enabled", "no")
-	dst = stat(dst, "ssl_chain_cert", "(null)")
-	dst = stat(dst, "ssl_key", "(null)")
-	dst = statInt(dst, "ssl_verify_mode", 0)
-	dst = statInt(dst, "ssl_keyformat", 1)
-	dst = stat(dst, "ssl_ciphers", "NULL")
-	dst = stat(dst, "ssl_ca_cert", "NULL")
-	dst = statInt(dst, "ssl_wbuf_size", 16384)
-	dst = stat(dst, "ssl_session_cache", "no")
-	dst = stat(dst, "ssl_kernel_tls", "no")
-	dst = stat(dst, "ssl_min_version", "tlsv1.2")
+	// memcached 1.6.18's TLS lines, in its format and order (process_stat_settings). Where they differ
+	// from memcached's, the command line differs: without ssl_key the key is read from the
+	// ssl_chain_cert file, so ssl_key shows that file (memcached shows (null) and does not start);
+	// ssl_kernel_tls and ssl_keyformat other than PEM are refused, so they are always no and 1.
+	tlsSet := s.cfg.TLS
+	dst = stat(dst, "ssl_enabled", yesNo(s.tlsEnabled()))
+	dst = stat(dst, "ssl_chain_cert", orCNull(tlsSet.ChainCert))
+	dst = stat(dst, "ssl_key", orCNull(tlsSet.Key))
+	dst = statInt(dst, "ssl_verify_mode", int64(openSSLVerifyFlags(tlsSet.VerifyMode)))
+	dst = statInt(dst, "ssl_keyformat", sslKeyformatPEM)
+	dst = stat(dst, "ssl_ciphers", orNULL(tlsSet.Ciphers))
+	dst = stat(dst, "ssl_ca_cert", orNULL(tlsSet.CACert))
+	wbuf := tlsSet.WbufSize
+	if wbuf <= 0 {
+		wbuf = tlsconf.DefaultWbufSize
+	}
+	dst = statInt(dst, "ssl_wbuf_size", int64(wbuf))
+	dst = stat(dst, "ssl_session_cache", yesNo(tlsSet.SessionCache))
+	dst = stat(dst, "ssl_kernel_tls", "no") // Go's crypto/tls has no kernel TLS offload
+	dst = stat(dst, "ssl_min_version", sslProtoText(tlsSet.MinVersion))
 	dst = stat(dst, "num_napi_ids", "(null)")
 	dst = stat(dst, "memory_file", "(null)")
 	dst = stat(dst, "lease_window", s.cfg.LeaseWindow.String())
 	dst = stat(dst, "stale_window", s.cfg.StaleWindow.String())
 	return dst
 }
+
+// orNULL is how memcached prints an unset string setting it tests for NULL: "NULL".
+func orNULL(v string) string {
+	if v == "" {
+		return "NULL"
+	}
+	return v
+}
+
+// orCNull is how memcached prints an unset string setting it passes to printf unchecked: glibc's "(null)".
+func orCNull(v string) string {
+	if v == "" {
+		return "(null)"
+	}
+	return v
+}
+
+// yesNoPath is auth_enabled_ascii's form: the -Y file, or "no".
+func yesNoPath(path string) string {
+	if path == "" {
+		return "no"
+	}
+	return path
+}
+
+// unixSocketPath is -s's path, or "" without a unix listener.
+func (s *Server) unixSocketPath() string {
+	for _, l := range s.cfg.Listeners {
+		if l.Network == "unix" {
+			return l.Addr
+		}
+	}
+	return ""
+}
+
+// unixMask is -a, DefaultUnixMask when not set.
+func (s *Server) unixMask() os.FileMode {
+	if s.cfg.UnixMask == 0 {
+		return DefaultUnixMask
+	}
+	return s.cfg.UnixMask
+}
+
+// DefaultUnixMask is -a's default, memcached's: only the socket's owner may connect.
+const DefaultUnixMask os.FileMode = 0o700
+
+// tlsEnabled is memcached's ssl_enabled (-Z): some listener speaks TLS.
+func (s *Server) tlsEnabled() bool {
+	for _, l := range s.cfg.Listeners {
+		if l.TLS {
+			return true
+		}
+	}
+	return false
+}
+
+// sslKeyformatPEM is ssl_keyformat: OpenSSL's SSL_FILETYPE_PEM, the only key format read.
+const sslKeyformatPEM = 1
+
+// openSSLVerifyFlags is ssl_verify_mode as memcached prints it: the OpenSSL flags the mode 0-3 stands for
+// (SSL_VERIFY_PEER 1, SSL_VERIFY_FAIL_IF_NO_PEER_CERT 2, SSL_VERIFY_CLIENT_ONCE 4), not the mode given.
+func openSSLVerifyFlags(mode int) int {
+	const peer, failIfNoPeerCert, clientOnce = 1, 2, 4
+	switch mode {
+	case tlsconf.VerifyPeer:
+		return peer
+	case tlsconf.VerifyRequire:
+		return peer | failIfNoPeerCert
+	case tlsconf.VerifyOnce:
+		return peer | failIfNoPeerCert | clientOnce
+	}
+	return 0
+}
+
+// sslProtoText is ssl_min_version as memcached prints it (tls.c ssl_proto_text), from the 0-3 given.
+func sslProtoText(v int) string {
+	if v >= 0 && v < len(sslProtoNames) {
+		return sslProtoNames[v]
+	}
+	return "unknown"
+}
+
+var sslProtoNames = [...]string{"tlsv1.0", "tlsv1.1", "tlsv1.2", "tlsv1.3"}
 
 // reqsPerEvent stands where memcached shows -R (requests per event before yielding): leasecached serves
 // every complete request of a read event before the next event (gnet's model), so it has no such cap

@@ -12,6 +12,8 @@ import (
 // Limits on flag values. memcached refuses an item size limit below 1 KiB, above 1 GiB, or above half the
 // memory limit (an item that big would leave no room for a second one); we use the same bounds.
 const (
+	minPort      = 1
+	maxPort      = 1<<16 - 1
 	minItemSize  = 1 << 10
 	maxItemSize  = 1 << 30
 	maxMemoryMB  = 1 << 20 // 1 TiB
@@ -78,10 +80,10 @@ func parseSize(s string) (int64, error) {
 
 func validate(cfg server.Config, memMB int64) error {
 	switch {
-	case cfg.Port < 1 || cfg.Port > 65535:
-		return fmt.Errorf("-p/--port %d: must be between 1 and 65535", cfg.Port)
-	case cfg.Listen == "":
-		return fmt.Errorf("-l/--listen: empty address")
+	case cfg.Port < minPort || cfg.Port > maxPort:
+		return fmt.Errorf("-p/--port %d: must be between %d and %d", cfg.Port, minPort, maxPort)
+	case len(cfg.Listeners) == 0:
+		return fmt.Errorf("-l/--listen: no address to listen on")
 	case memMB < 1 || memMB > maxMemoryMB:
 		return fmt.Errorf("-m/--memory-limit %d: must be between 1 and %d megabytes", memMB, maxMemoryMB)
 	case cfg.ConnLimit < 1 || cfg.ConnLimit > maxConnLimit:

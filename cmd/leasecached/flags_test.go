@@ -37,7 +37,8 @@ func TestParseSize(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	good := server.Config{Listen: "127.0.0.1", Port: 11211, Threads: 2, ConnLimit: 1024, MaxItemSize: 1 << 20,
+	good := server.Config{Listen: "127.0.0.1", Port: 11211,
+		Listeners: []server.Listener{{Network: "tcp", Addr: "127.0.0.1:11211"}}, Threads: 2, ConnLimit: 1024, MaxItemSize: 1 << 20,
 		MemoryLimit: 64 << 20, LeaseWindow: 10 * time.Second, StaleWindow: 10 * time.Second}
 	cases := []struct {
 		name   string
@@ -48,7 +49,10 @@ func TestValidate(t *testing.T) {
 		{"defaults", func(*server.Config) {}, 64, ""},
 		{"port 0", func(c *server.Config) { c.Port = 0 }, 64, "-p/--port"},
 		{"port 70000", func(c *server.Config) { c.Port = 70000 }, 64, "-p/--port"},
-		{"empty listen", func(c *server.Config) { c.Listen = "" }, 64, "-l/--listen"},
+		{"no listeners", func(c *server.Config) { c.Listeners = nil }, 64, "-l/--listen"},
+		{"-s: no inter", func(c *server.Config) {
+			c.Listen, c.Listeners = "", []server.Listener{{Network: "unix", Addr: "/tmp/s"}}
+		}, 64, ""},
 		{"no memory", func(c *server.Config) { c.MemoryLimit = 0 }, 0, "-m/--memory-limit"},
 		{"no connections", func(c *server.Config) { c.ConnLimit = 0 }, 64, "-c/--conn-limit"},
 		{"no threads", func(c *server.Config) { c.Threads = 0 }, 64, "-t/--threads"},

@@ -14,12 +14,16 @@ type runner interface {
 	Run() error
 	Ready() <-chan struct{}
 	Stop(context.Context) error
+	// Reload re-reads the server's files (the -Y password file, the TLS certificates); a file that does
+	// not load leaves the one loaded before in use.
+	Reload() []error
 }
 
 // exit is os.Exit; tests replace it.
 var exit = os.Exit
 
-// runUntilStopped runs srv until it fails or a signal arrives on sigs, and then stops it. It returns nil
+// runUntilStopped runs srv until it fails or a stopping signal (SIGINT, SIGTERM) arrives on sigs, and then
+// stops it; SIGHUP instead reloads srv's files and never stops it, as memcached's SIGHUP. It returns nil
 // only after a signal: a server that stops for any other reason is an error, so the daemon exits 1 (Run
 // fails whenever its engine ends without Stop). After the signal, srv gets timeout to answer what it has
 // read and close its connections; past that, runUntilStopped returns nil all the same (the daemon was asked
@@ -31,10 +35,17 @@ func runUntilStopped(srv runner, sigs <-chan os.Signal, timeout time.Duration, l
 	go func() { done <- srv.Run() }()
 
 	var sig os.Signal
-	select {
-	case err := <-done:
-		return true, err
-	case sig = <-sigs:
+	for sig == nil {
+		select {
+		case err := <-done:
+			return true, err
+		case s := <-sigs:
+			if s == syscall.SIGHUP {
+				reload(srv, logger)
+				continue
+			}
+			sig = s
+		}
 	}
 	logger.Printf("%s: stopping (a second signal exits at once)", signalName(sig))
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -52,21 +63,37 @@ func runUntilStopped(srv runner, sigs <-chan os.Signal, timeout time.Duration, l
 	}()
 	// Run returns as soon as the engine has closed everything. gnet's Stop only polls for that every
 	// 500 ms, so it is not waited for.
-	select {
-	case err := <-done:
-		return true, err
-	case sig := <-sigs:
-		logger.Printf("%s again: exiting at once", signalName(sig))
-		code := 1
-		if s, ok := sig.(syscall.Signal); ok {
-			code = 128 + int(s)
+	sig = nil
+	for sig == nil {
+		select {
+		case err := <-done:
+			return true, err
+		case <-ctx.Done():
+			logger.Printf("stop: connections still open after %v: exiting without them", timeout)
+			return false, nil
+		case s := <-sigs:
+			if s != syscall.SIGHUP { // stopping: nothing to reload for
+				sig = s
+			}
 		}
-		exit(code)
-		return false, errors.New("exit returned") // only a test's exit returns
-	case <-ctx.Done():
-		logger.Printf("stop: connections still open after %v: exiting without them", timeout)
-		return false, nil
 	}
+	logger.Printf("%s again: exiting at once", signalName(sig))
+	code := 1
+	if s, ok := sig.(syscall.Signal); ok {
+		code = 128 + int(s)
+	}
+	exit(code)
+	return false, errors.New("exit returned") // only a test's exit returns
+}
+
+// reload answers SIGHUP: srv re-reads its files and logs each that failed to load.
+func reload(srv runner, logger *log.Logger) {
+	errs := srv.Reload()
+	if len(errs) == 0 {
+		logger.Printf("SIGHUP: reloaded")
+		return
+	}
+	logger.Printf("SIGHUP: reloaded, %d file(s) kept from before (see above)", len(errs))
 }
 
 // signalName is how a log line names sig: SIGINT, SIGTERM.
@@ -76,6 +103,8 @@ func signalName(sig os.Signal) string {
 		return "SIGINT"
 	case syscall.SIGTERM:
 		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
 	}
 	return sig.String()
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -131,6 +132,8 @@ type fakeServer struct {
 	stopped   chan struct{}
 	fail      chan error
 	stopTakes time.Duration
+	reloads   atomic.Int32 // Reload calls
+	reloadErr []error      // what Reload returns
 }
 
 func newFakeServer(stopTakes time.Duration) *fakeServer {
@@ -152,6 +155,11 @@ func (f *fakeServer) Run() error {
 
 func (f *fakeServer) Ready() <-chan struct{} { return f.ready }
 
+func (f *fakeServer) Reload() []error {
+	f.reloads.Add(1)
+	return f.reloadErr
+}
+
 func (f *fakeServer) Stop(context.Context) error {
 	close(f.stopped)
 	return nil
@@ -164,6 +172,7 @@ type lifecycleRun struct {
 	result   chan [2]any // returned, err
 	exited   chan int
 	logLines *strings.Builder
+	log      *lockedWriter // logLines, for reading while runUntilStopped may write
 }
 
 func startLifecycle(t *testing.T, f *fakeServer, timeout time.Duration) *lifecycleRun {
@@ -173,7 +182,8 @@ func startLifecycle(t *testing.T, f *fakeServer, timeout time.Duration) *lifecyc
 	old := exit
 	exit = func(code int) { r.exited <- code }
 	t.Cleanup(func() { exit = old })
-	logger := log.New(&lockedWriter{w: r.logLines}, "", 0)
+	r.log = &lockedWriter{w: r.logLines}
+	logger := log.New(r.log, "", 0)
 	go func() {
 		returned, err := runUntilStopped(f, r.sigs, timeout, logger)
 		r.result <- [2]any{returned, err}
@@ -190,6 +200,12 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
 }
 
 func (r *lifecycleRun) wait(t *testing.T, within time.Duration) (bool, error) {
@@ -229,6 +245,46 @@ func TestRunUntilStopped(t *testing.T) {
 		assert.NoError(t, err, "asked to stop: status 0")
 		assert.Less(t, time.Since(start), time.Second)
 		assert.Contains(t, r.logLines.String(), "still open after 200ms")
+	})
+	t.Run("SIGHUP reloads and does not stop", func(t *testing.T) {
+		f := newFakeServer(0)
+		f.reloadErr = []error{errors.New("-Y: bad line 3")}
+		r := startLifecycle(t, f, 5*time.Second)
+		for range 3 {
+			r.sigs <- syscall.SIGHUP
+		}
+		require.Eventually(t, func() bool { return strings.Count(r.log.String(), "SIGHUP: reloaded") == 3 },
+			2*time.Second, time.Millisecond)
+		select {
+		case <-r.result:
+			t.Fatal("runUntilStopped returned after SIGHUP")
+		case <-f.stopped:
+			t.Fatal("SIGHUP stopped the server")
+		case <-time.After(50 * time.Millisecond):
+		}
+		assert.Contains(t, r.log.String(), "SIGHUP: reloaded, 1 file(s) kept from before")
+		r.sigs <- syscall.SIGTERM // and a stopping signal still stops it
+		returned, err := r.wait(t, 2*time.Second)
+		assert.True(t, returned)
+		assert.NoError(t, err)
+		assert.Equal(t, int32(3), f.reloads.Load())
+	})
+	t.Run("SIGHUP while stopping is not a second signal", func(t *testing.T) {
+		f := newFakeServer(time.Hour)
+		r := startLifecycle(t, f, 300*time.Millisecond)
+		r.sigs <- syscall.SIGTERM
+		time.Sleep(20 * time.Millisecond)
+		r.sigs <- syscall.SIGHUP
+		returned, err := r.wait(t, 2*time.Second)
+		assert.False(t, returned)
+		assert.NoError(t, err)
+		select {
+		case code := <-r.exited:
+			t.Fatalf("SIGHUP while stopping exited with %d", code)
+		default:
+		}
+		assert.Contains(t, r.logLines.String(), "still open after 300ms")
+		assert.Zero(t, f.reloads.Load())
 	})
 	t.Run("second signal exits at once", func(t *testing.T) {
 		r := startLifecycle(t, newFakeServer(time.Hour), time.Hour)

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -11,6 +12,8 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -19,6 +22,7 @@ import (
 	"github.com/leasecached/leasecached/lease"
 	"github.com/leasecached/leasecached/server"
 	"github.com/leasecached/leasecached/shard"
+	"github.com/leasecached/leasecached/tlsconf"
 )
 
 // stopTimeout bounds a clean shutdown: after SIGINT or SIGTERM the event loops get this long to answer
@@ -46,13 +50,39 @@ func newApp() *cli.App {
 		Version:                server.Version,
 		HideHelpCommand:        true,
 		UseShortOptionHandling: true,
+		// -l and -o are lists with their own grammar (listen.go, extopts.go), read from each value as given.
+		DisableSliceFlagSeparator: true,
 		// One line, not the usage screen: scripts and service managers log the reason, and a person can
 		// ask for --help.
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error { return err },
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "port", Aliases: []string{"p"}, Value: server.DefaultPort, Usage: "TCP port to listen on"},
-			&cli.StringFlag{Name: "listen", Aliases: []string{"l"}, Value: server.DefaultListen,
-				Usage: "interface to listen on (default loopback only; 0.0.0.0 listens on every interface)"},
+			&cli.StringSliceFlag{Name: "listen", Aliases: []string{"l"}, KeepSpace: true, DefaultText: server.DefaultListen,
+				Usage: "addresses to listen on, separated by commas; may repeat. Each is host, host:port, [ipv6], " +
+					"[ipv6]:port or * (every interface), the port -p unless given; with -Z, a notls: prefix " +
+					"exempts one from TLS"},
+			&cli.StringFlag{Name: "unix-socket", Aliases: []string{"s"},
+				Usage: "listen on this unix socket `FILE` only (no TCP, as memcached's -s)"},
+			&cli.StringFlag{Name: "unix-mask", Aliases: []string{"a"}, Value: fmt.Sprintf("%04o", server.DefaultUnixMask),
+				Usage: "permissions of the unix socket file, in octal (like chmod)"},
+			&cli.BoolFlag{Name: "enable-ssl", Aliases: []string{"Z"},
+				Usage: "TLS on every TCP listener (except notls: ones); needs ssl_chain_cert"},
+			&cli.StringFlag{Name: "auth-file", Aliases: []string{"Y"},
+				Usage: "require text-protocol authentication with the user:password lines of `FILE` (memcached's -Y; re-read on SIGHUP)"},
+			&cli.StringSliceFlag{Name: "extended", Aliases: []string{"o"}, KeepSpace: true,
+				Usage: "memcached's extended options, key or key=value separated by commas; may repeat. " +
+					extendedUsage()},
+			&cli.StringFlag{Name: flagSSLChainCert, Usage: "TLS certificate chain `FILE` (PEM), the server's certificate first; re-read on SIGHUP"},
+			&cli.StringFlag{Name: flagSSLKey, Usage: "TLS private key `FILE` (PEM) (default: the ssl_chain_cert file)"},
+			&cli.StringFlag{Name: flagSSLCACert, Usage: "CA certificates `FILE` (PEM) client certificates are verified against"},
+			&cli.StringFlag{Name: flagSSLVerifyMode, Value: strconv.Itoa(tlsconf.VerifyNone),
+				Usage: "client certificates: 0 not asked for, 1 verified if sent, 2 required, 3 required (checked once)"},
+			&cli.StringFlag{Name: flagSSLMinVersion, Value: strconv.Itoa(tlsconf.DefaultMinVersion),
+				Usage: "oldest TLS version accepted: 0 TLS 1.0, 1 TLS 1.1, 2 TLS 1.2, 3 TLS 1.3"},
+			&cli.StringFlag{Name: flagSSLCiphers, Usage: "TLS 1.2 cipher suites, colon-separated (default: Go's)"},
+			&cli.StringFlag{Name: flagSSLWbufSize, Value: strconv.Itoa(tlsconf.DefaultWbufSize >> 10),
+				Usage: "per-connection TLS output buffer, in kilobytes"},
+			&cli.BoolFlag{Name: flagSSLSessionCache, Usage: "let TLS clients resume sessions (session tickets)"},
 			&cli.Int64Flag{Name: "memory-limit", Aliases: []string{"m"}, Value: server.DefaultMemoryMB,
 				Usage: "memory limit in megabytes: items, hash index and lease bookkeeping"},
 			&cli.IntFlag{Name: "conn-limit", Aliases: []string{"c"}, Value: server.DefaultConnLimit,
@@ -67,7 +97,7 @@ func newApp() *cli.App {
 				Usage: "how long a lease granted by lease-get stays valid"},
 			&cli.DurationFlag{Name: "stale-window", Value: lease.DefaultStaleWindow,
 				Usage: "how long a deleted or expired value is kept for lease-get (0: none)"},
-			&cli.StringFlag{Name: "idle-timeout", Value: "0",
+			&cli.StringFlag{Name: flagIdleTimeout, Value: "0",
 				Usage: "close connections that send nothing for longer than this, in seconds or as a duration (0: never)"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile (pprof) to this file until the server stops"},
 			&cli.StringFlag{Name: "trace", Usage: "write a Go execution trace (go tool trace) to this file until the server stops"},
@@ -104,7 +134,8 @@ func storeConfig(cfg server.Config) shard.Config {
 		LeaseWindow: cfg.LeaseWindow, StaleWindow: stale, LargePages: cfg.LargePages}
 }
 
-// serve runs the server until it fails or SIGINT or SIGTERM stops it (runUntilStopped).
+// serve runs the server until it fails or SIGINT or SIGTERM stops it; SIGHUP reloads its files
+// (runUntilStopped).
 func serve(cfg server.Config) error {
 	store, err := shard.New(storeConfig(cfg))
 	if err != nil {
@@ -112,7 +143,7 @@ func serve(cfg server.Config) error {
 	}
 	srv := server.New(cfg, store)
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	returned, err := runUntilStopped(srv, sigs, stopTimeout, cfg.Logger)
 	if returned {
@@ -126,7 +157,6 @@ func configFrom(c *cli.Context, verbose int) (server.Config, error) {
 		return server.Config{}, fmt.Errorf("unexpected argument %q", c.Args().First())
 	}
 	cfg := server.Config{
-		Listen:      c.String("listen"),
 		Port:        c.Int("port"),
 		Threads:     c.Int("threads"),
 		ConnLimit:   c.Int("conn-limit"),
@@ -134,13 +164,25 @@ func configFrom(c *cli.Context, verbose int) (server.Config, error) {
 		LeaseWindow: c.Duration("lease-window"),
 		StaleWindow: c.Duration("stale-window"),
 		LargePages:  c.Bool("enable-largepages"),
-		Logger:      log.New(os.Stderr, "leasecached: ", log.LstdFlags),
+		Logger:      log.New(c.App.ErrWriter, "leasecached: ", log.LstdFlags),
 	}
-	idle, err := parseIdleTimeout(c.String("idle-timeout"))
+	ext, err := extendedFlags(c.StringSlice("extended"))
 	if err != nil {
-		return cfg, fmt.Errorf("--idle-timeout: %w", err)
+		return cfg, fmt.Errorf("-o: %w", err)
+	}
+	opt := optionReader(c, ext)
+	idleText, _, err := opt(flagIdleTimeout)
+	if err != nil {
+		return cfg, err
+	}
+	idle, err := parseIdleTimeout(idleText)
+	if err != nil {
+		return cfg, fmt.Errorf("--idle-timeout (-o idle_timeout): %w", err)
 	}
 	cfg.IdleTimeout = idle
+	if err := listenersFrom(c, opt, &cfg); err != nil {
+		return cfg, err
+	}
 	memMB := c.Int64("memory-limit")
 	itemSize, err := parseSize(c.String("max-item-size"))
 	if err != nil {
@@ -149,6 +191,87 @@ func configFrom(c *cli.Context, verbose int) (server.Config, error) {
 	cfg.MaxItemSize = int(itemSize)
 	cfg.MemoryLimit = memMB << 20
 	return cfg, validate(cfg, memMB)
+}
+
+// optionReader returns how configFrom reads a setting that has both an -o key and a long flag: its value
+// (the flag's default when neither gives it), whether either gave it, and an error when both did.
+func optionReader(c *cli.Context, ext map[string]string) func(flag string) (string, bool, error) {
+	return func(flag string) (string, bool, error) {
+		v, inExt := ext[flag]
+		switch {
+		case inExt && c.IsSet(flag):
+			return "", false, errBothSpellings(flag)
+		case inExt:
+			return v, true, nil
+		}
+		return c.String(flag), c.IsSet(flag), nil
+	}
+}
+
+// listenersFrom reads -l, -s, -a, -Z, the ssl_* settings and -Y into cfg (doc/design/listeners.md).
+func listenersFrom(c *cli.Context, opt func(string) (string, bool, error), cfg *server.Config) error {
+	if cfg.Port < minPort || cfg.Port > maxPort {
+		return fmt.Errorf("-p/--port %d: must be between %d and %d", cfg.Port, minPort, maxPort)
+	}
+	mask, err := parseUnixMask(c.String("unix-mask"))
+	if err != nil {
+		return fmt.Errorf("-a/--unix-mask: %w", err)
+	}
+	cfg.UnixMask = mask
+	tlsOn := c.Bool("enable-ssl")
+	if tlsOn && c.IsSet("unix-socket") {
+		// memcached 1.6.18 starts and serves the socket in plaintext; a request for TLS that would
+		// encrypt nothing is refused instead, in memcached's words for -Z with -p 0.
+		return errors.New("-Z: You cannot enable SSL without a TCP port (-s listens on the unix socket only)")
+	}
+	if cfg.TLS, err = tlsSettings(opt, tlsOn); err != nil {
+		return err
+	}
+	if path := c.String("auth-file"); c.IsSet("auth-file") {
+		if err := checkReadable(path); err != nil {
+			// memcached: "Could not open authfile [FILE] for reading".
+			return fmt.Errorf("-Y/--auth-file: could not open %q for reading: %w", path, errors.Unwrap(err))
+		}
+		cfg.AuthFile = path
+	}
+
+	listen := c.StringSlice("listen")
+	if sock := c.String("unix-socket"); c.IsSet("unix-socket") {
+		if err := checkUnixSocketPath(sock); err != nil {
+			return fmt.Errorf("-s/--unix-socket: %w", err)
+		}
+		if c.IsSet("listen") {
+			cfg.Listen = strings.Join(listen, ",")
+			cfg.Logger.Printf("-l %s ignored: with -s, only the unix socket is listened on (as memcached does)", cfg.Listen)
+		}
+		cfg.Listeners = []server.Listener{{Network: "unix", Addr: sock}}
+		return nil
+	}
+	if !c.IsSet("listen") {
+		listen = []string{server.DefaultListen}
+	}
+	inter, entries, err := parseListen(listen, cfg.Port, tlsOn)
+	if err != nil {
+		return fmt.Errorf("-l/--listen: %w", err)
+	}
+	cfg.Listen = inter
+	cfg.Listeners = tcpListeners(entries, tlsOn)
+	if tlsOn && !anyTLS(cfg.Listeners) {
+		return errors.New("-Z: every -l entry is notls:, so no listener would use TLS")
+	}
+	if w := exposedWarning(entries, tlsOn, cfg.AuthFile != ""); w != "" {
+		cfg.Logger.Print(w)
+	}
+	return nil
+}
+
+func anyTLS(ls []server.Listener) bool {
+	for _, l := range ls {
+		if l.TLS {
+			return true
+		}
+	}
+	return false
 }
 
 // recorder is a whole-process recording the daemon can make of itself. Tuning starts from what the daemon
