@@ -21,9 +21,6 @@ import (
 // gnet's (one event engine for all of them), TLS listeners the stream transport's (stream.go). Both
 // drive the same engine, conn.serve, and share the store, the stats and the -c limit.
 
-// defaultUnixMask is -a's default, memcached's: only the owner may connect.
-const defaultUnixMask = 0o700
-
 // Listeners returns the addresses the server accepts connections on: cfg.Listeners, or one plaintext TCP
 // listener on Listen:Port when none are given.
 func (s *Server) Listeners() []Listener {
@@ -192,11 +189,7 @@ func checkUnixPath(path string) error {
 func (s *Server) setUmask(addrs []string) {
 	for _, a := range addrs {
 		if strings.HasPrefix(a, "unix://") {
-			mask := s.cfg.UnixMask
-			if mask == 0 {
-				mask = defaultUnixMask
-			}
-			old := syscall.Umask(int(^mask & 0o777))
+			old := syscall.Umask(int(^s.unixMask() & 0o777))
 			s.umask = sync.OnceFunc(func() { syscall.Umask(old) })
 			return
 		}
