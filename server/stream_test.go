@@ -1,0 +1,349 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/leasecached/leasecached/internal/testcert"
+	"github.com/leasecached/leasecached/tlsconf"
+)
+
+// tlsServer is a server with a TLS listener and a plaintext one, both on loopback.
+type tlsServer struct {
+	s        *Server
+	certs    *testcert.Set
+	tlsAddr  string
+	tcpAddr  string
+	certFile string // what ssl_chain_cert names: tests replace it to reload
+	keyFile  string
+}
+
+// startTLS runs a server whose TLS listener serves the certificates of a fresh testcert.Set; edit may
+// change the configuration first.
+func startTLS(t *testing.T, edit func(*Config)) *tlsServer {
+	t.Helper()
+	set := testcert.New(t)
+	ts := &tlsServer{certs: set, certFile: filepath.Join(set.Dir, "chain.pem"), keyFile: filepath.Join(set.Dir, "key.pem")}
+	require.NoError(t, set.Server.WriteTo(ts.certFile, ts.keyFile))
+	ts.tlsAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	ts.tcpAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	cfg := Config{
+		Listeners: []Listener{{Network: "tcp", Addr: ts.tlsAddr, TLS: true}, {Network: "tcp", Addr: ts.tcpAddr}},
+		TLS:       tlsconf.Settings{ChainCert: ts.certFile, Key: ts.keyFile, MinVersion: tlsconf.DefaultMinVersion},
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	ts.s, _ = startRun(t, cfg)
+	return ts
+}
+
+// dial opens a TLS connection that trusts the test CA and presents no client certificate.
+func (ts *tlsServer) dial(t *testing.T) *tls.Conn {
+	t.Helper()
+	cfg, err := ts.certs.ClientConfig(nil)
+	require.NoError(t, err)
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ts.tlsAddr, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	require.NoError(t, c.SetDeadline(time.Now().Add(20*time.Second)))
+	return c
+}
+
+// plain opens a plaintext connection to addr.
+func plain(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	require.NoError(t, c.SetDeadline(time.Now().Add(20*time.Second)))
+	return c
+}
+
+// exchange writes req and reads until the reply ends with end.
+func exchange(t *testing.T, c net.Conn, req, end string) string {
+	t.Helper()
+	_, err := io.WriteString(c, req)
+	require.NoError(t, err)
+	return readUntil(t, c, end)
+}
+
+func readUntil(t *testing.T, c net.Conn, end string) string {
+	t.Helper()
+	var got []byte
+	buf := make([]byte, 64<<10)
+	for !bytes.HasSuffix(got, []byte(end)) {
+		n, err := c.Read(buf)
+		got = append(got, buf[:n]...)
+		require.NoError(t, err, "read so far: %q", truncated(got))
+	}
+	return string(got)
+}
+
+func truncated(b []byte) string {
+	if len(b) > 200 {
+		return string(b[:100]) + "..." + string(b[len(b)-100:])
+	}
+	return string(b)
+}
+
+// statValue is one line of `stats` over c.
+func statValue(t *testing.T, c net.Conn, name string) string {
+	t.Helper()
+	out := exchange(t, c, "stats\r\n", "END\r\n")
+	for _, line := range strings.Split(out, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "STAT "+name+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// A TLS connection and a plaintext one share the store, and a plaintext client on the TLS port gets
+// nothing back, is closed, and is counted in ssl_handshake_errors.
+func TestTLSServesAndRefusesPlaintext(t *testing.T) {
+	ts := startTLS(t, nil)
+	c := ts.dial(t)
+	assert.Equal(t, "STORED\r\n", exchange(t, c, "set k 1 0 5\r\nhello\r\n", "\r\n"))
+	p := plain(t, ts.tcpAddr)
+	assert.Equal(t, "VALUE k 1 5\r\nhello\r\nEND\r\n", exchange(t, p, "get k\r\n", "END\r\n"))
+	assert.Equal(t, "0", statValue(t, p, "ssl_handshake_errors"))
+
+	bad := plain(t, ts.tlsAddr)
+	_, err := io.WriteString(bad, "get k\r\n")
+	require.NoError(t, err)
+	got, err := io.ReadAll(bad)
+	assert.NoError(t, err, "the server closes the connection")
+	assert.Empty(t, got, "a plaintext client on a TLS port gets nothing")
+	assert.Equal(t, "1", statValue(t, p, "ssl_handshake_errors"))
+	assert.NotEmpty(t, statValue(t, p, "time_since_server_cert_refresh"))
+	assert.Empty(t, statValue(t, p, "ssl_new_sessions"), "sent only with ssl_session_cache")
+}
+
+// A request that arrives in the same write as a large value, behind TLS records the server has already
+// decrypted, is answered without the client sending anything more. memcached 1.6.18 leaves it unanswered
+// until more bytes arrive (it waits for the socket, not for what OpenSSL holds).
+func TestTLSRequestBehindLargeRecord(t *testing.T) {
+	ts := startTLS(t, nil)
+	for _, size := range []int{16 << 10, 200000} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			c := ts.dial(t)
+			value := bytes.Repeat([]byte{'v'}, size)
+			req := fmt.Sprintf("set big 0 0 %d\r\n%s\r\nget small\r\nmn\r\n", size, value)
+			require.NoError(t, c.SetDeadline(time.Now().Add(5*time.Second)))
+			assert.Equal(t, "STORED\r\nEND\r\nMN\r\n", exchange(t, c, req, "MN\r\n"))
+		})
+	}
+}
+
+// A TLS client that sends without reading stops being read once its replies fill the socket (blocking
+// writes), while other clients go on being served; it then reads every reply, whole and in order.
+func TestTLSSlowReaderDoesNotStallOthers(t *testing.T) {
+	ts := startTLS(t, nil)
+	c := ts.dial(t)
+	value := bytes.Repeat([]byte{'x'}, 100<<10)
+	exchange(t, c, fmt.Sprintf("set v 0 0 %d\r\n%s\r\n", len(value), value), "STORED\r\n")
+	const gets = 200 // 20 MB of replies: far more than the socket buffers hold
+	writeDone := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(c, strings.Repeat("get v\r\n", gets)+"mn\r\n")
+		writeDone <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the server fills the socket and blocks in its write
+	other := ts.dial(t)
+	start := time.Now()
+	assert.Equal(t, "MN\r\n", exchange(t, other, "mn\r\n", "MN\r\n"))
+	assert.Less(t, time.Since(start), 2*time.Second, "another TLS client waited for the slow one")
+	p := plain(t, ts.tcpAddr)
+	assert.Equal(t, "MN\r\n", exchange(t, p, "mn\r\n", "MN\r\n"))
+
+	r := bufio.NewReaderSize(c, 256<<10)
+	for i := range gets {
+		line, err := r.ReadString('\n')
+		require.NoError(t, err)
+		require.Equal(t, "VALUE v 0 102400\r\n", line, "reply %d", i)
+		_, err = r.Discard(len(value) + 2)
+		require.NoError(t, err)
+		end, err := r.ReadString('\n')
+		require.NoError(t, err)
+		require.Equal(t, "END\r\n", end)
+	}
+	mn, err := r.ReadString('\n')
+	require.NoError(t, err)
+	assert.Equal(t, "MN\r\n", mn)
+	require.NoError(t, <-writeDone)
+}
+
+// A multi-key get whose answer is built in pieces (conn.yield) answers whole over TLS.
+func TestTLSLongAnswerInPieces(t *testing.T) {
+	ts := startTLS(t, nil)
+	c := ts.dial(t)
+	value := bytes.Repeat([]byte{'y'}, 60<<10)
+	exchange(t, c, fmt.Sprintf("set y 0 0 %d\r\n%s\r\n", len(value), value), "STORED\r\n")
+	const keys = 40 // 2.4 MB: about ten pieces of flushThreshold
+	out := exchange(t, c, "get"+strings.Repeat(" y", keys)+"\r\n", "END\r\n")
+	assert.Equal(t, keys, strings.Count(out, "VALUE y 0 61440\r\n"))
+	assert.Len(t, out, keys*(len("VALUE y 0 61440\r\n")+len(value)+2)+len("END\r\n"))
+}
+
+// refresh_certs (and SIGHUP, through Reload) loads the certificate files again: new connections get the
+// new certificate, connections made before keep theirs and go on working. Files that do not load leave
+// the certificate loaded before in use, and refresh_certs answers memcached's error line.
+func TestTLSRefreshCerts(t *testing.T) {
+	ts := startTLS(t, nil)
+	before := ts.dial(t)
+	assert.Equal(t, "server-a", before.ConnectionState().PeerCertificates[0].Subject.CommonName)
+
+	next, err := ts.certs.CA.IssueServer("server-b")
+	require.NoError(t, err)
+	require.NoError(t, next.WriteTo(ts.certFile, ts.keyFile))
+	assert.Equal(t, "OK\r\n", exchange(t, before, "refresh_certs\r\n", "\r\n"))
+	after := ts.dial(t)
+	assert.Equal(t, "server-b", after.ConnectionState().PeerCertificates[0].Subject.CommonName)
+	assert.Equal(t, "MN\r\n", exchange(t, before, "mn\r\n", "MN\r\n"), "a connection made before keeps working")
+
+	require.NoError(t, os.WriteFile(ts.keyFile, []byte("not a key\n"), 0o600))
+	reply := exchange(t, before, "refresh_certs\r\n", "\r\n")
+	assert.True(t, strings.HasPrefix(reply, "Error loading the key: "+ts.keyFile+" : "), "reply %q", reply)
+	assert.Len(t, ts.s.Reload(), 1, "Reload (SIGHUP) reports the same failure")
+	again := ts.dial(t)
+	assert.Equal(t, "server-b", again.ConnectionState().PeerCertificates[0].Subject.CommonName)
+	assert.Equal(t, "MN\r\n", exchange(t, before, "refresh_certs noreply\r\nmn\r\n", "MN\r\n"), "noreply: no error line")
+}
+
+// Without a TLS listener, refresh_certs answers as memcached built with TLS does without -Z.
+func TestRefreshCertsWithoutTLS(t *testing.T) {
+	s, _ := startRun(t, Config{})
+	c := plain(t, net.JoinHostPort(s.cfg.Listen, strconv.Itoa(s.cfg.Port)))
+	assert.Equal(t, "Error TLS not enabled\r\n", exchange(t, c, "refresh_certs\r\n", "\r\n"))
+	assert.Equal(t, "MN\r\n", exchange(t, c, "refresh_certs noreply\r\nmn\r\n", "\r\n"))
+	assert.Empty(t, statValue(t, c, "ssl_handshake_errors"), "memcached sends the ssl stats with -Z only")
+}
+
+// Client certificates: with ssl_verify_mode 2 and a CA, a client without a certificate, or with one from
+// another CA, fails its handshake; one the CA signed is served.
+func TestTLSClientCertificates(t *testing.T) {
+	set := testcert.New(t)
+	certFile, keyFile := filepath.Join(set.Dir, "c.pem"), filepath.Join(set.Dir, "k.pem")
+	require.NoError(t, set.Server.WriteTo(certFile, keyFile))
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	s, _ := startRun(t, Config{
+		Listeners: []Listener{{Network: "tcp", Addr: addr, TLS: true}},
+		TLS: tlsconf.Settings{ChainCert: certFile, Key: keyFile, CACert: set.CA.CertFile,
+			VerifyMode: tlsconf.VerifyRequire, MinVersion: tlsconf.DefaultMinVersion},
+	})
+	for _, tc := range []struct {
+		name string
+		cert *testcert.Pair
+		ok   bool
+	}{
+		{"no certificate", nil, false},
+		{"another CA's", set.OtherClient, false},
+		{"the CA's", set.Client, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := set.ClientConfig(tc.cert)
+			require.NoError(t, err)
+			c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
+			if err == nil {
+				defer c.Close()
+				require.NoError(t, c.SetDeadline(time.Now().Add(5*time.Second)))
+				_, err = io.WriteString(c, "mn\r\n")
+				if err == nil {
+					var got string
+					got, err = bufio.NewReader(c).ReadString('\n')
+					if err == nil {
+						assert.Equal(t, "MN\r\n", got)
+					}
+				}
+			}
+			if tc.ok {
+				assert.NoError(t, err)
+			} else {
+				assert.Error(t, err, "TLS 1.3 reports a refused client certificate at the first read")
+			}
+		})
+	}
+	assert.Equal(t, uint64(2), s.certs.Load().HandshakeErrors())
+}
+
+// --idle-timeout closes an idle TLS connection too, and counts it in idle_kicks.
+func TestTLSIdleTimeout(t *testing.T) {
+	ts := startTLS(t, func(c *Config) { c.IdleTimeout = time.Second })
+	c := ts.dial(t)
+	assert.Equal(t, "MN\r\n", exchange(t, c, "mn\r\n", "MN\r\n"))
+	start := time.Now()
+	_, err := io.ReadAll(c)
+	assert.NoError(t, err, "closed by the server")
+	assert.Less(t, time.Since(start), 4*time.Second)
+	assert.Equal(t, "1", statValue(t, plain(t, ts.tcpAddr), "idle_kicks"))
+}
+
+// The -c limit counts TLS connections with the others; one over it is told so, as memcached does.
+func TestTLSConnectionLimit(t *testing.T) {
+	ts := startTLS(t, func(c *Config) { c.ConnLimit = 1 })
+	first := ts.dial(t)
+	assert.Equal(t, "MN\r\n", exchange(t, first, "mn\r\n", "MN\r\n"))
+	second := ts.dial(t)
+	got, err := io.ReadAll(second)
+	assert.NoError(t, err)
+	assert.Equal(t, string(tooManyConns), string(got))
+}
+
+// Stop closes TLS connections and listeners; Run returns.
+func TestTLSStop(t *testing.T) {
+	ts := startTLS(t, nil)
+	c := ts.dial(t)
+	assert.Equal(t, "MN\r\n", exchange(t, c, "mn\r\n", "MN\r\n"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, ts.s.Stop(ctx))
+	_, err := io.ReadAll(c)
+	assert.NoError(t, err, "the connection was closed")
+	_, err = net.DialTimeout("tcp", ts.tlsAddr, time.Second)
+	assert.Error(t, err, "the listener was closed")
+}
+
+// A unix socket listener serves with -a's permissions; a path naming anything but a socket is refused
+// before anything is removed.
+func TestUnixSocket(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mc.sock")
+	s, _ := startRun(t, Config{Listeners: []Listener{{Network: "unix", Addr: path}}, UnixMask: 0o750})
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.ModeSocket|0o750, fi.Mode()&(os.ModeSocket|os.ModePerm))
+	c, err := net.DialTimeout("unix", path, 5*time.Second)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+	assert.Equal(t, "STORED\r\n", exchange(t, c, "set u 0 0 1\r\nu\r\n", "\r\n"))
+	conns := exchange(t, c, "stats conns\r\n", "END\r\n")
+	assert.Contains(t, conns, "listen_addr unix:"+path)
+
+	file := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(file, []byte("keep me"), 0o600))
+	store := s.store
+	other := New(Config{Listeners: []Listener{{Network: "unix", Addr: file}}, Threads: 1, ConnLimit: 4,
+		MaxItemSize: 1 << 20, Logger: s.logger}, store)
+	err = other.Run()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "is not a socket")
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Equal(t, "keep me", string(b))
+}
