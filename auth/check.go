@@ -114,7 +114,8 @@ func (p *Pending) Result() (ok, done bool) {
 }
 
 // Check checks user and pass. It answers at once (a nil Pending) when no bcrypt comparison is needed, or
-// when wake is nil (the caller may block: a transport with a goroutine per connection). Otherwise the check
+// when wake is nil (the caller may block: the stream transport's goroutine per connection, which then waits
+// for a Checkers slot like any other check, so TLS clients cannot take more CPUs either). Otherwise the check
 // runs on a checker goroutine, which calls wake once the Pending is done. user and pass are copied.
 func (v *Verifier) Check(user, pass []byte, wake func()) (bool, *Pending) {
 	l := v.cur.Load()
@@ -126,18 +127,23 @@ func (v *Verifier) Check(user, pass []byte, wake func()) (bool, *Pending) {
 		return true, nil
 	}
 	if wake == nil {
-		return l.verify(user, pass, id), nil
+		return v.verify(l, user, pass, id), nil
 	}
 	p := &Pending{}
 	user, pass = append([]byte(nil), user...), append([]byte(nil), pass...)
 	go func() {
-		v.sem <- struct{}{}
-		p.ok = l.verify(user, pass, id)
-		<-v.sem
+		p.ok = v.verify(l, user, pass, id)
 		p.done.Store(true)
 		wake()
 	}()
 	return false, p
+}
+
+// verify is a check that needs bcrypt, once one of the Checkers slots is free.
+func (v *Verifier) verify(l *loaded, user, pass []byte, id [sha256.Size]byte) bool {
+	v.sem <- struct{}{}
+	defer func() { <-v.sem }()
+	return l.verify(user, pass, id)
 }
 
 // pairID is the cache's key for a pair: its HMAC-SHA256 under the verifier's key.
