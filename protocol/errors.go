@@ -65,6 +65,14 @@ var (
 	ReplyInvalidMsModeFlag = []byte("CLIENT_ERROR invalid mode for ms M token\r\n")
 )
 
+// Replies to a connection that has not authenticated (-Y; ParseAuth), in memcached's words.
+var (
+	ReplyUnauthenticated    = []byte("CLIENT_ERROR unauthenticated\r\n")
+	ReplyAuthFailure        = []byte("CLIENT_ERROR authentication failure\r\n")
+	ReplyBadAuthTokenFormat = []byte("CLIENT_ERROR bad authentication token format\r\n")
+	ReplyBadLineTermination = []byte("CLIENT_ERROR bad command line termination\r\n")
+)
+
 // Replies of the meta commands that only executing them can produce, in memcached's words.
 var (
 	ReplyInvalidMaModeFlag           = []byte("CLIENT_ERROR invalid mode for ma M token\r\n")

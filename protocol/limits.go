@@ -43,6 +43,10 @@ const (
 	// (vlen > INT_MAX - 2 check in process_update_command / process_mset_command).
 	maxValueLength = 1<<31 - 1 - 2
 
+	// AuthReadBuffer is memcached's READ_BUFFER_SIZE, which bounds what a connection that has not
+	// authenticated can send (ParseAuth): its line must end within it, and its data block fit in it.
+	AuthReadBuffer = 16384
+
 	// metaMaxTokens is MFLAG_MAX_OPT_LENGTH: a meta command line whose token count plus
 	// memcached's terminal token exceeds it is refused ("options flags (are) too long").
 	metaMaxTokens = 20

@@ -81,6 +81,7 @@ type conn struct {
 	resume  int
 	dump    shard.DumpCursor
 	metaKey [protocol.KeyMaxLength]byte // me's base64-decoded key (flag b); the others decode in the parser
+	auth    *authConn                   // -Y, until the connection has authenticated (auth.go); nil otherwise
 
 	fd      int          // socket descriptor, the connection's name in `stats conns`
 	remote  string       // peer address, captured once at open
@@ -94,6 +95,7 @@ func newConn(s *Server, ls *loopShared) *conn {
 		srv:    s,
 		parser: protocol.Parser{MaxItemSize: s.cfg.MaxItemSize},
 		loop:   ls,
+		auth:   s.newAuthConn(),
 	}
 }
 
@@ -138,6 +140,12 @@ func (cn *conn) serve(c Transport) Action {
 	}
 	buf, _ := c.Peek(-1)
 	pre := cn.fast.takePreParsed()
+	if cn.auth != nil { // -Y, not yet authenticated (auth.go)
+		if pos, action = cn.serveAuth(c, buf); cn.auth != nil || action != Continue {
+			return cn.done(c, pos, action)
+		}
+		pre = 0 // OnTrafficBatch parsed the attempt as a set
+	}
 	for pos < len(buf) && action == Continue && !cn.closed && !cn.blocked && !cn.yielded {
 		if cn.sw.n > 0 {
 			k, held := cn.sw.take(buf[pos:])

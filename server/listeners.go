@@ -53,6 +53,9 @@ func listenAddr(a net.Addr) string {
 // engine ended without Stop having been called (gnet stops its engine when a loop or the acceptor fails), so
 // the daemon never mistakes such an end for a clean stop.
 func (s *Server) Run() error {
+	if s.authErr != nil {
+		return fmt.Errorf("-Y: %w", s.authErr)
+	}
 	threads := s.cfg.Threads
 	if threads <= 0 {
 		threads = 1

@@ -17,6 +17,7 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
+	"github.com/leasecached/leasecached/auth"
 	"github.com/leasecached/leasecached/protocol"
 	"github.com/leasecached/leasecached/shard"
 	"github.com/leasecached/leasecached/tlsconf"
@@ -97,7 +98,9 @@ type Server struct {
 	streams   streamListeners               // the stream transport's listeners and connections (stream.go)
 	stopped   chan struct{}                 // closed by Stop: Run without gnet listeners returns
 	stopOnce  sync.Once
-	umask     func() // restores the process's umask after the unix sockets are made (listeners.go)
+	umask     func()         // restores the process's umask after the unix sockets are made (listeners.go)
+	auth      *auth.Verifier // -Y's password file (auth.go); nil without -Y
+	authErr   error          // why -Y's file did not load: Run fails with it
 }
 
 // New returns a server for cfg over store. The store's lifetime is the caller's.
@@ -109,6 +112,7 @@ func New(cfg Config, store *shard.Store) *Server {
 		ready: make(chan struct{}), stopped: make(chan struct{})}
 	s.verbosity.Store(int32(cfg.Verbosity))
 	s.reloaders = append(s.reloaders, reloader{"TLS certificates", s.refreshCerts})
+	s.loadAuth()
 	return s
 }
 

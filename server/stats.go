@@ -39,6 +39,8 @@ const (
 	statTouchMisses
 	statStoreTooLarge
 	statStoreNoMemory
+	statAuthCmds
+	statAuthErrors
 	statBytesRead
 	statBytesWritten
 	numStats
@@ -66,6 +68,8 @@ var statNames = [numStats]string{
 	statTouchMisses:   "touch_misses",
 	statStoreTooLarge: "store_too_large",
 	statStoreNoMemory: "store_no_memory",
+	statAuthCmds:      "auth_cmds",
+	statAuthErrors:    "auth_errors",
 	statBytesRead:     "bytes_read",
 	statBytesWritten:  "bytes_written",
 }
@@ -245,10 +249,9 @@ func (s *Server) appendGeneralStats(dst []byte) []byte {
 	dst = statUint(dst, "get_misses", st.get(statGetMisses))
 	dst = statUint(dst, "get_expired", ss.GetExpired)
 	dst = statUint(dst, "get_flushed", ss.GetFlushed)
-	for id := statDeleteMisses; id <= statStoreNoMemory; id++ {
+	for id := statDeleteMisses; id <= statAuthErrors; id++ {
 		dst = statUint(dst, statNames[id], st.get(id))
 	}
-	dst = zeroStats(dst, "auth_cmds", "auth_errors")
 	if s.cfg.IdleTimeout > 0 { // memcached 1.6.18 sends it only with idle_timeout set
 		dst = statUint(dst, "idle_kicks", st.idleKicks.Load())
 	}

@@ -1,0 +1,255 @@
+package auth
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// minCostHash is a bcrypt hash of pass at bcrypt's lowest cost, so the tests stay fast.
+func minCostHash(t testing.TB, pass string) string {
+	t.Helper()
+	h, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.MinCost)
+	require.NoError(t, err)
+	return string(h)
+}
+
+// TestParse: what memcached 1.6.18 accepts is read as it reads it; what it reads silently otherwise than
+// it looks is refused with the line's number.
+func TestParse(t *testing.T) {
+	cases := []struct {
+		name    string
+		file    string
+		entries int
+		good    [][2]string // pairs that authenticate
+		bad     [][2]string // pairs that do not
+		err     string      // a refused file's reason contains this
+	}{
+		{name: "two users", file: "foo:bar\nbaaaz:quux\n", entries: 2,
+			good: [][2]string{{"foo", "bar"}, {"baaaz", "quux"}}, bad: [][2]string{{"foo", "quux"}, {"bar", "foo"}}},
+		{name: "no final newline", file: "foo:bar", entries: 1, good: [][2]string{{"foo", "bar"}}},
+		{name: "CRLF lines", file: "foo:bar\r\nx:y\r\n", entries: 2, good: [][2]string{{"foo", "bar"}, {"x", "y"}},
+			bad: [][2]string{{"foo", "bar\r"}}},
+		{name: "empty file", file: "", entries: 0, bad: [][2]string{{"", ""}, {"foo", "bar"}}},
+		{name: "the password keeps its colons and spaces", file: "u:a:b c\n", entries: 1,
+			good: [][2]string{{"u", "a:b c"}}, bad: [][2]string{{"u", "a"}}},
+		{name: "a user may have several passwords", file: "u:one\nu:two\n", entries: 2,
+			good: [][2]string{{"u", "one"}, {"u", "two"}}, bad: [][2]string{{"u", "three"}}},
+		{name: "more than memcached's 8 users", file: strings.Repeat("a:b\n", 8) + "ninth:9\n", entries: 9,
+			good: [][2]string{{"ninth", "9"}}},
+		// Kept as memcached keeps them; no client can send an empty token (protocol.ParseAuth), so neither
+		// authenticates anyone.
+		{name: "empty user and password are kept", file: ":\nu:\n", entries: 2, good: [][2]string{{"u", ""}}},
+		{name: "line of 254 bytes", file: "u:" + strings.Repeat("p", 252) + "\n", entries: 1,
+			good: [][2]string{{"u", strings.Repeat("p", 252)}}},
+		{name: "empty line", file: "foo:bar\n\n", err: "line 2: malformed entry"},
+		{name: "comment", file: "# users\nfoo:bar\n", err: "line 1: malformed entry"},
+		{name: "no colon", file: "foo:bar\nbaz\n", err: "line 2: malformed entry"},
+		{name: "line of 255 bytes", file: "u:" + strings.Repeat("p", 253) + "\n", err: "line 1: 255 bytes"},
+		{name: "NUL", file: "foo:b\x00ar\n", err: "line 1: a NUL byte"},
+		{name: "CR inside a line", file: "foo:b\rar\n", err: `line 1: a "\r" inside`},
+		{name: "malformed bcrypt hash", file: "u:$2y$10$short\n", err: "line 1: user \"u\": malformed bcrypt hash"},
+		{name: "bcrypt cost over the limit", file: "u:$2a$15$" + strings.Repeat("a", 53) + "\n", err: "bcrypt cost 15"},
+		{name: "too large", file: strings.Repeat("a:b\n", MaxFileSize/4+1), err: "more than the 1048576"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tab, err := Parse([]byte(tc.file))
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.entries, tab.Entries())
+			assert.False(t, tab.Slow())
+			for _, p := range tc.good {
+				assert.True(t, tab.Check([]byte(p[0]), []byte(p[1])), "%q %q should authenticate", p[0], p[1])
+			}
+			for _, p := range tc.bad {
+				assert.False(t, tab.Check([]byte(p[0]), []byte(p[1])), "%q %q should not authenticate", p[0], p[1])
+			}
+		})
+	}
+}
+
+func TestBcrypt(t *testing.T) {
+	for _, variant := range []string{"$2a$", "$2b$", "$2y$"} {
+		t.Run(variant, func(t *testing.T) {
+			h := variant + minCostHash(t, "s3cret")[4:]
+			tab, err := Parse([]byte("plain:pw\nhashed:" + h + "\n"))
+			require.NoError(t, err)
+			assert.True(t, tab.Slow())
+			assert.Equal(t, bcrypt.MinCost, tab.bcryptCost)
+			assert.True(t, tab.Check([]byte("hashed"), []byte("s3cret")))
+			assert.False(t, tab.Check([]byte("hashed"), []byte("s3cre")))
+			assert.False(t, tab.Check([]byte("hashed"), []byte(h)), "the hash is not the password")
+			assert.True(t, tab.Check([]byte("plain"), []byte("pw")))
+			assert.False(t, tab.Check([]byte("nobody"), []byte("s3cret")))
+		})
+	}
+}
+
+// TestCheckCostsOneBcrypt: in a file with a hash, every check costs a bcrypt comparison whether the user
+// has a hash, a plain password or no entry: the time of an answer does not tell them apart.
+func TestCheckCostsOneBcrypt(t *testing.T) {
+	h, err := bcrypt.GenerateFromPassword([]byte("s3cret"), 8) // ~20 ms a check: far above the noise
+	require.NoError(t, err)
+	tab, err := Parse([]byte("plain:pw\nhashed:" + string(h) + "\n"))
+	require.NoError(t, err)
+	require.NotNil(t, tab.dummyHash)
+	cost, err := bcrypt.Cost(tab.dummyHash)
+	require.NoError(t, err)
+	assert.Equal(t, 8, cost, "the comparison hash has the file's highest cost")
+	timeOf := func(user, pass string) time.Duration {
+		best := time.Hour
+		for range 5 { // the fastest of five: what the check costs, less what a busy machine adds
+			start := time.Now()
+			tab.Check([]byte(user), []byte(pass))
+			best = min(best, time.Since(start))
+		}
+		return best
+	}
+	hashed := timeOf("hashed", "wrong")
+	for _, who := range [][2]string{{"plain", "wrong"}, {"plain", "pw"}, {"nobody", "wrong"}} {
+		d := timeOf(who[0], who[1])
+		// Without the comparison hash these take microseconds, a thousandth of a bcrypt comparison; three
+		// or more comparisons, three times as long. The bounds leave room for a loaded machine.
+		assert.Greater(t, d, hashed/4, "%s costs a bcrypt comparison (%v vs %v)", who[0], d, hashed)
+		assert.Less(t, d, hashed*3, "%s costs one bcrypt comparison (%v vs %v)", who[0], d, hashed)
+	}
+}
+
+func writeFile(t testing.TB, path, content string) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+}
+
+func TestVerifierReloadKeepsTableOnError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pw")
+	writeFile(t, path, "foo:bar\n")
+	v, err := NewVerifier(path)
+	require.NoError(t, err)
+	ok, p := v.Check([]byte("foo"), []byte("bar"), nil)
+	assert.True(t, ok)
+	assert.Nil(t, p, "a plain table answers at once")
+
+	writeFile(t, path, "new:pw\n")
+	require.NoError(t, v.Reload())
+	ok, _ = v.Check([]byte("foo"), []byte("bar"), nil)
+	assert.False(t, ok, "the old file's user is gone")
+	ok, _ = v.Check([]byte("new"), []byte("pw"), nil)
+	assert.True(t, ok)
+
+	writeFile(t, path, "new:pw\nbroken\n")
+	require.ErrorContains(t, v.Reload(), "line 2: malformed entry")
+	ok, _ = v.Check([]byte("new"), []byte("pw"), nil)
+	assert.True(t, ok, "a malformed file leaves the table in use")
+
+	require.NoError(t, os.Remove(path))
+	require.Error(t, v.Reload())
+	ok, _ = v.Check([]byte("new"), []byte("pw"), nil)
+	assert.True(t, ok, "a missing file leaves the table in use")
+
+	_, err = NewVerifier(path)
+	require.Error(t, err, "a missing file does not load at start")
+}
+
+// TestVerifierOffCaller: a check that needs bcrypt runs on a checker goroutine and wakes the caller; a
+// pair once verified is answered at once; a reload forgets it.
+func TestVerifierOffCaller(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pw")
+	writeFile(t, path, "u:"+minCostHash(t, "pw")+"\n")
+	v, err := NewVerifier(path)
+	require.NoError(t, err)
+	check := func(user, pass string) (bool, bool) {
+		woken := make(chan struct{})
+		var wakes atomic.Int32
+		ok, p := v.Check([]byte(user), []byte(pass), func() { wakes.Add(1); close(woken) })
+		if p == nil {
+			return ok, false
+		}
+		select {
+		case <-woken:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no wake")
+		}
+		ok, done := p.Result()
+		require.True(t, done, "woken once done")
+		assert.Equal(t, int32(1), wakes.Load())
+		return ok, true
+	}
+	ok, async := check("u", "pw")
+	assert.True(t, ok)
+	assert.True(t, async, "the first check runs off the caller")
+	ok, async = check("u", "pw")
+	assert.True(t, ok)
+	assert.False(t, async, "a verified pair is answered at once")
+	for range 2 {
+		ok, async = check("u", "wrong")
+		assert.False(t, ok)
+		assert.True(t, async, "a failure is never remembered")
+	}
+	ok, async = check("nobody", "pw")
+	assert.False(t, ok)
+	assert.True(t, async, "an unknown user costs what a known one does")
+	ok, p := v.Check([]byte("u"), []byte("wrong"), nil)
+	assert.False(t, ok)
+	assert.Nil(t, p, "without a wake the check runs in the caller")
+	require.NoError(t, v.Reload())
+	_, async = check("u", "pw")
+	assert.True(t, async, "a reload forgets verified pairs")
+}
+
+func TestVerifierCacheBounded(t *testing.T) {
+	l := &loaded{ok: make(map[[32]byte]struct{})}
+	l.t, _ = Parse([]byte("u:p\n"))
+	for i := range CacheSize + 10 {
+		var id [32]byte
+		id[0], id[1] = byte(i), byte(i>>8)
+		require.True(t, l.verify([]byte("u"), []byte("p"), id))
+		assert.LessOrEqual(t, len(l.ok), CacheSize)
+	}
+}
+
+// FuzzParse: Parse never panics; a file it accepts is read as memcached reads it (user before the first
+// colon, password to the line's end) for every line.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"foo:bar\nbaaaz:quux\n", "a:b", "a:b\r\nc:d\r\n", "", "\n", "#x\n", "a:b\x00\n",
+		"u:$2y$04$abcdefghijklmnopqrstuuJ0b7q5FJ6XGmO5RX3J6V8Y6K2hJ9E2y\n", "a:b:c d\n", "x\r:y\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tab, err := Parse(data)
+		if err != nil {
+			return
+		}
+		lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+		if len(data) == 0 {
+			lines = nil
+		}
+		if tab.Entries() != len(lines) {
+			t.Fatalf("%d entries for %d lines", tab.Entries(), len(lines))
+		}
+		for _, line := range lines {
+			line = strings.TrimSuffix(line, "\r")
+			user, pass, ok := strings.Cut(line, ":")
+			if !ok {
+				t.Fatalf("accepted a line without a colon: %q", line)
+			}
+			if isBcrypt([]byte(pass)) {
+				continue
+			}
+			if !tab.Check([]byte(user), []byte(pass)) {
+				t.Fatalf("line %q: its own user and password do not authenticate", line)
+			}
+		}
+	})
+}

@@ -1,0 +1,180 @@
+package auth
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// dummyPlain is a digest no password has: what a check compares with when the user has no entry, so that
+// an unknown user costs what a wrong password costs.
+var dummyPlain = func() (d [sha256.Size]byte) {
+	_, _ = rand.Read(d[:])
+	return d
+}()
+
+// Check reports whether user and pass match one of the table's entries. Its time does not depend on
+// whether user exists nor on how much of a password matches: the password's SHA-256 is compared in
+// constant time with each of the user's plain entries (with dummyPlain for an unknown user), each of the
+// user's hashes is checked, and a table that has any hash checks one (dummyHash) when the user has none.
+// With a hash involved it takes tens of milliseconds: Verifier keeps that off the event loops.
+func (t *Table) Check(user, pass []byte) bool {
+	entries, found := t.users[string(user)]
+	digest := sha256.Sum256(pass)
+	match := 0
+	hashed := false
+	if !found {
+		subtle.ConstantTimeCompare(digest[:], dummyPlain[:])
+	}
+	for i := range entries {
+		e := &entries[i]
+		if e.isHash {
+			if bcrypt.CompareHashAndPassword(e.hash, pass) == nil {
+				match = 1
+			}
+			hashed = true
+			continue
+		}
+		match |= subtle.ConstantTimeCompare(digest[:], e.plain[:])
+	}
+	if t.dummyHash != nil && !hashed {
+		_ = bcrypt.CompareHashAndPassword(t.dummyHash, pass)
+	}
+	return found && match == 1
+}
+
+// Checkers is how many bcrypt checks run at once, each on a goroutine of its own: at most this many CPUs
+// go to checking passwords, whatever the number of clients trying; the others wait their turn.
+const Checkers = 2
+
+// CacheSize bounds how many verified (user, password) pairs a table remembers. A full cache is emptied.
+const CacheSize = 1024
+
+// Verifier checks users and passwords against the file loaded last, without holding the caller for a
+// bcrypt comparison: a pair already verified against the table in use is answered at once from a cache
+// (its keyed SHA-256, never the password); any other check of a table with hashes runs on a checker
+// goroutine (Checkers at once) and tells the caller when it is done. A table of plain passwords only is
+// checked at once (a few hundred nanoseconds).
+type Verifier struct {
+	path string
+	cur  atomic.Pointer[loaded]
+	sem  chan struct{}
+	key  [32]byte // the cache's HMAC key, so its map's keys say nothing to someone who cannot read memory
+}
+
+// loaded is a table and the pairs verified against it. A reload replaces both: a pair verified against
+// the old file is checked again.
+type loaded struct {
+	t  *Table
+	mu sync.Mutex
+	ok map[[sha256.Size]byte]struct{}
+}
+
+// NewVerifier loads the file at path.
+func NewVerifier(path string) (*Verifier, error) {
+	v := &Verifier{path: path, sem: make(chan struct{}, Checkers)}
+	_, _ = rand.Read(v.key[:])
+	if err := v.Reload(); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// Reload loads the file again. A file that does not load leaves the table in use unchanged.
+func (v *Verifier) Reload() error {
+	t, err := Load(v.path)
+	if err != nil {
+		return err
+	}
+	v.cur.Store(&loaded{t: t, ok: make(map[[sha256.Size]byte]struct{})})
+	return nil
+}
+
+// Table is the table in use.
+func (v *Verifier) Table() *Table { return v.cur.Load().t }
+
+// Pending is a check running on a checker goroutine.
+type Pending struct {
+	ok   bool
+	done atomic.Bool
+}
+
+// Result is the check's answer, once done.
+func (p *Pending) Result() (ok, done bool) {
+	if !p.done.Load() {
+		return false, false
+	}
+	return p.ok, true
+}
+
+// Check checks user and pass. It answers at once (a nil Pending) when no bcrypt comparison is needed, or
+// when wake is nil (the caller may block: the stream transport's goroutine per connection, which then waits
+// for a Checkers slot like any other check, so TLS clients cannot take more CPUs either). Otherwise the check
+// runs on a checker goroutine, which calls wake once the Pending is done. user and pass are copied.
+func (v *Verifier) Check(user, pass []byte, wake func()) (bool, *Pending) {
+	l := v.cur.Load()
+	if !l.t.Slow() {
+		return l.t.Check(user, pass), nil
+	}
+	id := v.pairID(user, pass)
+	if l.known(id) {
+		return true, nil
+	}
+	if wake == nil {
+		return v.verify(l, user, pass, id), nil
+	}
+	p := &Pending{}
+	user, pass = append([]byte(nil), user...), append([]byte(nil), pass...)
+	go func() {
+		p.ok = v.verify(l, user, pass, id)
+		p.done.Store(true)
+		wake()
+	}()
+	return false, p
+}
+
+// verify is a check that needs bcrypt, once one of the Checkers slots is free.
+func (v *Verifier) verify(l *loaded, user, pass []byte, id [sha256.Size]byte) bool {
+	v.sem <- struct{}{}
+	defer func() { <-v.sem }()
+	return l.verify(user, pass, id)
+}
+
+// pairID is the cache's key for a pair: its HMAC-SHA256 under the verifier's key.
+func (v *Verifier) pairID(user, pass []byte) (id [sha256.Size]byte) {
+	m := hmac.New(sha256.New, v.key[:])
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(user)))
+	m.Write(n[:])
+	m.Write(user)
+	m.Write(pass)
+	m.Sum(id[:0])
+	return id
+}
+
+func (l *loaded) known(id [sha256.Size]byte) bool {
+	l.mu.Lock()
+	_, ok := l.ok[id]
+	l.mu.Unlock()
+	return ok
+}
+
+// verify checks the pair against the table and remembers it when it matches.
+func (l *loaded) verify(user, pass []byte, id [sha256.Size]byte) bool {
+	if !l.t.Check(user, pass) {
+		return false
+	}
+	l.mu.Lock()
+	if len(l.ok) >= CacheSize {
+		clear(l.ok)
+	}
+	l.ok[id] = struct{}{}
+	l.mu.Unlock()
+	return true
+}
