@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/panjf2000/gnet/v2"
-
 	"github.com/leasecached/leasecached/auth"
 	"github.com/leasecached/leasecached/protocol"
 )
@@ -137,19 +135,4 @@ func (cn *conn) authReply(r []byte) {
 	}
 	a.slot = len(cn.out)
 	cn.out = append(cn.out, r...)
-}
-
-// gnetWaker is the part of gnet.Conn that wakerOf uses.
-type gnetWaker interface {
-	Wake(gnet.AsyncCallback) error
-}
-
-// wakerOf is how a checker goroutine has c served again once its check is done: gnet's Wake, which any
-// goroutine may call. A transport without one (the stream transport: a goroutine per connection) is nil:
-// the check runs in its serve call, which holds only that connection.
-func wakerOf(c Transport) func() {
-	if w, ok := c.(gnetWaker); ok {
-		return func() { _ = w.Wake(nil) }
-	}
-	return nil
 }

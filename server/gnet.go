@@ -95,3 +95,18 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	}
 	return gnet.None
 }
+
+// gnetWaker is the part of gnet.Conn that wakerOf uses.
+type gnetWaker interface {
+	Wake(gnet.AsyncCallback) error
+}
+
+// wakerOf is how a checker goroutine has c served again once its check is done: gnet's Wake, which any
+// goroutine may call. A transport without one (the stream transport: a goroutine per connection) is nil:
+// the check runs in its serve call, which holds only that connection.
+func wakerOf(c Transport) func() {
+	if w, ok := c.(gnetWaker); ok {
+		return func() { _ = w.Wake(nil) }
+	}
+	return nil
+}
