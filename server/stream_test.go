@@ -347,3 +347,48 @@ func TestUnixSocket(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "keep me", string(b))
 }
+
+// With ssl_session_cache a client resumes its session on its next connection, and ssl_new_sessions counts
+// only full handshakes; without it, nothing resumes.
+func TestTLSSessionCache(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprint("cache=", on), func(t *testing.T) {
+			ts := startTLS(t, func(c *Config) { c.TLS.SessionCache = on })
+			cfg, err := ts.certs.ClientConfig(nil)
+			require.NoError(t, err)
+			cfg.ClientSessionCache = tls.NewLRUClientSessionCache(4)
+			var resumed []bool
+			for range 2 {
+				c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ts.tlsAddr, cfg)
+				require.NoError(t, err)
+				require.NoError(t, c.SetDeadline(time.Now().Add(5*time.Second)))
+				assert.Equal(t, "MN\r\n", exchange(t, c, "mn\r\n", "MN\r\n")) // TLS 1.3 tickets come after the handshake
+				resumed = append(resumed, c.ConnectionState().DidResume)
+				c.Close()
+			}
+			assert.Equal(t, []bool{false, on}, resumed)
+			p := plain(t, ts.tcpAddr)
+			if on {
+				assert.Equal(t, "1", statValue(t, p, "ssl_new_sessions"))
+			} else {
+				assert.Empty(t, statValue(t, p, "ssl_new_sessions"), "sent only with ssl_session_cache")
+			}
+		})
+	}
+}
+
+// Handshakes that do not finish (clients that connect to the TLS port and send nothing) hold no event loop:
+// plaintext and TLS clients are served meanwhile.
+func TestTLSStalledHandshakesStallNobody(t *testing.T) {
+	ts := startTLS(t, nil)
+	for range 50 {
+		plain(t, ts.tlsAddr) // connected, no ClientHello
+	}
+	start := time.Now()
+	p := plain(t, ts.tcpAddr)
+	assert.Equal(t, "MN\r\n", exchange(t, p, "mn\r\n", "MN\r\n"))
+	c := ts.dial(t)
+	assert.Equal(t, "MN\r\n", exchange(t, c, "mn\r\n", "MN\r\n"))
+	assert.Less(t, time.Since(start), 2*time.Second)
+	assert.Equal(t, "2", statValue(t, p, "curr_connections"), "a handshake takes no -c slot until it is done")
+}
