@@ -56,7 +56,9 @@ func TestSettingsMapToConfig(t *testing.T) {
 			require.NoError(t, os.WriteFile(both, append(chain, key...), 0o600))
 			s.ChainCert, s.Key = both, ""
 		}, func(t *testing.T, c *tls.Config) { assert.Len(t, c.Certificates, 1) }},
-		{"ciphers", func(s *Settings) { s.Ciphers = "ECDHE-ECDSA-AES128-GCM-SHA256:TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256" },
+		{"ciphers", func(s *Settings) {
+			s.Ciphers = "ECDHE-ECDSA-AES128-GCM-SHA256:TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"
+		},
 			func(t *testing.T, c *tls.Config) {
 				assert.Equal(t, []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
 					tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256}, c.CipherSuites)
