@@ -167,11 +167,24 @@ func (s *Server) serveStream(ln net.Listener, listenAddr string) {
 // serveStreamConn runs one stream connection: the TLS handshake, then reads and serve calls until the
 // client or the engine ends it.
 func (s *Server) serveStreamConn(nc net.Conn, listenAddr string) {
-	defer s.streams.wg.Done()
-	defer nc.Close()
-	if tc, ok := nc.(*tls.Conn); ok && !s.handshake(tc) {
+	if tc, ok := nc.(*tls.Conn); ok {
+		if !s.handshake(tc) {
+			nc.Close()
+			s.streams.wg.Done()
+			return
+		}
+		// A handshake grows its goroutine's stack to tens of KiB, which an idle connection would keep
+		// until a collection shrinks it; the connection is served on a goroutine of its own instead.
+		go s.serveHandshaken(nc, listenAddr)
 		return
 	}
+	s.serveHandshaken(nc, listenAddr)
+}
+
+// serveHandshaken serves a stream connection whose handshake, if any, is done.
+func (s *Server) serveHandshaken(nc net.Conn, listenAddr string) {
+	defer s.streams.wg.Done()
+	defer nc.Close()
 	if s.stats.currConns.Load() >= int64(s.cfg.ConnLimit) {
 		s.stats.rejectedConns.Add(1)
 		_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
