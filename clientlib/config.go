@@ -1,6 +1,7 @@
 package clientlib
 
 import (
+	"crypto/tls"
 	"time"
 )
 
@@ -8,7 +9,7 @@ import (
 // anything: bounded waits, bounded connections, quick ejection of a dead server.
 const (
 	DefaultTimeout        = 1 * time.Second        // per-request I/O bound when the context has no earlier deadline
-	DefaultDialTimeout    = 500 * time.Millisecond // TCP connect bound
+	DefaultDialTimeout    = 500 * time.Millisecond // connect bound (and the TLS handshake's, with Config.TLS)
 	DefaultMaxIdlePerAddr = 8                      // idle connections kept per server
 	DefaultMaxOpenPerAddr = 64                     // open connections per server; callers wait beyond it
 	DefaultFailureLimit   = 2                      // consecutive failures that eject a server
@@ -32,7 +33,8 @@ const (
 
 // Server names one cache server.
 type Server struct {
-	// Addr is "host:port".
+	// Addr is "host:port", or the path of a Unix socket (memcached -s): an address containing "/" is a path,
+	// gomemcache's rule, e.g. "/run/memcached/memcached.sock". Under Ketama a path is its own ring identity.
 	Addr string
 	// Weight scales the server's share of keys under Ketama (values below 1 count as 1). Modulo ignores it.
 	Weight int
@@ -48,6 +50,10 @@ type Config struct {
 	// Timeout bounds one request's I/O when the context's deadline is later or absent.
 	Timeout     time.Duration
 	DialTimeout time.Duration
+	// TLS, when not nil, makes every connection to a host:port server TLS with this configuration (memcached
+	// -Z); its ServerName, when empty, is the address's host. Unix socket servers stay plaintext, as memcached
+	// serves its -s socket. nil: plaintext.
+	TLS *tls.Config
 	// MaxIdlePerAddr and MaxOpenPerAddr bound each server's pool. A caller that finds MaxOpenPerAddr
 	// connections busy waits for one, within its context.
 	MaxIdlePerAddr int

@@ -17,7 +17,7 @@ const (
 // aLongTimeAgo is a deadline in the past: setting it makes blocked reads and writes return at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// conn is one TCP connection to a server, used by one request at a time.
+// conn is one connection to a server (TCP, TLS or a Unix socket), used by one request at a time.
 type conn struct {
 	srv *server
 	nc  net.Conn

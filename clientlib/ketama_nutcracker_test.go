@@ -20,20 +20,33 @@ const nutcrackerKeys = 1000
 // TestKetamaMatchesTwemproxy routes keys through a real twemproxy (Debian's nutcracker) with
 // `distribution: ketama, hash: md5` in front of three memcached processes, finds where each key
 // landed by reading every backend directly, and checks clientlib picks the same server, for equal
-// weights, unequal weights and explicitly named servers.
+// weights, unequal weights, explicitly named servers and servers on Unix sockets.
 func TestKetamaMatchesTwemproxy(t *testing.T) {
 	nutcracker := requireBinary(t, "nutcracker")
-	backends := []*proc{startMemcached(t), startMemcached(t), startMemcached(t)}
+	tcp := []*proc{startMemcached(t), startMemcached(t), startMemcached(t)}
+	sockDir := t.TempDir()
+	var unix []*proc
+	for i := range 3 {
+		unix = append(unix, startMemcachedSocket(t, filepath.Join(sockDir, fmt.Sprintf("m%d.sock", i))))
+	}
 
 	pools := []struct {
 		name    string
 		prefix  string
 		weights []int
 		names   []string
+		unix    bool // the backends are the Unix socket ones
 	}{
-		{"equal", "eq:", []int{1, 1, 1}, nil},
-		{"weighted", "w:", []int{1, 2, 3}, nil},
-		{"named", "n:", []int{1, 1, 1}, []string{"alpha", "beta", "gamma"}},
+		{"equal", "eq:", []int{1, 1, 1}, nil, false},
+		{"weighted", "w:", []int{1, 2, 3}, nil, false},
+		{"named", "n:", []int{1, 1, 1}, []string{"alpha", "beta", "gamma"}, false},
+		{"unix", "u:", []int{1, 1, 1}, nil, true},
+	}
+	backendsOf := func(unixPool bool) []*proc {
+		if unixPool {
+			return unix
+		}
+		return tcp
 	}
 	dir := t.TempDir()
 	conf := ""
@@ -42,7 +55,7 @@ func TestKetamaMatchesTwemproxy(t *testing.T) {
 		listen[i] = "127.0.0.1:" + strconv.Itoa(freePort(t))
 		conf += fmt.Sprintf("%s:\n  listen: %s\n  hash: md5\n  distribution: ketama\n  auto_eject_hosts: false\n  timeout: 2000\n  servers:\n",
 			p.name, listen[i])
-		for j, b := range backends {
+		for j, b := range backendsOf(p.unix) {
 			line := fmt.Sprintf("%s:%d", b.Addr, p.weights[j])
 			if p.names != nil {
 				line += " " + p.names[j]
@@ -61,12 +74,13 @@ func TestKetamaMatchesTwemproxy(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	direct := make([]*clientlib.Client, len(backends))
-	for i, b := range backends {
-		direct[i] = newClient(t, clientlib.Config{}, b.Addr)
-	}
 	for pi, p := range pools {
 		t.Run(p.name, func(t *testing.T) {
+			backends := backendsOf(p.unix)
+			direct := make([]*clientlib.Client, len(backends))
+			for i, b := range backends {
+				direct[i] = newClient(t, clientlib.Config{}, b.Addr)
+			}
 			waitListening(t, listen[pi])
 			proxy := newClient(t, clientlib.Config{}, listen[pi])
 			keys := make([]string, nutcrackerKeys)

@@ -2,7 +2,6 @@ package clientlib
 
 import (
 	"context"
-	"net"
 	"sync"
 )
 
@@ -13,7 +12,7 @@ type pool struct {
 	addr    string
 	maxIdle int
 	tokens  chan struct{}
-	dialer  net.Dialer
+	dialer  *dialer
 
 	mu     sync.Mutex
 	idle   []*conn
@@ -25,7 +24,7 @@ func newPool(addr string, cfg *Config) *pool {
 		addr:    addr,
 		maxIdle: cfg.MaxIdlePerAddr,
 		tokens:  make(chan struct{}, cfg.MaxOpenPerAddr),
-		dialer:  net.Dialer{Timeout: cfg.DialTimeout},
+		dialer:  newDialer(addr, cfg),
 	}
 }
 
@@ -54,16 +53,13 @@ func (p *pool) get(ctx context.Context, srv *server) (*conn, error) {
 		return cn, nil
 	}
 	p.mu.Unlock()
-	nc, err := p.dialer.DialContext(ctx, "tcp", p.addr)
+	nc, err := p.dialer.dial(ctx)
 	if err != nil {
 		<-p.tokens
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, &connError{addr: p.addr, op: "dial", err: err}
-	}
-	if tc, ok := nc.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
 	}
 	return newConn(srv, nc), nil
 }

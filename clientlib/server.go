@@ -3,7 +3,6 @@ package clientlib
 import (
 	"bufio"
 	"bytes"
-	"net"
 	"sync/atomic"
 	"time"
 
@@ -32,7 +31,7 @@ func (s *server) succeeded() {
 
 // probe dials the server and asks for its version; nil means it is answering again.
 func (s *server) probe(dialTimeout time.Duration) error {
-	nc, err := net.DialTimeout("tcp", s.addr, dialTimeout)
+	nc, err := s.pool.dialer.dialTimeout(dialTimeout)
 	if err != nil {
 		return err
 	}

@@ -133,10 +133,18 @@ type toolRun struct {
 
 // runTool runs path with args in dir, bounded by timeout.
 func runTool(dir string, timeout time.Duration, path string, args ...string) toolRun {
+	return runToolInput(dir, timeout, nil, path, args...)
+}
+
+// runToolInput is runTool with stdin as the tool's standard input (nil: none).
+func runToolInput(dir string, timeout time.Duration, stdin []byte, path string, args ...string) toolRun {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Dir = dir
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
 	cmd.WaitDelay = clientWaitDelay
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout

@@ -171,7 +171,12 @@ func requireLeasecached(t testing.TB) {
 func startMemcached(t testing.TB, args ...string) *daemon {
 	t.Helper()
 	requireMemcached(t)
-	return startDaemon(t, "memcached", memcachedPath, func(port int) []string {
+	return startDaemon(t, "memcached", memcachedPath, memcachedArgs(args))
+}
+
+// memcachedArgs is memcached's command line for a port: the shared defaults, then args.
+func memcachedArgs(args []string) func(port int) []string {
+	return func(port int) []string {
 		base := []string{"-l", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "0",
 			"-m", defaultMemoryMB, "-t", defaultThreads}
 		if os.Geteuid() == 0 {
@@ -179,7 +184,7 @@ func startMemcached(t testing.TB, args ...string) *daemon {
 			base = append(base, "-u", "root")
 		}
 		return append(base, args...)
-	})
+	}
 }
 
 // startLeasecached starts the built daemon on a free loopback port with the
@@ -225,9 +230,17 @@ func startPair(t testing.TB, args ...string) (mc, lc *daemon) {
 // and binding is retried on a new one). Cleanup kills it.
 func startDaemon(t testing.TB, name, path string, argv func(port int) []string) *daemon {
 	t.Helper()
-	p, err := testdaemon.Start(context.Background(), testdaemon.Spec{Name: name, Path: path, Args: argv,
-		StartTimeout: startTimeout, Attempts: startAttempts})
+	return startDaemonSpec(t, testdaemon.Spec{Name: name, Path: path, Args: argv})
+}
+
+// startDaemonSpec is startDaemon for a spec of the caller's (its Ready: a daemon that serves only a Unix
+// socket), with the suite's start timeout and attempts.
+func startDaemonSpec(t testing.TB, spec testdaemon.Spec) *daemon {
+	t.Helper()
+	spec.StartTimeout, spec.Attempts = startTimeout, startAttempts
+	p, err := testdaemon.Start(context.Background(), spec)
 	require.NoError(t, err)
+	name := spec.Name
 	d := &daemon{name: name, addr: p.Addr, cmd: p.Cmd, out: p.Out, proc: p, exited: make(chan struct{})}
 	go func() {
 		<-p.Exited()

@@ -21,6 +21,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // Ring layout constants, named as in libmemcached/twemproxy.
@@ -57,8 +58,13 @@ type Ring struct {
 }
 
 // NodeName returns the name twemproxy gives a server configured as "addr" with no explicit name:
-// "host:port", or "host" when the port is 11211.
+// "host:port", or "host" when the port is 11211; for a Unix socket's path (an address containing "/"),
+// the path followed by ":". twemproxy names a socket server as it does a host, name, ':' and port, and a
+// socket has an empty port (checked against nutcracker 0.5.0 in TestKetamaMatchesTwemproxy).
 func NodeName(addr string) string {
+	if strings.Contains(addr, "/") {
+		return addr + ":"
+	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return addr

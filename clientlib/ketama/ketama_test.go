@@ -68,6 +68,8 @@ func TestNodeName(t *testing.T) {
 		{"cache-a:22122", "cache-a:22122"},
 		{"[::1]:11211", "::1"},
 		{"no-port", "no-port"},
+		{"/run/memcached/memcached.sock", "/run/memcached/memcached.sock:"}, // twemproxy's name for a socket
+		{"/tmp/x:11211", "/tmp/x:11211:"},                                   // a path, even with a colon
 	}
 	for _, tc := range tests {
 		if got := NodeName(tc.addr); got != tc.want {

@@ -207,6 +207,11 @@ func (a *Authority) Pool() *x509.CertPool {
 
 // ClientConfig is a TLS client configuration that trusts s.CA, presents cert when it is not nil, and
 // verifies the server as 127.0.0.1 (the address the tests dial).
+//
+// The certificate is presented whenever the server asks for one, whoever signed it, as OpenSSL's clients
+// do: crypto/tls, given it in Certificates, would withhold a certificate whose issuer is not among the CAs
+// the server names in its request, and a "certificate from another CA" case would silently become a "no
+// certificate" one.
 func (s *Set) ClientConfig(cert *Pair) (*tls.Config, error) {
 	cfg := &tls.Config{RootCAs: s.CA.Pool(), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
 	if cert != nil {
@@ -214,7 +219,7 @@ func (s *Set) ClientConfig(cert *Pair) (*tls.Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		cfg.Certificates = []tls.Certificate{c}
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &c, nil }
 	}
 	return cfg, nil
 }

@@ -159,6 +159,11 @@ func (d *Daemon) outputTail() string {
 	if d.outFile == nil {
 		return d.Out.Tail(errorTail)
 	}
+	// Only a regular file can be read back: os.Stderr's name is /dev/stderr, and reading a terminal or
+	// the pipe `go test` gives its children blocks until someone writes to it, which here is never.
+	if info, err := d.outFile.Stat(); err != nil || !info.Mode().IsRegular() {
+		return fmt.Sprintf("(written to %s)", d.outFile.Name())
+	}
 	b, err := os.ReadFile(d.outFile.Name())
 	if err != nil {
 		return fmt.Sprintf("(in %s: %v)", d.outFile.Name(), err)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -242,6 +243,29 @@ func TestOutputToFile(t *testing.T) {
 	_, err = Start(context.Background(), s)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "helper: cannot start")
+}
+
+// A daemon whose output goes to a file that cannot be read back (a pipe, the test binary's stderr) is
+// still reported at once when it fails to start: the error does not wait to read the output.
+func TestOutputToPipeReportsFailure(t *testing.T) {
+	// A named pipe, opened for reading and writing so that opening does not wait for a peer: reading it
+	// back would never see its end, as with the /dev/stderr of a `go test` child.
+	fifo := filepath.Join(t.TempDir(), "out")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	w, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer w.Close()
+	s := spec(t, "exit")
+	s.Output, s.Attempts = w, 1
+	done := make(chan error, 1)
+	go func() { _, err := Start(context.Background(), s); done <- err }()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "exit status 3")
+	case <-time.After(5 * time.Second):
+		t.Fatal("Start hung reading back the output it wrote to a pipe")
+	}
 }
 
 // With another writer as Output, the output goes there too and Out keeps only its end.
