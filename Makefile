@@ -10,10 +10,11 @@ ARGS     ?=
 SUDO     := $(if $(filter 0,$(shell id -u)),,sudo)
 # Debian packages the tests talk to: the real memcached (differential tests) and twemproxy
 # (nutcracker: clientlib's ketama placement must agree with it); the other languages' memcached
-# clients and libmemcached's tools (integration/clients_test.go, integration/clients_tools_test.go).
+# clients and libmemcached's tools (integration/clients_test.go, integration/clients_tools_test.go); openssl
+# (s_client, the TLS tests: integration/tls_test.go).
 TEST_DEPS := memcached nutcracker \
 	python3-pymemcache python3-memcache libcache-memcached-perl libcache-memcached-fast-perl \
-	php-cli php-memcached libmemcached-tools nodejs npm
+	php-cli php-memcached libmemcached-tools nodejs npm openssl
 
 .PHONY: all build run test test-deps vet fmt-check unit fuzz-smoke bench clean
 
