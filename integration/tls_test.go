@@ -665,3 +665,43 @@ func requirePython(t *testing.T, module string) string {
 	}
 	return path
 }
+
+// pymemcache, unchanged, through memcached's -Y authentication (a set whose data is "user password"), in
+// plaintext and over TLS with -Z: the same replies from both servers.
+func TestAuthPymemcache(t *testing.T) {
+	py := requirePython(t, "pymemcache")
+	certs := testcert.New(t)
+	dir, err := filepath.Abs(filepath.Join(clientsDir, "python"))
+	require.NoError(t, err)
+	authDir := t.TempDir()
+	require.NoError(t, os.Chmod(authDir, 0o755))
+	authPath := filepath.Join(authDir, "authfile")
+	writeAuthFile(t, authPath, authFile)
+	want := "get before auth raised MemcacheClientError b'unauthenticated'\n" +
+		"auth wrong password raised MemcacheClientError b'authentication failure'\n" +
+		// Before authenticating, every set is an attempt: "v" is not "user password".
+		"set before auth raised MemcacheClientError b'bad authentication token format'\n" +
+		"auth True\nset True\nget b'v'\nget_many [('k', b'v')]\ndelete True\n"
+	for _, tc := range []struct {
+		name   string
+		server []string
+		ca     string
+	}{
+		{"plaintext", nil, ""},
+		{"TLS", tlsFlags(certs), certs.CA.CertFile},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eachServer(t, func(t *testing.T, _ string, start startFunc) string {
+				d := start(t, append([]string{"-Y", authPath}, tc.server...)...)
+				args := []string{"pymemcache_auth.py", d.addr, "foo", "bar"}
+				if tc.ca != "" {
+					args = append(args, tc.ca)
+				}
+				r := runTool(dir, tlsToolTimeout, py, args...)
+				require.Equal(t, "exit 0", r.exit, "stderr: %s", r.stderr)
+				assert.Equal(t, want, string(r.stdout), "stderr: %s", r.stderr)
+				return string(r.stdout)
+			})
+		})
+	}
+}
