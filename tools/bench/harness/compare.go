@@ -694,7 +694,7 @@ func printTLSTable(out io.Writer, o compareOptions, ws []workload, servers []*ru
 		strings.Join(serverNames(servers), " vs "), tlsFlags, extra, o.lim.Threads, o.lim.MemMB, o.lim.ConnLimit,
 		compareConns, compareKeys, compareKeySize, o.reps, o.duration)
 	fmt.Fprintf(out, "a self-signed P-256 certificate; every connection's handshake (no resumption) before the measured "+
-		"window; requests written in records of whole requests, up to 16 KB; columns as in the first table (%s order)\n",
+		"window; requests written in records of whole requests, up to 16 KB; columns as in the plaintext table (%s order)\n",
 		serverOrder(servers))
 	var neg []string
 	for _, s := range servers {
