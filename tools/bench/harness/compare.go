@@ -32,8 +32,9 @@ const (
 	leaseReps = 5
 	// compareWarmup is the discarded run against each server before the measured ones.
 	compareWarmup = time.Second
-	// compareMaxTime bounds the whole comparison, whatever the flags ask.
-	compareMaxTime = 30 * time.Minute
+	// compareMaxTime bounds the whole comparison, whatever the flags ask: make bench with a third server
+	// and the TLS rows (about 29 minutes by estimateCompare) must fit.
+	compareMaxTime = 40 * time.Minute
 )
 
 // workload is one row of the comparison table.
@@ -65,6 +66,23 @@ func compareWorkloads() []workload {
 	return ws
 }
 
+// tlsWorkloads are the rows of the TLS table (issue 26): 90/10 with 100-byte and 4 KB values at pipeline
+// 1 and 16, on the same key sets as the plaintext rows.
+func tlsWorkloads() []workload {
+	var ws []workload
+	for _, p := range []int{1, 16} {
+		ws = append(ws,
+			workload{Name: "90/10 100B uniform", Pipeline: p, MultiGet: 1, GetRatio: 0.9, ValueSize: smallValue, Dist: "uniform"},
+			workload{Name: "90/10 4KB uniform", Pipeline: p, MultiGet: 1, GetRatio: 0.9, ValueSize: largeValue, Dist: "uniform"},
+		)
+	}
+	for i := range ws {
+		ws[i].GetCmd = "get"
+		ws[i].Name = fmt.Sprintf("p%-2d TLS %s", ws[i].Pipeline, ws[i].Name)
+	}
+	return ws
+}
+
 // leaseWorkloads compare get hits with lease-get hits on leasecached: 100% hits, same keys.
 func leaseWorkloads() []workload {
 	var ws []workload
@@ -84,7 +102,7 @@ func (w workload) config(s *runningServer, d time.Duration, seed uint64) load.Co
 	}
 	return load.Config{Addr: s.addr, Conns: compareConns, Pipeline: w.Pipeline, MultiGet: w.MultiGet,
 		GetRatio: w.GetRatio, ValueSize: w.ValueSize, KeySize: compareKeySize, Keys: compareKeys, KeyBase: base,
-		Dist: w.Dist, ZipfS: compareZipfS, Duration: d, GetCmd: w.GetCmd, ServerPID: s.pid, Seed: seed}
+		Dist: w.Dist, ZipfS: compareZipfS, Duration: d, GetCmd: w.GetCmd, ServerPID: s.pid, Seed: seed, TLS: s.tls}
 }
 
 type compareOptions struct {
@@ -100,6 +118,38 @@ type compareOptions struct {
 	genThreads int
 	// ceiling adds the ceiling responder (package ceiling) to every run, for the calibration table.
 	ceiling bool
+	// tls adds the TLS table: memcached and leasecached started again with -Z, tlsWorkloads against them.
+	// tlsOnly runs that table alone. tlsLeasecached replaces leasecached's TLS command ("none": leave
+	// leasecached out); tlsThird adds a third TLS server.
+	tls, tlsOnly             bool
+	tlsLeasecached, tlsThird string
+}
+
+// tlsNone as -tls-leasecached leaves leasecached out of the TLS table.
+const tlsNone = "none"
+
+// tlsSpecs are the servers of the TLS table, all with the certificate c.
+func (o compareOptions) tlsSpecs(c tlsCert) []serverSpec {
+	specs := []serverSpec{withTLS(memcachedSpec(o.memcached), "", c)}
+	if o.tlsLeasecached != tlsNone {
+		specs = append(specs, withTLS(leasecachedSpec(o.leasecached), o.tlsLeasecached, c))
+	}
+	if o.tlsThird != "" {
+		specs = append(specs, withTLS(serverSpec{Name: "third"}, o.tlsThird, c))
+	}
+	return specs
+}
+
+// tlsServerCount is the number of servers of the TLS table.
+func (o compareOptions) tlsServerCount() int {
+	n := 1
+	if o.tlsLeasecached != tlsNone {
+		n++
+	}
+	if o.tlsThird != "" {
+		n++
+	}
+	return n
 }
 
 // The ceiling responder's names among the servers: answering from filler, and from values of its own in
@@ -236,10 +286,26 @@ func logRun(jsonOut io.Writer, tag string, w workload, s *runningServer, g int, 
 	}
 }
 
-// estimateCompare is roughly how long a comparison takes: the runs, a second of set-up each, and the fills.
+// estimateCompare is roughly how long a comparison takes: the runs, a second of set-up each, and the fills;
+// servers is the number of servers of the plaintext tables.
 func estimateCompare(o compareOptions, servers int) time.Duration {
+	var est time.Duration
+	if !o.tlsOnly {
+		est = estimateMatrix(o, compareWorkloads(), servers)
+		if !o.skipLease {
+			est += time.Duration(max(o.reps, leaseReps)*len(leaseWorkloads())) * (o.duration + time.Second)
+		}
+	}
+	if o.tls {
+		est += estimateMatrix(o, tlsWorkloads(), o.tlsServerCount())
+	}
+	return est
+}
+
+// estimateMatrix is roughly how long starting and filling servers servers, calibrating and running ws
+// against them takes.
+func estimateMatrix(o compareOptions, ws []workload, servers int) time.Duration {
 	const perRun, perServer = time.Second, 30 * time.Second
-	ws := compareWorkloads()
 	runs, calib := o.reps*len(ws)*servers, 0
 	for _, w := range ws {
 		if n := len(o.genChoices(w)); n > 1 {
@@ -248,9 +314,6 @@ func estimateCompare(o compareOptions, servers int) time.Duration {
 			}
 			calib += n * servers * calibrationRounds
 		}
-	}
-	if !o.skipLease {
-		runs += max(o.reps, leaseReps) * len(leaseWorkloads())
 	}
 	return time.Duration(runs)*(o.duration+perRun) + time.Duration(calib)*(min(o.duration, compareCalibration)+perRun) +
 		time.Duration(servers)*perServer
@@ -270,7 +333,7 @@ func CompareMain(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of one run")
 	quick := fs.Bool("quick", false, "one repetition of 1.5 s each (about two minutes)")
 	fs.StringVar(&o.jsonOut, "json-out", "", "append every run's JSON line to this file")
-	fs.DurationVar(&o.maxTime, "max-time", compareMaxTime, "give up after this long (at most 30m)")
+	fs.DurationVar(&o.maxTime, "max-time", compareMaxTime, "give up after this long (at most 40m)")
 	fs.BoolVar(&o.skipLease, "skip-lease", false, "skip the lease-get vs get comparison")
 	fs.StringVar(&o.logDir, "log-dir", "", "keep the servers' logs in this directory (default: a temporary one, removed)")
 	fs.BoolVar(&o.ceiling, "ceiling", true,
@@ -279,8 +342,17 @@ func CompareMain(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.genThreads, "gen-threads", 0,
 		"generator threads for every run (0: the load default at pipeline 1; at deeper pipelines each server's "+
 			"better of 1 and 2 over two short calibration runs of each)")
+	fs.BoolVar(&o.tls, "tls", true, "add the TLS table: memcached and leasecached with -Z (TLS 1.3), 90/10 100 B and 4 KB at pipeline 1 and 16")
+	fs.BoolVar(&o.tlsOnly, "tls-only", false, "run the TLS table alone")
+	fs.StringVar(&o.tlsLeasecached, "tls-leasecached", "",
+		`leasecached's command in the TLS table ({cert} {key} and the placeholders of -third; default: its plaintext `+
+			`command with`+tlsFlags+`); "none" leaves it out`)
+	fs.StringVar(&o.tlsThird, "tls-third", "", `a third server in the TLS table, e.g. "memcached -p {port} -u root`+tlsFlags+`"`)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if o.tlsOnly {
+		o.tls = true
 	}
 	if *quick {
 		o.reps, o.duration = 1, 1500*time.Millisecond
@@ -292,7 +364,7 @@ func CompareMain(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("compare: -gen-threads %d: must be between 0 (automatic) and %d", o.genThreads, load.MaxGenThreads)
 	}
 	o.maxTime = min(o.maxTime, compareMaxTime)
-	servers := 2
+	servers := 2 // of the plaintext tables
 	if o.third != "" {
 		servers++
 	}
@@ -309,7 +381,6 @@ func CompareMain(ctx context.Context, args []string, out io.Writer) error {
 }
 
 func runCompare(ctx context.Context, o compareOptions, out io.Writer) error {
-	note := machineNote()
 	logDir, cleanup, err := makeLogDir(o.logDir)
 	if err != nil {
 		return err
@@ -324,30 +395,55 @@ func runCompare(ctx context.Context, o compareOptions, out io.Writer) error {
 		defer f.Close()
 		jsonOut = f
 	}
-
-	specs := []serverSpec{memcachedSpec(o.memcached), leasecachedSpec(o.leasecached)}
-	if o.third != "" {
-		specs = append(specs, serverSpec{Name: "third", Command: o.third})
+	var tlsSpecs []serverSpec
+	if o.tls {
+		certFile, keyFile, err := load.WriteSelfSignedCert(logDir)
+		if err != nil {
+			return fmt.Errorf("tls certificate: %w", err)
+		}
+		tlsSpecs = o.tlsSpecs(tlsCert{certFile, keyFile})
+		if !o.tlsOnly {
+			// The TLS table comes last: a server that cannot serve TLS (a leasecached built before it
+			// could) must fail the run now, not after the plaintext tables.
+			if err := checkStarts(ctx, tlsSpecs, o.lim, logDir); err != nil {
+				return fmt.Errorf("%w (leave the TLS table out with -tls=false, or leasecached out of it with -tls-leasecached none)", err)
+			}
+		}
 	}
-	if o.ceiling {
-		cs, err := ceilingSpecs()
+	if !o.tlsOnly {
+		if err := comparePlain(ctx, o, logDir, jsonOut, out); err != nil {
+			return err
+		}
+	}
+	if o.tls {
+		return compareTLS(ctx, o, tlsSpecs, logDir, jsonOut, out)
+	}
+	return nil
+}
+
+// checkStarts starts each of specs and stops it again.
+func checkStarts(ctx context.Context, specs []serverSpec, lim serverLimits, logDir string) error {
+	for _, sp := range specs {
+		s, err := startServer(ctx, sp, lim, logDir)
 		if err != nil {
 			return err
 		}
-		specs = append(specs, cs...)
-	}
-	servers := make([]*runningServer, 0, len(specs))
-	defer func() {
-		for _, s := range servers {
-			if err := s.stop(); err != nil {
-				fmt.Fprintf(os.Stderr, "leasecached-bench: %v\n", err)
-			}
+		if err := s.stop(); err != nil {
+			return err
 		}
-	}()
+	}
+	return nil
+}
+
+// startServers starts specs, fills every cache with the comparison's two key sets, and gives every server
+// one discarded warm-up run. It returns the servers it started, also with an error: stop them with
+// stopServers.
+func startServers(ctx context.Context, specs []serverSpec, o compareOptions, logDir string) ([]*runningServer, error) {
+	servers := make([]*runningServer, 0, len(specs))
 	for _, sp := range specs {
 		s, err := startServer(ctx, sp, o.lim, logDir)
 		if err != nil {
-			return err
+			return servers, err
 		}
 		servers = append(servers, s)
 		if isCeiling(s.name) {
@@ -359,12 +455,12 @@ func runCompare(ctx context.Context, o compareOptions, out io.Writer) error {
 		}{{smallKeyBase, smallValue}, {largeKeyBase, largeValue}} {
 			fr, err := load.RunFill(ctx, load.FillConfig{Addr: s.addr, Conns: load.DefaultFillConns, Batch: load.DefaultFillBatch,
 				Keys: compareKeys, KeyBase: set.base, KeySize: compareKeySize, ValueSize: set.value,
-				MaxTime: load.DefaultFillMaxTime})
+				MaxTime: load.DefaultFillMaxTime, TLS: s.tls})
 			if err != nil {
-				return fmt.Errorf("%s: prefill: %w", s.name, err)
+				return servers, fmt.Errorf("%s: prefill: %w", s.name, err)
 			}
 			if fr.Stored != compareKeys {
-				return fmt.Errorf("%s: prefill stored %d of %d %d-byte values", s.name, fr.Stored, compareKeys, set.value)
+				return servers, fmt.Errorf("%s: prefill stored %d of %d %d-byte values", s.name, fr.Stored, compareKeys, set.value)
 			}
 		}
 	}
@@ -375,8 +471,39 @@ func runCompare(ctx context.Context, o compareOptions, out io.Writer) error {
 		Dist: "uniform", GetCmd: "get"}
 	for _, s := range servers {
 		if _, err := load.Run(ctx, warm.config(s, min(o.duration, compareWarmup), 0)); err != nil {
-			return fmt.Errorf("%s: warm-up: %w", s.name, err)
+			return servers, fmt.Errorf("%s: warm-up: %w", s.name, err)
 		}
+	}
+	return servers, nil
+}
+
+func stopServers(servers []*runningServer) {
+	for _, s := range servers {
+		if err := s.stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "leasecached-bench: %v\n", err)
+		}
+	}
+}
+
+// comparePlain is the plaintext part of make bench: the comparison table, the ceiling table and the lease
+// table. Its servers are stopped before the TLS table starts its own.
+func comparePlain(ctx context.Context, o compareOptions, logDir string, jsonOut, out io.Writer) error {
+	note := machineNote()
+	specs := []serverSpec{memcachedSpec(o.memcached), leasecachedSpec(o.leasecached)}
+	if o.third != "" {
+		specs = append(specs, serverSpec{Name: "third", Command: o.third})
+	}
+	if o.ceiling {
+		cs, err := ceilingSpecs()
+		if err != nil {
+			return err
+		}
+		specs = append(specs, cs...)
+	}
+	servers, err := startServers(ctx, specs, o, logDir)
+	defer stopServers(servers)
+	if err != nil {
+		return err
 	}
 
 	ws := compareWorkloads()
@@ -411,6 +538,29 @@ func runCompare(ctx context.Context, o compareOptions, out io.Writer) error {
 		}
 		printLeaseTable(out, lw, lres)
 	}
+	return nil
+}
+
+// compareTLS is the TLS table: the servers of specs (memcached -Z first) filled, warmed, calibrated and
+// measured as the plaintext table's are, on tlsWorkloads.
+func compareTLS(ctx context.Context, o compareOptions, specs []serverSpec, logDir string, jsonOut, out io.Writer) error {
+	note := machineNote()
+	servers, err := startServers(ctx, specs, o, logDir)
+	defer stopServers(servers)
+	if err != nil {
+		return err
+	}
+	ws := tlsWorkloads()
+	plan, err := calibrate(ctx, ws, servers, o, jsonOut)
+	if err != nil {
+		return err
+	}
+	results, err := runMatrix(ctx, ws, servers, o, plan.threads, jsonOut)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\n%s\n", note)
+	printTLSTable(out, o, ws, servers, results)
 	return nil
 }
 
@@ -525,6 +675,63 @@ func printCompareTable(out io.Writer, o compareOptions, ws []workload, servers [
 		"gen thr = generator threads behind each server's figures (%s order; at pipeline 16 each server's better "+
 		"of 1 and 2 over two short calibration runs of each, not reported); gen = generator cores used (max over servers)\n\n",
 		serverOrder(servers))
+	printMatrixTable(out, ws, servers, res)
+}
+
+// printTLSTable is the TLS table: the same columns as the plaintext one, and what each server negotiated.
+func printTLSTable(out io.Writer, o compareOptions, ws []workload, servers []*runningServer, res matrixResults) {
+	var cmds []string
+	for _, s := range servers {
+		if s.name != "memcached" && (s.name != "leasecached" || o.tlsLeasecached != "") {
+			cmds = append(cmds, fmt.Sprintf("%s = %q", shortName(s.name), specCommand(o, s.name)))
+		}
+	}
+	extra := ""
+	if len(cmds) > 0 {
+		extra = ", " + strings.Join(cmds, ", ")
+	}
+	fmt.Fprintf(out, "\nTLS: %s with%s%s: -t %d -m %d -c %d, %d connections, %d keys of %d bytes, medians of %d x %v\n",
+		strings.Join(serverNames(servers), " vs "), tlsFlags, extra, o.lim.Threads, o.lim.MemMB, o.lim.ConnLimit,
+		compareConns, compareKeys, compareKeySize, o.reps, o.duration)
+	fmt.Fprintf(out, "a self-signed P-256 certificate; every connection's handshake (no resumption) before the measured "+
+		"window; requests written in records of whole requests, up to 16 KB; columns as in the plaintext table (%s order)\n",
+		serverOrder(servers))
+	var neg []string
+	for _, s := range servers {
+		seen := map[string]bool{}
+		for _, w := range ws {
+			for _, r := range res[w.Name][s.name] {
+				if r.TLSState != nil && !seen[r.TLSState.String()] {
+					seen[r.TLSState.String()] = true
+					neg = append(neg, shortName(s.name)+" "+r.TLSState.String())
+				}
+			}
+		}
+	}
+	fmt.Fprintf(out, "negotiated: %s\n\n", strings.Join(neg, "; "))
+	printMatrixTable(out, ws, servers, res)
+}
+
+// serverNames are the servers as "leasecached (lc)", "memcached (mc)".
+func serverNames(servers []*runningServer) []string {
+	var names []string
+	for _, s := range servers {
+		names = append(names, fmt.Sprintf("%s (%s)", s.name, shortName(s.name)))
+	}
+	return names
+}
+
+// specCommand is the TLS command the options give a server other than memcached.
+func specCommand(o compareOptions, name string) string {
+	if name == "third" {
+		return o.tlsThird
+	}
+	return o.tlsLeasecached
+}
+
+// printMatrixTable prints one row per workload: each server's medians of ops/s, p99 and CPU per request,
+// and their ratios to the first server's (memcached).
+func printMatrixTable(out io.Writer, ws []workload, servers []*runningServer, res matrixResults) {
 	header := []string{"workload"}
 	for _, metric := range []string{"ops/s", "p99 us", "us/op"} {
 		for _, s := range servers {

@@ -96,6 +96,11 @@ func TestEstimateCompare(t *testing.T) {
 	if est := estimateCompare(o, 4); est > compareMaxTime || est < 10*time.Minute { // mc, lc and the two ceilings
 		t.Errorf("make bench's matrix estimated at %v", est)
 	}
+	// With the TLS table (as make bench runs), a third server in both.
+	o.tls, o.tlsThird = true, "x"
+	if est := estimateCompare(o, 5); est > compareMaxTime {
+		t.Errorf("make bench with a third server and the TLS table estimated at %v", est)
+	}
 	o.reps = 20
 	if est := estimateCompare(o, 5); est <= compareMaxTime {
 		t.Errorf("20 reps with five servers estimated at %v, within the %v cap", est, compareMaxTime)
@@ -148,5 +153,37 @@ func TestPairedRatio(t *testing.T) {
 	}
 	if r := pairedRatio(cpu(3, 1, 2), cpu(1, 1, 1, 9), cpuOf); r != 2 {
 		t.Errorf("unequal lengths: %v, want the median of 3, 1, 2", r)
+	}
+}
+
+// The TLS table's rows are the issue's: 90/10 at 100 B and 4 KB, pipeline 1 and 16, named apart from the
+// plaintext rows; its servers are memcached, then leasecached unless left out, then a third.
+func TestTLSWorkloadsAndServers(t *testing.T) {
+	var names []string
+	for _, w := range tlsWorkloads() {
+		names = append(names, w.Name)
+		if w.GetRatio != 0.9 || w.MultiGet != 1 || w.Dist != "uniform" || w.GetCmd != "get" {
+			t.Errorf("%s: %+v", w.Name, w)
+		}
+	}
+	want := []string{"p1  TLS 90/10 100B uniform", "p1  TLS 90/10 4KB uniform", "p16 TLS 90/10 100B uniform", "p16 TLS 90/10 4KB uniform"}
+	if !slices.Equal(names, want) {
+		t.Errorf("TLS rows %q, want %q", names, want)
+	}
+	c := tlsCert{"/c.pem", "/k.pem"}
+	names = nil
+	for _, sp := range (compareOptions{memcached: "mc", leasecached: "lc", tlsThird: "t {cert}"}).tlsSpecs(c) {
+		names = append(names, sp.Name+": "+sp.Command)
+	}
+	want = []string{
+		"memcached: " + memcachedSpec("mc").Command + " -Z -o ssl_chain_cert='/c.pem',ssl_key='/k.pem'",
+		"leasecached: lc -p {port} -l 127.0.0.1 -t {threads} -m {mem} -c {conns} -Z -o ssl_chain_cert='/c.pem',ssl_key='/k.pem'",
+		"third: t '/c.pem'",
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("TLS servers %q, want %q", names, want)
+	}
+	if n := (compareOptions{tlsLeasecached: tlsNone}).tlsSpecs(c); len(n) != 1 || n[0].Name != "memcached" {
+		t.Errorf("-tls-leasecached none: %+v", n)
 	}
 }

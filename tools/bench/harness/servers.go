@@ -26,6 +26,8 @@ type serverSpec struct {
 	Name    string
 	Command string
 	Env     []string // added to the environment
+	// TLS, when enabled, is how clients reach the server: it listens with TLS only (-Z).
+	TLS load.TLSOptions
 }
 
 // serverLimits are the resource flags every server of a comparison gets.
@@ -45,6 +47,24 @@ func leasecachedSpec(bin string) serverSpec {
 	return serverSpec{Name: "leasecached", Command: bin + " -p {port} -l 127.0.0.1 -t {threads} -m {mem} -c {conns}"}
 }
 
+// tlsFlags are memcached's switches for a TLS listener, which leasecached takes too (issue 26); {cert} and
+// {key} are the files of tlsCert.
+const tlsFlags = " -Z -o ssl_chain_cert={cert},ssl_key={key}"
+
+// tlsCert is the certificate and key every TLS server of a run gets (load.WriteSelfSignedCert).
+type tlsCert struct{ certFile, keyFile string }
+
+// withTLS turns a spec into its TLS form: cmd (the spec's own command with tlsFlags when empty), {cert} and
+// {key} replaced, clients verifying the server against the certificate.
+func withTLS(sp serverSpec, cmd string, c tlsCert) serverSpec {
+	if cmd == "" {
+		cmd = sp.Command + tlsFlags
+	}
+	sp.Command = strings.NewReplacer("{cert}", shellQuote(c.certFile), "{key}", shellQuote(c.keyFile)).Replace(cmd)
+	sp.TLS = load.TLSOptions{Enabled: true, CAFile: c.certFile}
+	return sp
+}
+
 // runningServer is a started server process; stop it with stop.
 type runningServer struct {
 	name    string
@@ -53,6 +73,7 @@ type runningServer struct {
 	proc    *testdaemon.Daemon
 	logPath string
 	logFile *os.File
+	tls     load.TLSOptions // how to connect (plaintext unless enabled)
 }
 
 func expandCommand(cmd string, port int, lim serverLimits) string {
@@ -67,8 +88,12 @@ func startServer(ctx context.Context, spec serverSpec, lim serverLimits, logDir 
 	if err != nil {
 		return nil, fmt.Errorf("server log: %w", err)
 	}
+	ready := load.Ping
+	if spec.TLS.Enabled {
+		ready = load.TLSPing(spec.TLS)
+	}
 	d, err := testdaemon.Start(ctx, testdaemon.Spec{
-		Name: spec.Name, Path: "sh", Env: spec.Env, Output: logFile, Ready: load.Ping,
+		Name: spec.Name, Path: "sh", Env: spec.Env, Output: logFile, Ready: ready,
 		Args:         func(port int) []string { return []string{"-c", "exec " + expandCommand(spec.Command, port, lim)} },
 		StartTimeout: serverStartTimeout, Attempts: serverStartAttempts,
 		// Own process group, so that a Ctrl-C on the harness reaches the harness first, and it stops the
@@ -80,7 +105,7 @@ func startServer(ctx context.Context, spec serverSpec, lim serverLimits, logDir 
 		return nil, fmt.Errorf("start %s: %w", spec.Name, err)
 	}
 	return &runningServer{name: spec.Name, addr: d.Addr, pid: d.Cmd.Process.Pid, proc: d,
-		logPath: logFile.Name(), logFile: logFile}, nil
+		logPath: logFile.Name(), logFile: logFile, tls: spec.TLS}, nil
 }
 
 // stop ends the server: SIGTERM, then SIGKILL when it has not exited in time.

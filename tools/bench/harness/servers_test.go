@@ -48,3 +48,38 @@ func TestStartServerReportsEarlyExit(t *testing.T) {
 		t.Errorf("error %q does not carry the server's output", err)
 	}
 }
+
+// A TLS spec gets memcached's switches with the run's certificate, quoted for sh, and starts only once it
+// answers over TLS: memcached -Z here, as leasecached -Z in make bench.
+func TestStartServerTLS(t *testing.T) {
+	bin, err := exec.LookPath("memcached")
+	if err != nil {
+		t.Skip("memcached not installed (make test-deps installs it)")
+	}
+	dir := t.TempDir() + "/it's here"
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, err := load.WriteSelfSignedCert(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := withTLS(memcachedSpec(bin), "", tlsCert{certFile, keyFile})
+	if !strings.HasSuffix(sp.Command, " -Z -o ssl_chain_cert="+shellQuote(certFile)+",ssl_key="+shellQuote(keyFile)) ||
+		!sp.TLS.Enabled || sp.TLS.CAFile != certFile {
+		t.Fatalf("TLS spec %+v", sp)
+	}
+	if own := withTLS(sp, "x -p {port} -o ssl_key={key}", tlsCert{"c", "k"}); own.Command != "x -p {port} -o ssl_key='k'" {
+		t.Errorf("a TLS command of its own became %q", own.Command)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := startServer(ctx, sp, serverLimits{Threads: 1, MemMB: 8, ConnLimit: 64}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop()
+	if load.TLSPing(s.tls)(s.addr) != nil || load.Ping(s.addr) == nil {
+		t.Errorf("%s on %s: TLS ping %v, plaintext ping %v", s.name, s.addr, load.TLSPing(s.tls)(s.addr), load.Ping(s.addr))
+	}
+}

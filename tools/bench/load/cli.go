@@ -31,6 +31,7 @@ func Main(ctx context.Context, args []string, out io.Writer) error {
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "random seed")
 	fs.IntVar(&cfg.GenThreads, "gen-threads", 0,
 		"generator OS threads, each with its own epoll over a share of the connections (0: 2 at -pipeline 1, else 1)")
+	tlsFlags(fs, &cfg.TLS)
 	jsonOnly := fs.Bool("json", false, "print only the JSON line")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -59,6 +60,7 @@ func FillMain(ctx context.Context, args []string, out io.Writer) error {
 	fs.Uint64Var(&cfg.Verify, "verify", 100000, "items read back and checked byte for byte (0: none)")
 	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "server PID: report RSS growth and bytes per item")
 	fs.DurationVar(&cfg.MaxTime, "max-time", DefaultFillMaxTime, "stop writing after this long")
+	tlsFlags(fs, &cfg.TLS)
 	jsonOnly := fs.Bool("json", false, "print only the JSON line")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -91,6 +93,7 @@ func HitRatioMain(ctx context.Context, args []string, out io.Writer) error {
 	fs.Uint64Var(&cfg.Warmup, "warmup", 1000000, "requests before counting starts")
 	fs.Uint64Var(&cfg.Requests, "requests", 3000000, "requests counted")
 	fs.DurationVar(&cfg.MaxTime, "max-time", defaultHitMaxTime, "fail when not done after this long")
+	tlsFlags(fs, &cfg.TLS)
 	jsonOnly := fs.Bool("json", false, "print only the JSON line")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -106,6 +109,16 @@ func HitRatioMain(ctx context.Context, args []string, out io.Writer) error {
 		printHit(out, res)
 	}
 	return PrintJSON(out, res)
+}
+
+// tlsFlags adds the TLS client flags of load, fill and hitratio.
+func tlsFlags(fs *flag.FlagSet, o *TLSOptions) {
+	fs.BoolVar(&o.Enabled, "tls", false, "connect with TLS (handshakes before the measured window)")
+	fs.StringVar(&o.CAFile, "tls-ca", "", "PEM file of the CA (or self-signed certificate) the server's is verified against")
+	fs.BoolVar(&o.SkipVerify, "tls-skip-verify", false, "accept any server certificate")
+	fs.StringVar(&o.ServerName, "tls-server-name", "", "name the certificate must carry (default: the host of -addr)")
+	fs.StringVar(&o.Version, "tls-version", "1.3", "the one TLS version offered: 1.3 or 1.2")
+	fs.BoolVar(&o.Resume, "tls-resume", false, "let connections resume each other's sessions (default: a full handshake each)")
 }
 
 // FootprintKeys is the key count whose key and value bytes add up to factor times memMB megabytes.

@@ -3,9 +3,9 @@ package load
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +35,7 @@ type FillConfig struct {
 	Verify    uint64        `json:"verify"` // sample size read back; 0 none; >= Keys all
 	ServerPID int           `json:"server_pid"`
 	MaxTime   time.Duration `json:"-"`
+	TLS       TLSOptions    `json:"tls,omitzero"`
 }
 
 // FillResult is one fill's outcome; it is also the JSON line.
@@ -81,6 +82,10 @@ func RunFill(ctx context.Context, cfg FillConfig) (*FillResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	tc, err := cfg.TLS.clientConfig(cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
 	res := &FillResult{Mode: "fill", Config: cfg}
 	if cfg.ServerPID > 0 {
 		if res.RSSBefore, err = procRSS(cfg.ServerPID); err != nil {
@@ -97,7 +102,7 @@ func RunFill(ctx context.Context, cfg FillConfig) (*FillResult, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, ns, se, to, err := fillStripe(ctx, cfg, ks, vs, uint64(c), deadline)
+			st, ns, se, to, err := fillStripe(ctx, cfg, tc, ks, vs, uint64(c), deadline)
 			stored.Add(st)
 			notStored.Add(ns)
 			srvErr.Add(se)
@@ -132,11 +137,11 @@ func RunFill(ctx context.Context, cfg FillConfig) (*FillResult, error) {
 		}
 	}
 	if cfg.Verify > 0 {
-		if err := verifySample(ctx, cfg, ks, vs, res); err != nil {
+		if err := verifySample(ctx, cfg, tc, ks, vs, res); err != nil {
 			return nil, err
 		}
 	}
-	st, err := serverStats(cfg.Addr)
+	st, err := serverStats(cfg.Addr, tc)
 	if err != nil {
 		return nil, err
 	}
@@ -150,9 +155,9 @@ func RunFill(ctx context.Context, cfg FillConfig) (*FillResult, error) {
 }
 
 // fillStripe writes one connection's share of the keys.
-func fillStripe(ctx context.Context, cfg FillConfig, ks keySpace, vs *valueSource, first uint64,
+func fillStripe(ctx context.Context, cfg FillConfig, tc *tls.Config, ks keySpace, vs *valueSource, first uint64,
 	deadline time.Time) (stored, notStored, srvErr uint64, timedOut bool, err error) {
-	conn, err := net.DialTimeout("tcp", cfg.Addr, dialTimeout)
+	conn, err := dialConn(cfg.Addr, dialTimeout, tc)
 	if err != nil {
 		return 0, 0, 0, false, fmt.Errorf("connect %s: %w", cfg.Addr, err)
 	}
@@ -162,6 +167,7 @@ func fillStripe(ctx context.Context, cfg FillConfig, ks keySpace, vs *valueSourc
 	}
 	rr := newReplyReader(conn)
 	wbuf := make([]byte, 0, writeBufSize)
+	ends := make([]int, 0, cfg.Batch)
 	step := uint64(cfg.Conns)
 	for i := first; i < cfg.Keys; {
 		if ctx.Err() != nil {
@@ -170,13 +176,14 @@ func fillStripe(ctx context.Context, cfg FillConfig, ks keySpace, vs *valueSourc
 		if time.Now().After(deadline) {
 			return stored, notStored, srvErr, true, nil
 		}
-		wbuf = wbuf[:0]
+		wbuf, ends = wbuf[:0], ends[:0]
 		n := 0
 		for ; n < cfg.Batch && i < cfg.Keys; n++ {
 			wbuf = appendSet(wbuf, ks, vs, i)
+			ends = append(ends, len(wbuf))
 			i += step
 		}
-		if _, err := conn.Write(wbuf); err != nil {
+		if err := writeBatch(conn, wbuf, ends); err != nil {
 			return stored, notStored, srvErr, false, fmt.Errorf("send: %w", err)
 		}
 		for ; n > 0; n-- {
@@ -219,9 +226,9 @@ func (fc *fillChecker) check(key []byte, flags uint64, data []byte) {
 
 // verifySample reads back Verify keys spread evenly over the key range (all of them when Verify >= Keys)
 // with multi-gets and counts present, missing and corrupt values.
-func verifySample(ctx context.Context, cfg FillConfig, ks keySpace, vs *valueSource, res *FillResult) error {
+func verifySample(ctx context.Context, cfg FillConfig, tc *tls.Config, ks keySpace, vs *valueSource, res *FillResult) error {
 	n := min(cfg.Verify, cfg.Keys)
-	conn, err := net.DialTimeout("tcp", cfg.Addr, dialTimeout)
+	conn, err := dialConn(cfg.Addr, dialTimeout, tc)
 	if err != nil {
 		return fmt.Errorf("verify: connect: %w", err)
 	}

@@ -2,10 +2,10 @@ package load
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"sync"
 	"time"
 )
@@ -31,6 +31,7 @@ type HitConfig struct {
 	Requests  uint64        `json:"requests"`        // counted
 	ServerPID int           `json:"server_pid"`
 	MaxTime   time.Duration `json:"-"`
+	TLS       TLSOptions    `json:"tls,omitzero"`
 }
 
 // HitResult is one hit-ratio run's outcome; it is also the JSON line.
@@ -64,6 +65,10 @@ func RunHitRatio(ctx context.Context, cfg HitConfig) (*HitResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	tc, err := cfg.TLS.clientConfig(cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	deadline := start.Add(cfg.MaxTime)
 	hits := make([]uint64, cfg.Conns)
@@ -76,7 +81,7 @@ func RunHitRatio(ctx context.Context, cfg HitConfig) (*HitResult, error) {
 			defer wg.Done()
 			warm := cfg.Warmup / uint64(cfg.Conns)
 			total := warm + cfg.Requests/uint64(cfg.Conns)
-			hits[c], counted[c], errs[c] = hitStream(ctx, cfg, ks, vs, uint64(c), warm, total, deadline)
+			hits[c], counted[c], errs[c] = hitStream(ctx, cfg, tc, ks, vs, uint64(c), warm, total, deadline)
 		}()
 	}
 	wg.Wait()
@@ -92,7 +97,7 @@ func RunHitRatio(ctx context.Context, cfg HitConfig) (*HitResult, error) {
 	if res.Requests > 0 {
 		res.HitRatio = float64(res.Hits) / float64(res.Requests)
 	}
-	st, err := serverStats(cfg.Addr)
+	st, err := serverStats(cfg.Addr, tc)
 	if err != nil {
 		return nil, err
 	}
@@ -100,9 +105,9 @@ func RunHitRatio(ctx context.Context, cfg HitConfig) (*HitResult, error) {
 	return res, nil
 }
 
-func hitStream(ctx context.Context, cfg HitConfig, ks keySpace, vs *valueSource, stream, warm, total uint64,
+func hitStream(ctx context.Context, cfg HitConfig, tc *tls.Config, ks keySpace, vs *valueSource, stream, warm, total uint64,
 	deadline time.Time) (hits, counted uint64, err error) {
-	conn, err := net.DialTimeout("tcp", cfg.Addr, dialTimeout)
+	conn, err := dialConn(cfg.Addr, dialTimeout, tc)
 	if err != nil {
 		return 0, 0, fmt.Errorf("connect %s: %w", cfg.Addr, err)
 	}
@@ -116,6 +121,7 @@ func hitStream(ctx context.Context, cfg HitConfig, ks keySpace, vs *valueSource,
 	}
 	rr := newReplyReader(conn)
 	wbuf := make([]byte, 0, writeBufSize)
+	ends := make([]int, 0, cfg.Batch)
 	batch := make([]uint64, cfg.Batch)
 	one := make([]uint64, 1)
 	for done := uint64(0); done < total; {
@@ -126,16 +132,17 @@ func hitStream(ctx context.Context, cfg HitConfig, ks keySpace, vs *valueSource,
 			return hits, counted, fmt.Errorf("hitratio: not done after %v (%d of %d requests)", cfg.MaxTime, done, total)
 		}
 		n := min(uint64(cfg.Batch), total-done)
-		wbuf = wbuf[:0]
+		wbuf, ends = wbuf[:0], ends[:0]
 		for j := uint64(0); j < n; j++ {
 			batch[j] = dist.next()
 			one[0] = batch[j]
 			wbuf = appendGet(wbuf, "get", ks, one)
+			ends = append(ends, len(wbuf))
 		}
-		if _, err := conn.Write(wbuf); err != nil {
+		if err := writeBatch(conn, wbuf, ends); err != nil {
 			return hits, counted, fmt.Errorf("send: %w", err)
 		}
-		wbuf = wbuf[:0]
+		wbuf, ends = wbuf[:0], ends[:0]
 		sets := 0
 		for j := uint64(0); j < n; j++ {
 			h, err := rr.readGetReply(nil)
@@ -148,11 +155,12 @@ func hitStream(ctx context.Context, cfg HitConfig, ks keySpace, vs *valueSource,
 			}
 			if h == 0 {
 				wbuf = appendSet(wbuf, ks, vs, batch[j])
+				ends = append(ends, len(wbuf))
 				sets++
 			}
 		}
 		if sets > 0 {
-			if _, err := conn.Write(wbuf); err != nil {
+			if err := writeBatch(conn, wbuf, ends); err != nil {
 				return hits, counted, fmt.Errorf("send: %w", err)
 			}
 			for ; sets > 0; sets-- {

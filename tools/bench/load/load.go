@@ -39,6 +39,8 @@ type Config struct {
 	// GenThreads is the number of generator threads (0: DefaultGenThreads); the result carries the
 	// number that ran.
 	GenThreads int `json:"gen_threads"`
+	// TLS makes every connection a TLS client; the handshakes happen before the measured window.
+	TLS TLSOptions `json:"tls,omitzero"`
 }
 
 func (c *Config) validate() error {
@@ -88,6 +90,9 @@ type Result struct {
 	GenCores         float64 `json:"generator_cores"`
 	ServerCores      float64 `json:"server_cores,omitempty"`
 	ServerCPUUsPerOp float64 `json:"server_cpu_us_per_op,omitempty"`
+
+	// TLSState is what the first connection negotiated, with TLS.
+	TLSState *TLSState `json:"tls_state,omitempty"`
 }
 
 // Run runs the closed loop: every connection sends a batch, waits for all its replies, and repeats
@@ -107,7 +112,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Prefill {
 		fc := FillConfig{Addr: cfg.Addr, Conns: min(cfg.Conns, DefaultFillConns), Batch: DefaultFillBatch,
 			Keys: cfg.Keys, KeyBase: cfg.KeyBase, KeySize: cfg.KeySize, ValueSize: cfg.ValueSize,
-			MaxTime: DefaultFillMaxTime}
+			MaxTime: DefaultFillMaxTime, TLS: cfg.TLS}
 		fr, err := RunFill(ctx, fc)
 		if err != nil {
 			return nil, fmt.Errorf("prefill: %w", err)
@@ -144,6 +149,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	res := &Result{Mode: "load", Config: cfg, Seconds: use.wall.Seconds(), GenCores: use.genCores}
+	if c := lt.conns[0]; c.tls != nil {
+		st := stateOf(c.tls.ConnectionState())
+		res.TLSState = &st
+	}
 	var h histogram
 	for _, t := range lt.threads {
 		h.merge(&t.hist)

@@ -15,6 +15,9 @@ func printLoad(out io.Writer, r *Result) {
 	fmt.Fprintf(tw, "hit ratio\t%.4f\t(%d sets, %d not stored)\n", r.HitRatio, r.Sets, r.SetFailed)
 	fmt.Fprintf(tw, "latency per %s\tp50 %.0fus\tp99 %.0fus\tp99.9 %.0fus\tmean %.0fus\tmax %.0fus\n",
 		r.LatencyPer, r.P50us, r.P99us, r.P999us, r.MeanUs, r.MaxUs)
+	if r.TLSState != nil {
+		fmt.Fprintf(tw, "TLS\t%s\n", r.TLSState)
+	}
 	fmt.Fprintf(tw, "generator CPU\t%.2f cores\n", r.GenCores)
 	if c.ServerPID > 0 {
 		fmt.Fprintf(tw, "server CPU\t%.2f cores\t%.2f us/op\n", r.ServerCores, r.ServerCPUUsPerOp)

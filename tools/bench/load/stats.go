@@ -2,8 +2,8 @@ package load
 
 import (
 	"bytes"
+	"crypto/tls"
 	"fmt"
-	"net"
 	"strconv"
 	"time"
 )
@@ -12,8 +12,8 @@ import (
 const statsTimeout = 5 * time.Second
 
 // serverStats fetches the general "stats" of a server as name -> value.
-func serverStats(addr string) (map[string]string, error) {
-	c, err := net.DialTimeout("tcp", addr, statsTimeout)
+func serverStats(addr string, tc *tls.Config) (map[string]string, error) {
+	c, err := dialConn(addr, statsTimeout, tc)
 	if err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
@@ -55,8 +55,22 @@ const pingTimeout = time.Second
 
 // Ping checks that the server at addr answers "version" (the harness waits for a server it started with
 // it).
-func Ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, pingTimeout)
+func Ping(addr string) error { return ping(addr, nil) }
+
+// TLSPing is Ping over TLS with o (o.Enabled is implied).
+func TLSPing(o TLSOptions) func(addr string) error {
+	o.Enabled = true
+	return func(addr string) error {
+		tc, err := o.clientConfig(addr)
+		if err != nil {
+			return err
+		}
+		return ping(addr, tc)
+	}
+}
+
+func ping(addr string, tc *tls.Config) error {
+	c, err := dialConn(addr, pingTimeout, tc)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package load
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -79,8 +80,14 @@ type genConn struct {
 	gets  int // retrieval commands in the current batch
 
 	wbuf    []byte
-	woff    int  // bytes of wbuf written so far
+	woff    int  // bytes of wire() written so far
 	wantOut bool // EPOLLOUT is registered: the batch did not fit into the socket at once
+
+	// With TLS (nil without): the connection, and the socket under it, whose out buffer holds the
+	// batch's records until they are written (tls.go).
+	tls  *tls.Conn
+	sock *tlsSocket
+	ends []int // with TLS: where each request of the batch ends in wbuf (writeRecords)
 
 	rbuf         []byte
 	rstart, rend int // unconsumed bytes (a partial reply line) are rbuf[rstart:rend]
@@ -118,6 +125,7 @@ func newGenConn(cfg *Config, ks keySpace, vs *valueSource, id, fd int) (*genConn
 // encode draws the next batch and encodes it into wbuf; it allocates nothing.
 func (c *genConn) encode() {
 	c.wbuf, c.woff, c.gets = c.wbuf[:0], 0, 0
+	c.ends = c.ends[:0]
 	for i := range c.isGet {
 		get := c.rng.Float64() < c.cfg.GetRatio
 		c.isGet[i] = get
@@ -130,12 +138,26 @@ func (c *genConn) encode() {
 		} else {
 			c.wbuf = appendSet(c.wbuf, c.ks, c.vs, c.dist.next())
 		}
+		if c.tls != nil {
+			c.ends = append(c.ends, len(c.wbuf))
+		}
 	}
 	c.parser.reset(c.isGet)
 }
 
+// wire is what goes onto the socket for the current batch: the requests, or with TLS their records.
+func (c *genConn) wire() []byte {
+	if c.sock != nil {
+		return c.sock.out
+	}
+	return c.wbuf
+}
+
 // receive reads what has arrived and parses it; complete says the batch's last reply is in.
 func (c *genConn) receive() (complete bool, err error) {
+	if c.tls != nil {
+		return c.receiveTLS()
+	}
 	if c.rend == len(c.rbuf) { // cannot happen: the parser leaves at most a partial line behind
 		return false, errReplyLineTooLong
 	}
@@ -148,6 +170,34 @@ func (c *genConn) receive() (complete bool, err error) {
 	case n == 0:
 		return false, fmt.Errorf("receive: connection closed by the server: %w", io.ErrUnexpectedEOF)
 	}
+	return c.parse(n)
+}
+
+// receiveTLS is receive over TLS. One read of the socket may bring several records, which crypto/tls
+// then hands out one at a time without reading the socket again, and epoll would not report them: so it
+// reads until the socket has nothing more or the batch is complete.
+func (c *genConn) receiveTLS() (complete bool, err error) {
+	for {
+		if c.rend == len(c.rbuf) {
+			return false, errReplyLineTooLong
+		}
+		n, err := tlsRead(c.tls, c.rbuf[c.rend:])
+		switch {
+		case err == errWouldBlock:
+			return false, nil
+		case err == io.EOF:
+			return false, fmt.Errorf("receive: connection closed by the server: %w", io.ErrUnexpectedEOF)
+		case err != nil:
+			return false, fmt.Errorf("receive: %w", err)
+		}
+		if complete, err = c.parse(n); complete || err != nil {
+			return complete, err
+		}
+	}
+}
+
+// parse feeds the n bytes just read into rbuf to the parser; complete says the batch's last reply is in.
+func (c *genConn) parse(n int) (complete bool, err error) {
 	c.rend += n
 	used, err := c.parser.feed(c.rbuf[c.rstart:c.rend])
 	c.rstart += used
@@ -159,7 +209,7 @@ func (c *genConn) receive() (complete bool, err error) {
 			return false, fmt.Errorf("%d unexpected bytes after the last reply of a batch: %q", c.rend-c.rstart,
 				c.rbuf[c.rstart:min(c.rend, c.rstart+64)])
 		}
-		if c.woff < len(c.wbuf) {
+		if c.woff < len(c.wire()) {
 			return false, fmt.Errorf("all replies arrived before the batch was sent")
 		}
 		c.rstart, c.rend = 0, 0
@@ -212,13 +262,20 @@ func (t *genThread) send(c *genConn) error {
 	c.encode()
 	c.busy = true
 	c.start = time.Since(t.base)
+	if c.tls != nil {
+		// Encrypts the batch into c.sock.out; it cannot fail but for a broken connection.
+		if err := writeRecords(c.tls, c.wbuf, c.ends); err != nil {
+			return fmt.Errorf("send: %w", err)
+		}
+	}
 	return t.flush(c)
 }
 
 // flush writes what is left of c's batch; when the socket takes only part of it, it waits for EPOLLOUT.
 func (t *genThread) flush(c *genConn) error {
-	for c.woff < len(c.wbuf) {
-		n, err := rawio.Write(c.fd, c.wbuf[c.woff:])
+	out := c.wire()
+	for c.woff < len(out) {
+		n, err := rawio.Write(c.fd, out[c.woff:])
 		if err == unix.EAGAIN {
 			if !c.wantOut {
 				c.wantOut = true
@@ -233,6 +290,9 @@ func (t *genThread) flush(c *genConn) error {
 			return fmt.Errorf("send: %w", err)
 		}
 		c.woff += n
+	}
+	if c.sock != nil { // all the records are out: the buffer is free for the next batch's
+		c.sock.out, c.woff = c.sock.out[:0], 0
 	}
 	if c.wantOut {
 		c.wantOut = false
@@ -343,11 +403,16 @@ type loadTransport struct {
 	base    time.Time
 }
 
-// dialLoad opens cfg.Conns connections to cfg.Addr and spreads them round-robin over threads threads.
+// dialLoad opens cfg.Conns connections to cfg.Addr and spreads them round-robin over threads threads. With
+// TLS it also does every handshake (startTLS): none falls into the measured window.
 func dialLoad(cfg *Config, ks keySpace, vs *valueSource, threads int) (*loadTransport, error) {
 	sa, family, err := rawio.ResolveSockaddr(cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", cfg.Addr, err)
+	}
+	tcfg, err := cfg.TLS.clientConfig(cfg.Addr)
+	if err != nil {
+		return nil, err
 	}
 	lt := &loadTransport{base: time.Now()}
 	for range min(threads, cfg.Conns) {
@@ -365,6 +430,13 @@ func dialLoad(cfg *Config, ks keySpace, vs *valueSource, threads int) (*loadTran
 			return nil, fmt.Errorf("connect %s: %w", cfg.Addr, err)
 		}
 		c, err := newGenConn(cfg, ks, vs, i, fd)
+		if err == nil && tcfg != nil {
+			if c.tls, c.sock, err = startTLS(fd, tcfg, dialTimeout); err == nil {
+				// Room for a batch's records: the requests and 22 bytes of record overhead per 16 KB.
+				c.sock.out = make([]byte, 0, cap(c.wbuf)+cap(c.wbuf)/(16<<10)*22+64)
+				c.ends = make([]int, 0, cfg.Pipeline)
+			}
+		}
 		if err == nil {
 			err = lt.threads[i%len(lt.threads)].add(c)
 		}

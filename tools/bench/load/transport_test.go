@@ -3,6 +3,7 @@ package load
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -37,6 +38,8 @@ type fakeOptions struct {
 	slowRead  bool // sleep between reads, so that a large batch does not fit into the socket at once
 	stuck     bool // read requests and never answer
 	closeAt   int  // close the connection after this many requests (0: never)
+	tls       bool // serve TLS (the certificate verifies against the client options startFakeServer returns in opts.client)
+	client    TLSOptions
 }
 
 func startFakeServer(t *testing.T, o fakeOptions) *fakeServer {
@@ -54,6 +57,11 @@ func startFakeServer(t *testing.T, o fakeOptions) *fakeServer {
 	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.tls {
+		var scfg *tls.Config
+		o.client, scfg = testCerts(t)
+		ln = tls.NewListener(ln, scfg)
 	}
 	s := &fakeServer{ln: ln, opts: o}
 	s.wg.Add(1)
@@ -121,6 +129,10 @@ func (s *fakeServer) serve(c net.Conn, r *rand.Rand) {
 			}
 			s.sets.Add(1)
 			out = append(out, "STORED\r\n"...)
+		case "version": // a TLS connection's first exchange (startTLS), not part of the run
+			out = append(out, "VERSION fake\r\n"...)
+			served--
+			s.requests.Add(^uint64(0))
 		default:
 			out = append(out, "ERROR\r\n"...)
 		}
@@ -170,6 +182,12 @@ func TestLoadTransport(t *testing.T) {
 			GenThreads: 1}, fakeOptions{rcvBuf: 4096}},
 		{"more threads than connections", Config{Conns: 2, Pipeline: 2, MultiGet: 2, GetRatio: 0.5, ValueSize: 10,
 			GenThreads: 8}, fakeOptions{}},
+		{"TLS p1, replies split in bytes", Config{Conns: 5, Pipeline: 1, MultiGet: 1, GetRatio: 0.9, ValueSize: 100,
+			GenThreads: 2}, fakeOptions{maxPiece: 3, tls: true}},
+		{"TLS p16 4 KB values, batches of several records", Config{Conns: 3, Pipeline: 16, MultiGet: 1, GetRatio: 0.5,
+			ValueSize: 4096, GenThreads: 2}, fakeOptions{maxPiece: 3000, tls: true}},
+		{"TLS batches larger than the socket buffers", Config{Conns: 2, Pipeline: 1024, MultiGet: 1, GetRatio: 0,
+			ValueSize: 16384, GenThreads: 1}, fakeOptions{rcvBuf: 4096, tls: true}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -178,6 +196,7 @@ func TestLoadTransport(t *testing.T) {
 			s := startFakeServer(t, o)
 			cfg := tc.cfg
 			cfg.Addr, cfg.KeySize, cfg.Keys, cfg.Dist, cfg.Duration, cfg.Seed = s.addr(), 14, 1000, "uniform", 150*time.Millisecond, 1
+			cfg.TLS = s.opts.client
 			if cfg.GetCmd == "" {
 				cfg.GetCmd = "get"
 			}
@@ -195,6 +214,9 @@ func TestLoadTransport(t *testing.T) {
 			}
 			if want := min(cfg.GenThreads, cfg.Conns); r.Config.GenThreads != want {
 				t.Errorf("ran %d threads, want %d", r.Config.GenThreads, want)
+			}
+			if o.tls != (r.TLSState != nil && r.TLSState.Version == "TLS 1.3") {
+				t.Errorf("TLS state %+v", r.TLSState)
 			}
 			if cfg.GetCmd == "lease-get" && (r.Hits == 0 || r.Hits == r.GetKeys) {
 				t.Errorf("lease-get: %d hits of %d keys, want some LVALUEs", r.Hits, r.GetKeys)
