@@ -75,9 +75,7 @@ func (ln *listener) close() {
 			logging.Error(os.NewSyscallError("close", unix.Close(ln.fd)))
 		}
 		ln.fd = -1
-		if ln.network == "unix" {
-			logging.Error(os.RemoveAll(ln.address))
-		}
+		// leasecached patch: item 8, the socket file is left where it is (memcached leaves it too).
 	})
 }
 
