@@ -22,8 +22,7 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 // OnOpen admits a connection unless the connection limit is reached; memcached answers the refused one
 // with an error line before closing it, so clients see why.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	if s.stats.currConns.Load() >= int64(s.cfg.ConnLimit) {
-		s.stats.rejectedConns.Add(1)
+	if !s.admit() {
 		return tooManyConns, gnet.Close
 	}
 	cn := newConn(s, s.loopOf(c.EventLoop()))
@@ -32,11 +31,22 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	return nil, gnet.None
 }
 
-// openConn counts and records a connection admitted by either transport: cn is its engine, handle the
+// admit takes a -c slot for a new connection of either transport, or counts it refused. The slot is
+// taken in one atomic step, so connections opening at once on several loops or goroutines never pass the
+// limit together; closeConn gives it back.
+func (s *Server) admit() bool {
+	if s.stats.currConns.Add(1) > int64(s.cfg.ConnLimit) {
+		s.stats.currConns.Add(-1)
+		s.stats.rejectedConns.Add(1)
+		return false
+	}
+	return true
+}
+
+// openConn counts and records a connection either transport admitted (admit): cn is its engine, handle the
 // transport's connection (a gnet.Conn, or a *streamConn), listen the listener's address in `stats conns`
 // form.
 func (s *Server) openConn(cn *conn, handle any, fd int, remote, listen string) {
-	s.stats.currConns.Add(1)
 	s.stats.totalConns.Add(1)
 	cn.fd, cn.remote, cn.listen = fd, remote, listen
 	cn.lastCmd.Store(time.Now().Unix())

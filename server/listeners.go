@@ -99,7 +99,10 @@ func (s *Server) Run() error {
 			gnetAddrs = append(gnetAddrs, l.String())
 		}
 	}
-	s.streams.start(s, streamLns)
+	if !s.streams.start(s, streamLns) {
+		closeStreams()
+		return nil // Stop came first
+	}
 	for i, ln := range streamLns {
 		s.streams.wg.Add(1)
 		go s.serveStream(ln, streamName[i])
@@ -155,20 +158,24 @@ func (s *Server) announce() {
 	s.logger.Printf("listening on %s with %d event loops", strings.Join(names, ", "), s.cfg.Threads)
 }
 
-// Stop closes the listeners and every connection, waiting at most until ctx ends.
+// Stop closes the listeners and every connection of both transports at once, waiting at most until ctx
+// ends.
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopping.Store(true)
-	err := s.streams.stop(ctx)
 	s.stopOnce.Do(func() { close(s.stopped) })
+	streams := make(chan error, 1)
+	go func() { streams <- s.streams.stop(ctx) }()
+	var err error
 	if eng := s.eng.Load(); eng != nil {
-		return errors.Join(err, eng.Stop(ctx))
+		err = eng.Stop(ctx)
+	} else {
+		select {
+		case <-s.ready: // no gnet listener: Run returns on s.stopped
+		default:
+			err = errors.New("stop: server not running")
+		}
 	}
-	select {
-	case <-s.ready: // no gnet listener: Run returns on s.stopped
-		return err
-	default:
-		return errors.New("stop: server not running")
-	}
+	return errors.Join(err, <-streams)
 }
 
 // checkUnixPath refuses a socket path that names anything but a socket: gnet removes what is there before

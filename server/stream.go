@@ -165,40 +165,43 @@ func (s *Server) serveStream(ln net.Listener, listenAddr string) {
 }
 
 // serveStreamConn runs one stream connection: the TLS handshake, then reads and serve calls until the
-// client or the engine ends it.
+// client or the engine ends it. The connection is known to Stop from its accept on, so that Stop closes
+// it even in the middle of its handshake.
 func (s *Server) serveStreamConn(nc net.Conn, listenAddr string) {
+	sc := &streamConn{nc: nc}
+	if !s.streams.add(sc) { // Stop has begun
+		_ = nc.Close()
+		s.streams.wg.Done()
+		return
+	}
 	if tc, ok := nc.(*tls.Conn); ok {
 		if !s.handshake(tc) {
-			nc.Close()
+			s.streams.remove(sc)
+			_ = nc.Close()
 			s.streams.wg.Done()
 			return
 		}
 		// A handshake grows its goroutine's stack to tens of KiB, which an idle connection would keep
 		// until a collection shrinks it; the connection is served on a goroutine of its own instead.
-		go s.serveHandshaken(nc, listenAddr)
+		go s.serveHandshaken(sc, listenAddr)
 		return
 	}
-	s.serveHandshaken(nc, listenAddr)
+	s.serveHandshaken(sc, listenAddr)
 }
 
 // serveHandshaken serves a stream connection whose handshake, if any, is done.
-func (s *Server) serveHandshaken(nc net.Conn, listenAddr string) {
+func (s *Server) serveHandshaken(sc *streamConn, listenAddr string) {
 	defer s.streams.wg.Done()
-	defer nc.Close()
-	if s.stats.currConns.Load() >= int64(s.cfg.ConnLimit) {
-		s.stats.rejectedConns.Add(1)
-		_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
-		_, _ = nc.Write(tooManyConns)
+	defer sc.nc.Close()
+	defer s.streams.remove(sc)
+	if !s.admit() {
+		_ = sc.nc.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = sc.nc.Write(tooManyConns)
 		return
 	}
-	sc := &streamConn{nc: nc, buf: make([]byte, streamReadMin), cn: newConn(s, nil)}
-	if !s.streams.add(sc) { // Stop has begun
-		return
-	}
-	s.openConn(sc.cn, sc, connFd(nc), addrString(nc.RemoteAddr()), listenAddr)
-	err := s.streamLoop(sc)
-	s.streams.remove(sc)
-	s.closeConn(sc.cn, err)
+	sc.buf, sc.cn = make([]byte, streamReadMin), newConn(s, nil)
+	s.openConn(sc.cn, sc, connFd(sc.nc), addrString(sc.nc.RemoteAddr()), listenAddr)
+	s.closeConn(sc.cn, s.streamLoop(sc))
 }
 
 // handshake completes tc's TLS handshake within handshakeTimeout, counting a failure in
@@ -271,11 +274,16 @@ func (st *streamListeners) remove(sc *streamConn) {
 	st.mu.Unlock()
 }
 
-// start records the listeners the stream transport serves.
-func (st *streamListeners) start(s *Server, lns []net.Listener) {
+// start records the listeners the stream transport serves, unless Stop has been called (it reports
+// false, and the caller closes them).
+func (st *streamListeners) start(s *Server, lns []net.Listener) bool {
 	st.mu.Lock()
+	defer st.mu.Unlock()
+	if s.stopping.Load() { // Stop sets it before it takes st.mu
+		return false
+	}
 	st.lns, st.conns, st.srv = lns, make(map[*streamConn]struct{}), s
-	st.mu.Unlock()
+	return true
 }
 
 // stop closes the listeners and every connection, then waits for their goroutines until ctx ends.
@@ -285,7 +293,13 @@ func (st *streamListeners) stop(ctx context.Context) error {
 		_ = ln.Close()
 	}
 	for sc := range st.conns {
-		_ = sc.nc.Close()
+		// The socket, not the TLS connection: tls.Conn.Close sends close_notify, which can wait 5 s for
+		// a client that does not read, and Stop must not.
+		if tc, ok := sc.nc.(*tls.Conn); ok {
+			_ = tc.NetConn().Close()
+		} else {
+			_ = sc.nc.Close()
+		}
 	}
 	st.lns, st.conns = nil, nil
 	st.mu.Unlock()

@@ -7,11 +7,14 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leasecached/leasecached/internal/testcert"
+	"github.com/leasecached/leasecached/shard"
 	"github.com/leasecached/leasecached/tlsconf"
 )
 
@@ -391,4 +395,92 @@ func TestTLSStalledHandshakesStallNobody(t *testing.T) {
 	assert.Equal(t, "MN\r\n", exchange(t, c, "mn\r\n", "MN\r\n"))
 	assert.Less(t, time.Since(start), 2*time.Second)
 	assert.Equal(t, "2", statValue(t, p, "curr_connections"), "a handshake takes no -c slot until it is done")
+}
+
+// Stop closes a connection in the middle of its TLS handshake, and closes the plaintext ones at once: a
+// client that connects to the TLS port and sends nothing does not hold up a shutdown.
+func TestStopDuringHandshake(t *testing.T) {
+	ts := startTLS(t, nil)
+	silent := plain(t, ts.tlsAddr) // no ClientHello
+	p := plain(t, ts.tcpAddr)
+	assert.Equal(t, "MN\r\n", exchange(t, p, "mn\r\n", "MN\r\n"))
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second) // the daemon's stopTimeout
+	defer cancel()
+	start := time.Now()
+	require.NoError(t, ts.s.Stop(ctx))
+	assert.Less(t, time.Since(start), 2*time.Second)
+	for _, c := range []net.Conn{silent, p} {
+		_, err := io.ReadAll(c)
+		assert.NoError(t, err, "closed by Stop")
+	}
+}
+
+// A Stop that comes before Run leaves Run nothing to serve: it returns, and no listener stays open.
+func TestStopBeforeRunTLSOnly(t *testing.T) {
+	set := testcert.New(t)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	store, err := shard.New(shard.Config{MemoryLimit: 16 << 20})
+	require.NoError(t, err)
+	defer store.Close()
+	s := New(Config{Listeners: []Listener{{Network: "tcp", Addr: addr, TLS: true}}, Threads: 1, ConnLimit: 4,
+		MaxItemSize: 1 << 20, Logger: log.New(io.Discard, "", 0),
+		TLS: tlsconf.Settings{ChainCert: set.Server.CertFile, Key: set.Server.KeyFile, MinVersion: tlsconf.DefaultMinVersion}}, store)
+	assert.Error(t, s.Stop(context.Background()), "not running yet")
+	require.NoError(t, s.Run())
+	_, err = net.DialTimeout("tcp", addr, time.Second)
+	assert.Error(t, err, "no listener after Run returned")
+}
+
+// -c holds when many TLS connections finish their handshakes at once: each takes its slot in one atomic
+// step (admit), so no two pass the limit together.
+func TestTLSConnectionLimitConcurrent(t *testing.T) {
+	const limit, clients = 2, 40
+	ts := startTLS(t, func(c *Config) { c.ConnLimit = limit })
+	cfg, err := ts.certs.ClientConfig(nil)
+	require.NoError(t, err)
+	var served, refused atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ts.tlsAddr, cfg)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			_, _ = io.WriteString(c, "mn\r\n")
+			got, _ := bufio.NewReader(c).ReadString('\n')
+			switch got {
+			case "MN\r\n":
+				served.Add(1)
+				time.Sleep(500 * time.Millisecond) // keep the slot while the others try
+			case string(tooManyConns):
+				refused.Add(1)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	assert.LessOrEqual(t, served.Load(), int32(limit))
+	assert.Equal(t, int32(clients), served.Load()+refused.Load(), "every client served or told why not")
+}
+
+// Stopping leaves the unix socket's path alone, as memcached does: what is there by then may be a newer
+// server's socket, or anything else.
+func TestUnixSocketPathLeftAtStop(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mc.sock")
+	s, result := startRun(t, Config{Listeners: []Listener{{Network: "unix", Addr: path}}})
+	require.NoError(t, os.Remove(path))
+	require.NoError(t, os.Mkdir(path, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(path, "precious"), []byte("x"), 0o600))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, s.Stop(ctx))
+	require.NoError(t, <-result)
+	_, err := os.Stat(filepath.Join(path, "precious"))
+	assert.NoError(t, err)
 }
