@@ -3,6 +3,7 @@ package auth
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -327,6 +328,119 @@ func TestVerifierOffCaller(t *testing.T) {
 	require.NoError(t, v.Reload())
 	_, async = check("u", "pw")
 	assert.True(t, async, "a reload forgets verified pairs")
+}
+
+// blockCompares makes every bcrypt comparison wait for release, until the test ends, and answer at once
+// (a match for the password "pw" only); calls counts them.
+func blockCompares(t *testing.T) (calls *atomic.Int32, release func()) {
+	t.Helper()
+	calls = new(atomic.Int32)
+	gate := make(chan struct{})
+	t.Cleanup(func() { compareHash = bcrypt.CompareHashAndPassword })
+	compareHash = func(hash, pass []byte) error {
+		calls.Add(1)
+		<-gate
+		if string(pass) == "pw" {
+			return nil
+		}
+		return bcrypt.ErrMismatchedHashAndPassword
+	}
+	return calls, func() { close(gate) }
+}
+
+// TestVerifierCancel: a check whose connection has closed while it waits for a checker leaves the queue at
+// once and is never made; the others are, and wake their callers.
+func TestVerifierCancel(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pw")
+	writeFile(t, path, "u:"+minCostHash(t, "pw")+"\n")
+	v, err := NewVerifier(path)
+	require.NoError(t, err)
+	calls, release := blockCompares(t)
+	var wakes atomic.Int32
+	check := func(pass string) *Pending {
+		ok, p := v.Check([]byte("u"), []byte(pass), func() { wakes.Add(1) })
+		require.NotNil(t, p)
+		assert.False(t, ok)
+		return p
+	}
+	for range Checkers { // they hold the checkers
+		check("wrong")
+	}
+	require.Eventually(t, func() bool { return calls.Load() == Checkers }, 10*time.Second, time.Millisecond)
+	for range 50 { // they wait; their connections close
+		p := check("wrong")
+		p.Cancel()
+		p.Cancel()
+	}
+	live := check("pw")
+	assert.Equal(t, Checkers+1, v.Checking(), "the canceled checks have left the queue")
+	release()
+	require.Eventually(t, func() bool { return v.Checking() == 0 }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, int32(Checkers+1), calls.Load(), "the canceled checks were not made")
+	assert.Equal(t, int32(Checkers+1), wakes.Load(), "nor woke anyone")
+	ok, done := live.Result()
+	assert.True(t, done)
+	assert.True(t, ok)
+}
+
+func TestMaxQueued(t *testing.T) {
+	for _, tc := range []struct{ cost, queued int }{
+		{4, 1024}, {5, 1024}, {6, 512}, {8, 128}, {10, 32}, {12, 8}, {MaxBcryptCost, 2},
+	} {
+		assert.Equal(t, tc.queued, MaxQueued(tc.cost), "cost %d", tc.cost)
+	}
+}
+
+// TestVerifierQueueBounded: beyond Checkers running and MaxQueued waiting, a check is answered at once as
+// a failure without being made, on either transport; a verified pair is still answered from the cache; a
+// canceled check makes room.
+func TestVerifierQueueBounded(t *testing.T) {
+	for _, cost := range []int{bcrypt.MinCost, 8} {
+		t.Run(strconv.Itoa(cost), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "pw")
+			writeFile(t, path, "u:"+costHash(t, "pw", cost)+"\n")
+			v, err := NewVerifier(path)
+			require.NoError(t, err)
+			ok, _ := v.Check([]byte("u"), []byte("pw"), nil)
+			require.True(t, ok, "verified, so cached")
+			calls, release := blockCompares(t)
+			var wakes atomic.Int32
+			wake := func() { wakes.Add(1) }
+			limit := Checkers + MaxQueued(cost)
+			queued := make([]*Pending, limit)
+			for i := range queued {
+				ok, queued[i] = v.Check([]byte("u"), []byte("wrong"), wake)
+				require.NotNil(t, queued[i], "check %d of %d", i, limit)
+				assert.False(t, ok)
+			}
+			require.Eventually(t, func() bool { return calls.Load() == Checkers }, 10*time.Second, time.Millisecond)
+
+			ok, p := v.Check([]byte("nobody"), []byte("wrong"), wake)
+			assert.False(t, ok)
+			assert.Nil(t, p, "a full queue answers at once")
+			answered := make(chan bool)
+			go func() { ok, _ := v.Check([]byte("u"), []byte("other"), nil); answered <- ok }()
+			select {
+			case ok = <-answered:
+				assert.False(t, ok)
+			case <-time.After(10 * time.Second):
+				t.Fatal("a check in the caller waited for a full queue")
+			}
+			ok, p = v.Check([]byte("u"), []byte("pw"), wake)
+			assert.True(t, ok, "a verified pair is answered from the cache")
+			assert.Nil(t, p)
+			assert.Equal(t, int32(Checkers), calls.Load(), "no check was made beyond the queue")
+
+			queued[limit-1].Cancel()
+			assert.Equal(t, limit-1, v.Checking())
+			_, p = v.Check([]byte("u"), []byte("wrong"), wake)
+			assert.NotNil(t, p, "a canceled check made room")
+
+			release()
+			require.Eventually(t, func() bool { return v.Checking() == 0 }, 30*time.Second, time.Millisecond)
+			assert.Equal(t, int32(limit), wakes.Load())
+		})
+	}
 }
 
 func TestVerifierCacheBounded(t *testing.T) {
