@@ -5,11 +5,13 @@ package auth
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -36,16 +38,20 @@ type entry struct {
 	plain  [sha256.Size]byte // SHA-256 of the password, when hash is nil
 	hash   []byte            // the bcrypt hash, or nil
 	isHash bool
+	line   int // the file's line, for Parse's errors
 }
 
 // Table is a loaded password file. It is never modified once built: a reload builds a new one.
 type Table struct {
 	users   map[string][]entry // a user may have several entries: any of their passwords authenticates
 	entries int
-	// bcryptCost is the highest cost of the file's bcrypt hashes, 0 when it has none. When it has any,
-	// every check costs one bcrypt comparison at least (against dummyHash when nothing else is compared),
-	// so that no answer's time tells a user with a plain password or no user apart from one with a hash.
+	// bcryptCost is the cost of every one of the file's bcrypt hashes (Parse refuses a file whose hashes
+	// differ in cost), 0 when it has none; costLine is the line of its first hash. When it has any, every
+	// check makes exactly one bcrypt comparison at that cost: with the user's hash (a user has one at most),
+	// or with dummyHash. So no answer's time tells apart a user with a hash, a user with plain passwords
+	// only, and no user (doc/design/auth.md, "Constant time").
 	bcryptCost int
+	costLine   int
 	dummyHash  []byte
 }
 
@@ -88,7 +94,9 @@ func Load(path string) (*Table, error) {
 // It refuses, saying which line: a line without ':' (an empty line or a comment included, as memcached
 // does); a line over MaxLineLength bytes, a NUL byte or a "\r" that does not end its line (memcached reads
 // each of those silently otherwise than it looks); a malformed bcrypt hash, or one of a cost over
-// MaxBcryptCost; a file over MaxFileSize.
+// MaxBcryptCost; a bcrypt hash of another cost than the file's first one, or a user's second bcrypt hash
+// (each would make that user's checks take another time than the others': Table.bcryptCost); a file over
+// MaxFileSize.
 func Parse(data []byte) (*Table, error) {
 	if len(data) > MaxFileSize {
 		return nil, fmt.Errorf("%d bytes, more than the %d a password file may have", len(data), MaxFileSize)
@@ -101,15 +109,15 @@ func Parse(data []byte) (*Table, error) {
 		} else {
 			data = nil
 		}
-		if err := t.add(line); err != nil {
+		if err := t.add(line, lineNo); err != nil {
 			return nil, fmt.Errorf("line %d: %w", lineNo, err)
 		}
 	}
 	if t.bcryptCost > 0 {
-		// A hash of a password nobody knows, at the file's highest cost: what a check compares against when
-		// it has no hash of its own to compare (doc/design/auth.md, "Constant time").
+		// A hash of a password nobody knows, at the file's cost: what a check compares with when the user has
+		// no hash (doc/design/auth.md, "Constant time"). Its comparison's result is never used.
 		var random [16]byte
-		copy(random[:], "leasecached-none")
+		_, _ = rand.Read(random[:])
 		h, err := bcrypt.GenerateFromPassword(random[:], t.bcryptCost)
 		if err != nil {
 			return nil, fmt.Errorf("making the comparison hash: %w", err)
@@ -119,8 +127,8 @@ func Parse(data []byte) (*Table, error) {
 	return t, nil
 }
 
-// add parses one line (without its "\n") into t.
-func (t *Table) add(line []byte) error {
+// add parses line lineNo (without its "\n") into t.
+func (t *Table) add(line []byte, lineNo int) error {
 	if len(line) > MaxLineLength {
 		return fmt.Errorf("%d bytes, more than %d (memcached would cut it short)", len(line), MaxLineLength)
 	}
@@ -138,23 +146,57 @@ func (t *Table) add(line []byte) error {
 		return errors.New("malformed entry: should be 'user:password'")
 	}
 	user, pass := string(line[:colon]), line[colon+1:]
-	var e entry
+	e := entry{line: lineNo}
 	if isBcrypt(pass) {
 		cost, err := bcrypt.Cost(pass)
+		if err == nil && !validSalt(pass) {
+			err = errors.New("its salt is not in bcrypt's base64")
+		}
 		if err != nil {
 			return fmt.Errorf("user %q: malformed bcrypt hash: %w", user, err)
 		}
 		if cost > MaxBcryptCost {
 			return fmt.Errorf("user %q: bcrypt cost %d, more than %d", user, cost, MaxBcryptCost)
 		}
+		if t.bcryptCost != 0 && cost != t.bcryptCost {
+			return fmt.Errorf("user %q: bcrypt cost %d, but line %d's hash has cost %d: all of a file's hashes must have one cost",
+				user, cost, t.costLine, t.bcryptCost)
+		}
+		for _, other := range t.users[user] {
+			if other.isHash {
+				return fmt.Errorf("user %q: a second bcrypt hash (line %d has one): a user may have one at most",
+					user, other.line)
+			}
+		}
 		e.hash, e.isHash = bytes.Clone(pass), true
-		t.bcryptCost = max(t.bcryptCost, cost)
+		if t.bcryptCost == 0 {
+			t.bcryptCost, t.costLine = cost, lineNo
+		}
 	} else {
 		e.plain = sha256.Sum256(pass)
 	}
 	t.users[user] = append(t.users[user], e)
 	t.entries++
 	return nil
+}
+
+// saltAlphabet is bcrypt's base64 alphabet.
+const saltAlphabet = "./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+// validSalt reports whether a hash that bcrypt.Cost accepts ("$2x$NN$" and at least 52 more bytes) has a
+// salt bcrypt can decode: bcrypt.CompareHashAndPassword answers at once, without its expensive part, for
+// one it cannot, and that user's checks would be the fast ones.
+func validSalt(hash []byte) bool {
+	const saltStart, saltLen = len("$2a$10$"), 22
+	if len(hash) < saltStart+saltLen {
+		return false
+	}
+	for _, c := range hash[saltStart : saltStart+saltLen] {
+		if !strings.ContainsRune(saltAlphabet, rune(c)) {
+			return false
+		}
+	}
+	return true
 }
 
 func isBcrypt(pass []byte) bool {

@@ -31,6 +31,8 @@ type authConn struct {
 	slot int
 	// pending is the check of the attempt at the front of the input, running on a checker goroutine
 	// (auth.Verifier); the attempt spans pendingN bytes and stays in the input until the answer is in.
+	// closeConn cancels it: a check still waiting for a checker is then not made. A check the Verifier's
+	// queue has no room for is answered at once as a failure (auth.MaxQueued).
 	pending  *auth.Pending
 	pendingN int
 }

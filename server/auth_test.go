@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/leasecached/leasecached/auth"
 	"github.com/leasecached/leasecached/shard"
 )
 
@@ -205,4 +206,91 @@ func TestAuthPendingInputBounded(t *testing.T) {
 	require.NotNil(t, cn.auth.pending)
 	fc.in.WriteString(strings.Repeat("get k\r\n", authPendingInput/7+1))
 	assert.Equal(t, Close, cn.serve(fc))
+}
+
+// authAttempt opens a connection as a transport would, sends it attempt and serves it once.
+func authAttempt(t *testing.T, s *Server, attempt string) (*conn, *wakeConn) {
+	t.Helper()
+	cn, wc := newConn(s, nil), &wakeConn{fakeConn: &fakeConn{}, woken: make(chan struct{}, 1)}
+	s.openConn(cn, wc, 0, "test", "test")
+	wc.in.WriteString(attempt)
+	require.Equal(t, Continue, cn.serve(wc))
+	return cn, wc
+}
+
+// awaitAnswer waits for the check of cn's attempt, and serves it again with the answer.
+func awaitAnswer(t *testing.T, cn *conn, wc *wakeConn) string {
+	t.Helper()
+	select {
+	case <-wc.woken:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the checker did not wake the connection")
+	}
+	require.Equal(t, Continue, cn.serve(wc))
+	return wc.out.String()
+}
+
+// TestAuthClosedConnChecksSkipped: a client that connects, sends a wrong password and disconnects, again
+// and again, leaves no checks behind: the next login waits for the checks that were running, not for one
+// per round (the review's 300 rounds made a login wait 7.1 s).
+func TestAuthClosedConnChecksSkipped(t *testing.T) {
+	h, err := bcrypt.GenerateFromPassword([]byte("bar"), 8) // ~15 ms a check: far above the noise
+	require.NoError(t, err)
+	s, _ := newAuthServer(t, "foo:"+string(h)+"\n")
+	login := func() time.Duration {
+		start := time.Now()
+		cn, wc := authAttempt(t, s, "set a 0 0 9\r\nfoo wrong\r\n")
+		require.Equal(t, authFail, awaitAnswer(t, cn, wc))
+		return time.Since(start)
+	}
+	one := time.Hour
+	for range 3 {
+		one = min(one, login())
+	}
+	const rounds = 300
+	for range rounds {
+		cn, wc := authAttempt(t, s, "set a 0 0 9\r\nfoo wrong\r\n")
+		require.NotNil(t, cn.auth.pending)
+		assert.Empty(t, wc.out.String())
+		s.closeConn(cn, nil)
+	}
+	assert.LessOrEqual(t, s.auth.Checking(), auth.Checkers, "the abandoned checks have left the queue")
+	// A real client's rounds take a network round trip each: every abandoned check is in the queue by then.
+	time.Sleep(50 * time.Millisecond)
+	took := login()
+	// Without the closed connections' checks skipped, it waits for up to rounds/auth.Checkers checks; with
+	// them, for the two running at most, then its own. The bound leaves room for a loaded machine.
+	assert.Less(t, took, 10*one, "a login after %d abandoned attempts took %v, a check %v", rounds, took, one)
+	require.Eventually(t, func() bool { return s.auth.Checking() == 0 }, 60*time.Second, time.Millisecond)
+}
+
+// TestAuthChecksBounded: with auth.Checkers checks running and auth.MaxQueued waiting, an attempt is
+// answered at once as a failure, and counted as one.
+func TestAuthChecksBounded(t *testing.T) {
+	const cost = 10 // ~60 ms a check: none ends while the queue fills
+	h, err := bcrypt.GenerateFromPassword([]byte("bar"), cost)
+	require.NoError(t, err)
+	s, _ := newAuthServer(t, "foo:"+string(h)+"\n")
+	limit := auth.Checkers + auth.MaxQueued(cost)
+	var queued []*conn
+	for range limit {
+		cn, wc := authAttempt(t, s, "set a 0 0 9\r\nfoo wrong\r\n")
+		require.NotNil(t, cn.auth.pending, "attempt %d of %d is checked", len(queued), limit)
+		assert.Empty(t, wc.out.String())
+		queued = append(queued, cn)
+	}
+	before := s.stats.get(statAuthErrors)
+	for _, attempt := range []string{"set a 0 0 9\r\nfoo wrong\r\n", authOK, "set a 0 0 7\r\nbar foo\r\n"} {
+		cn, wc := authAttempt(t, s, attempt)
+		assert.Nil(t, cn.auth.pending)
+		assert.Equal(t, authFail, wc.out.String(), "answered at once")
+		assert.NotNil(t, cn.auth, "not authenticated")
+	}
+	assert.Equal(t, before+3, s.stats.get(statAuthErrors), "counted in auth_errors")
+	for _, cn := range queued {
+		s.closeConn(cn, nil)
+	}
+	require.Eventually(t, func() bool { return s.auth.Checking() == 0 }, 60*time.Second, time.Millisecond)
+	cn, wc := authAttempt(t, s, authOK)
+	assert.Equal(t, "STORED\r\n", awaitAnswer(t, cn, wc), "checked again once there is room")
 }

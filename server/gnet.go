@@ -76,6 +76,9 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 // served (its event loop, or its goroutine), maybe inside its serve call (conn.closed).
 func (s *Server) closeConn(cn *conn, err error) {
 	cn.closed = true
+	if cn.auth != nil && cn.auth.pending != nil {
+		cn.auth.pending.Cancel() // a check still waiting for a checker is not made (auth.go)
+	}
 	if cn.gc == nil {
 		cn.releaseBig() // not inside serve, which may still be using it (serve's done gives it back)
 	}
