@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -61,4 +62,42 @@ func TestParseAuth(t *testing.T) {
 			assert.Equal(t, tc.pass, string(at.Pass), "pass")
 		})
 	}
+}
+
+// FuzzParseAuth: whatever the input, ParseAuth answers within it: a consumed span fits the input, an
+// incomplete request's Need lies beyond it, credentials are two non-empty tokens inside the data block, and
+// more input after a complete request does not change the answer.
+func FuzzParseAuth(f *testing.F) {
+	for _, s := range []string{"set a 0 0 7\r\nfoo bar\r\n", "get a\r\n", "set a 0 0 4294967294\r\nfoo",
+		"set a 0 0 20000\r\n", "\n\n", "set a 0 0 8\r\nfoo bar\x00\r\n", strings.Repeat("x", MaxLineLength+1)} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, buf []byte) {
+		var p Parser
+		at := p.ParseAuth(buf)
+		switch at.Status {
+		case AuthIncomplete:
+			if at.Need != 0 && at.Need <= len(buf) {
+				t.Fatalf("Need %d within the %d bytes held", at.Need, len(buf))
+			}
+			return
+		case AuthLineTooLong, AuthBlockTooLong:
+			return
+		}
+		if at.N < 1 || at.N > len(buf) {
+			t.Fatalf("status %d spans %d of %d bytes", at.Status, at.N, len(buf))
+		}
+		if at.Status == AuthCredentials {
+			for _, tok := range [][]byte{at.User, at.Pass} {
+				if len(tok) == 0 || bytes.ContainsAny(tok, " \x00") {
+					t.Fatalf("token %q", tok)
+				}
+			}
+		}
+		again := p.ParseAuth(append(append([]byte(nil), buf...), "get more\r\n"...))
+		if again.Status != at.Status || again.N != at.N || string(again.User) != string(at.User) ||
+			string(again.Pass) != string(at.Pass) {
+			t.Fatalf("more input changed the answer: %+v then %+v", at, again)
+		}
+	})
 }
