@@ -20,6 +20,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/leasecached/leasecached/internal/testcert"
 	"github.com/leasecached/leasecached/shard"
@@ -483,4 +484,19 @@ func TestUnixSocketPathLeftAtStop(t *testing.T) {
 	require.NoError(t, <-result)
 	_, err := os.Stat(filepath.Join(path, "precious"))
 	assert.NoError(t, err)
+}
+
+// -Y over TLS with a bcrypt hash: the stream transport makes the check on the connection's own goroutine,
+// answers it in order with what was pipelined behind it, and a wrong password keeps the connection.
+func TestTLSAuthBcrypt(t *testing.T) {
+	h, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "pw")
+	require.NoError(t, os.WriteFile(path, []byte("foo:"+string(h)+"\n"), 0o600))
+	ts := startTLS(t, func(c *Config) { c.AuthFile = path })
+	c := ts.dial(t)
+	assert.Equal(t, unauth, exchange(t, c, "get k\r\n", "\r\n"))
+	assert.Equal(t, authFail, exchange(t, c, "set a 0 0 9\r\nfoo wrong\r\n", "\r\n"))
+	assert.Equal(t, "STORED\r\nSTORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n",
+		exchange(t, c, "set a 0 0 10\r\nfoo s3cret\r\nset k 0 0 1\r\nv\r\nget k\r\n", "END\r\n"))
 }
