@@ -507,11 +507,7 @@ func comparePlain(ctx context.Context, o compareOptions, logDir string, jsonOut,
 	}
 
 	ws := compareWorkloads()
-	plan, err := calibrate(ctx, ws, servers, o, jsonOut)
-	if err != nil {
-		return err
-	}
-	results, err := runMatrix(ctx, ws, servers, o, plan.threads, jsonOut)
+	results, err := measure(ctx, ws, servers, o, jsonOut)
 	if err != nil {
 		return err
 	}
@@ -551,11 +547,7 @@ func compareTLS(ctx context.Context, o compareOptions, specs []serverSpec, logDi
 		return err
 	}
 	ws := tlsWorkloads()
-	plan, err := calibrate(ctx, ws, servers, o, jsonOut)
-	if err != nil {
-		return err
-	}
-	results, err := runMatrix(ctx, ws, servers, o, plan.threads, jsonOut)
+	results, err := measure(ctx, ws, servers, o, jsonOut)
 	if err != nil {
 		return err
 	}
@@ -590,6 +582,17 @@ func genThreadsOf(runs []*load.Result) int {
 		return 0
 	}
 	return runs[0].Config.GenThreads
+}
+
+// measure calibrates the generator for ws on servers and runs the matrix: what every table does once its
+// servers are up.
+func measure(ctx context.Context, ws []workload, servers []*runningServer, o compareOptions,
+	jsonOut io.Writer) (matrixResults, error) {
+	plan, err := calibrate(ctx, ws, servers, o, jsonOut)
+	if err != nil {
+		return nil, err
+	}
+	return runMatrix(ctx, ws, servers, o, plan.threads, jsonOut)
 }
 
 // runMatrix runs every workload against every server, with the generator threads threads gives, reps
