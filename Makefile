@@ -85,6 +85,12 @@ fuzz-smoke:
 fuzz-diff: test-deps
 	FUZZDIFF_TIME=$(FUZZTIME) $(GO) test -count=1 -timeout 0 -v -run '^TestFuzzDiff$$' ./integration/
 
+## auth-timing: the -Y checks' wall-clock tests (auth/auth_test.go, requireTimingRun): an unknown user's
+## check takes as long as a known one's. Run on a quiet machine; make test proves the same by counting.
+.PHONY: auth-timing
+auth-timing:
+	AUTH_TIMING=1 $(GO) test -count=1 -v -run 'TestCheckCostsOneBcrypt|TestCheckTimeTellsNoUser' ./auth/
+
 ## soak: the integrity soak (integration/soak_test.go), each of its two runs (memory to spare, then
 ## overfilled) for SOAKTIME instead of the 12 s `make test` gives them (`make soak SOAKTIME=10m`), with the
 ## race detector as in make test. The test bounds itself (its clock, a deadline on every exchange), hence no

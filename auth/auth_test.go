@@ -115,6 +115,7 @@ func TestBcrypt(t *testing.T) {
 // TestCheckCostsOneBcrypt: in a file with a hash, every check costs a bcrypt comparison whether the user
 // has a hash, a plain password or no entry: the time of an answer does not tell them apart.
 func TestCheckCostsOneBcrypt(t *testing.T) {
+	requireTimingRun(t)
 	h, err := bcrypt.GenerateFromPassword([]byte("s3cret"), 8) // ~20 ms a check: far above the noise
 	require.NoError(t, err)
 	tab, err := Parse([]byte("plain:pw\nhashed:" + string(h) + "\n"))
@@ -200,6 +201,7 @@ func TestCheckComparesOneHash(t *testing.T) {
 // hash is checked in an eighth of the others' time, one whose user with two hashes takes twice as long
 // (TestCheckComparesOneHash tells that one apart exactly; here it is at the bounds' edge).
 func TestCheckTimeTellsNoUser(t *testing.T) {
+	requireTimingRun(t)
 	h7, h7b, h4 := costHash(t, "s3cret", 7), costHash(t, "other", 7), minCostHash(t, "s3cret")
 	files := []string{
 		"plain:pw\nhashed:" + h7 + "\nboth:pw2\nboth:" + h7b + "\n",
@@ -487,4 +489,15 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// requireTimingRun skips a test that compares wall-clock times unless AUTH_TIMING is set (`make
+// auth-timing`): on a loaded machine, under the race detector and beside other packages' tests, the best
+// of five bcrypt checks has varied threefold (CI, 2026-11-26). TestCheckComparesOneHash proves the same
+// property in every run by counting the comparisons and their cost.
+func requireTimingRun(t *testing.T) {
+	t.Helper()
+	if os.Getenv("AUTH_TIMING") == "" {
+		t.Skip("wall-clock comparison: AUTH_TIMING=1 (make auth-timing) on a quiet machine")
+	}
 }

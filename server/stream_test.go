@@ -172,7 +172,7 @@ func TestTLSSlowReaderDoesNotStallOthers(t *testing.T) {
 	other := ts.dial(t)
 	start := time.Now()
 	assert.Equal(t, "MN\r\n", exchange(t, other, "mn\r\n", "MN\r\n"))
-	assert.Less(t, time.Since(start), 2*time.Second, "another TLS client waited for the slow one")
+	assert.Less(t, time.Since(start), 5*time.Second, "another TLS client waited for the slow one")
 	p := plain(t, ts.tcpAddr)
 	assert.Equal(t, "MN\r\n", exchange(t, p, "mn\r\n", "MN\r\n"))
 
@@ -294,7 +294,7 @@ func TestTLSIdleTimeout(t *testing.T) {
 	start := time.Now()
 	_, err := io.ReadAll(c)
 	assert.NoError(t, err, "closed by the server")
-	assert.Less(t, time.Since(start), 4*time.Second)
+	assert.Less(t, time.Since(start), 6*time.Second)
 	assert.Equal(t, "1", statValue(t, plain(t, ts.tcpAddr), "idle_kicks"))
 }
 
@@ -394,7 +394,7 @@ func TestTLSStalledHandshakesStallNobody(t *testing.T) {
 	assert.Equal(t, "MN\r\n", exchange(t, p, "mn\r\n", "MN\r\n"))
 	c := ts.dial(t)
 	assert.Equal(t, "MN\r\n", exchange(t, c, "mn\r\n", "MN\r\n"))
-	assert.Less(t, time.Since(start), 2*time.Second)
+	assert.Less(t, time.Since(start), 5*time.Second)
 	assert.Equal(t, "2", statValue(t, p, "curr_connections"), "a handshake takes no -c slot until it is done")
 }
 
@@ -409,7 +409,7 @@ func TestStopDuringHandshake(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	require.NoError(t, ts.s.Stop(ctx))
-	assert.Less(t, time.Since(start), 2*time.Second)
+	assert.Less(t, time.Since(start), 3*time.Second)
 	for _, c := range []net.Conn{silent, p} {
 		_, err := io.ReadAll(c)
 		assert.NoError(t, err, "closed by Stop")
