@@ -57,12 +57,17 @@ func startTLS(t *testing.T, edit func(*Config)) *tlsServer {
 	return ts
 }
 
+// dialTLS opens a TLS connection to addr with cfg, within a bounded time.
+func dialTLS(addr string, cfg *tls.Config) (*tls.Conn, error) {
+	return tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
+}
+
 // dial opens a TLS connection that trusts the test CA and presents no client certificate.
 func (ts *tlsServer) dial(t *testing.T) *tls.Conn {
 	t.Helper()
 	cfg, err := ts.certs.ClientConfig(nil)
 	require.NoError(t, err)
-	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ts.tlsAddr, cfg)
+	c, err := dialTLS(ts.tlsAddr, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	require.NoError(t, c.SetDeadline(time.Now().Add(20*time.Second)))
@@ -263,7 +268,7 @@ func TestTLSClientCertificates(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := set.ClientConfig(tc.cert)
 			require.NoError(t, err)
-			c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
+			c, err := dialTLS(addr, cfg)
 			if err == nil {
 				defer c.Close()
 				require.NoError(t, c.SetDeadline(time.Now().Add(5*time.Second)))
@@ -364,7 +369,7 @@ func TestTLSSessionCache(t *testing.T) {
 			cfg.ClientSessionCache = tls.NewLRUClientSessionCache(4)
 			var resumed []bool
 			for range 2 {
-				c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ts.tlsAddr, cfg)
+				c, err := dialTLS(ts.tlsAddr, cfg)
 				require.NoError(t, err)
 				require.NoError(t, c.SetDeadline(time.Now().Add(5*time.Second)))
 				assert.Equal(t, "MN\r\n", exchange(t, c, "mn\r\n", "MN\r\n")) // TLS 1.3 tickets come after the handshake
@@ -447,7 +452,7 @@ func TestTLSConnectionLimitConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ts.tlsAddr, cfg)
+			c, err := dialTLS(ts.tlsAddr, cfg)
 			if err != nil {
 				return
 			}
@@ -511,7 +516,7 @@ func TestTLSCloseRightAfterHandshake(t *testing.T) {
 	require.NoError(t, err)
 	const conns = 50
 	for i := range conns {
-		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ts.tlsAddr, cfg)
+		c, err := dialTLS(ts.tlsAddr, cfg)
 		require.NoError(t, err)
 		require.NoError(t, c.SetDeadline(time.Now().Add(5*time.Second)))
 		_, err = io.WriteString(c, "mn\r\n")
@@ -522,7 +527,7 @@ func TestTLSCloseRightAfterHandshake(t *testing.T) {
 		c.Close()
 	}
 	for i := range conns {
-		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ts.tlsAddr, cfg)
+		c, err := dialTLS(ts.tlsAddr, cfg)
 		require.NoError(t, err)
 		_, err = fmt.Fprintf(c, "set fire%d 0 0 1 noreply\r\nx\r\n", i)
 		require.NoError(t, err)
