@@ -49,36 +49,31 @@ type workload struct {
 }
 
 func compareWorkloads() []workload {
-	var ws []workload
-	for _, p := range []int{1, 16} {
-		ws = append(ws,
-			workload{Name: "90/10 100B uniform", Pipeline: p, MultiGet: 1, GetRatio: 0.9, ValueSize: smallValue, Dist: "uniform"},
-			workload{Name: "50/50 100B uniform", Pipeline: p, MultiGet: 1, GetRatio: 0.5, ValueSize: smallValue, Dist: "uniform"},
-			workload{Name: "90/10 4KB uniform", Pipeline: p, MultiGet: 1, GetRatio: 0.9, ValueSize: largeValue, Dist: "uniform"},
-			workload{Name: "get x10 100B uniform", Pipeline: p, MultiGet: 10, GetRatio: 1, ValueSize: smallValue, Dist: "uniform"},
-			workload{Name: "90/10 100B zipf .99", Pipeline: p, MultiGet: 1, GetRatio: 0.9, ValueSize: smallValue, Dist: "zipf"},
-		)
-	}
-	for i := range ws {
-		ws[i].GetCmd = "get"
-		ws[i].Name = fmt.Sprintf("p%-2d %s", ws[i].Pipeline, ws[i].Name)
-	}
-	return ws
+	return atPipelines("", mix90Small, mix50Small, mix90Large, getX10, mix90Zipf)
 }
 
 // tlsWorkloads are the rows of the TLS table (issue 26): 90/10 with 100-byte and 4 KB values at pipeline
 // 1 and 16, on the same key sets as the plaintext rows.
-func tlsWorkloads() []workload {
+func tlsWorkloads() []workload { return atPipelines("TLS ", mix90Small, mix90Large) }
+
+// The rows the tables share, before atPipelines gives them a depth.
+var (
+	mix90Small = workload{Name: "90/10 100B uniform", MultiGet: 1, GetRatio: 0.9, ValueSize: smallValue, Dist: "uniform"}
+	mix50Small = workload{Name: "50/50 100B uniform", MultiGet: 1, GetRatio: 0.5, ValueSize: smallValue, Dist: "uniform"}
+	mix90Large = workload{Name: "90/10 4KB uniform", MultiGet: 1, GetRatio: 0.9, ValueSize: largeValue, Dist: "uniform"}
+	getX10     = workload{Name: "get x10 100B uniform", MultiGet: 10, GetRatio: 1, ValueSize: smallValue, Dist: "uniform"}
+	mix90Zipf  = workload{Name: "90/10 100B zipf .99", MultiGet: 1, GetRatio: 0.9, ValueSize: smallValue, Dist: "zipf"}
+)
+
+// atPipelines is rows at pipeline depth 1, then 16, fetching with get, each named "p<depth> <label><name>".
+func atPipelines(label string, rows ...workload) []workload {
 	var ws []workload
 	for _, p := range []int{1, 16} {
-		ws = append(ws,
-			workload{Name: "90/10 100B uniform", Pipeline: p, MultiGet: 1, GetRatio: 0.9, ValueSize: smallValue, Dist: "uniform"},
-			workload{Name: "90/10 4KB uniform", Pipeline: p, MultiGet: 1, GetRatio: 0.9, ValueSize: largeValue, Dist: "uniform"},
-		)
-	}
-	for i := range ws {
-		ws[i].GetCmd = "get"
-		ws[i].Name = fmt.Sprintf("p%-2d TLS %s", ws[i].Pipeline, ws[i].Name)
+		for _, r := range rows {
+			r.Pipeline, r.GetCmd = p, "get"
+			r.Name = fmt.Sprintf("p%-2d %s%s", p, label, r.Name)
+			ws = append(ws, r)
+		}
 	}
 	return ws
 }
