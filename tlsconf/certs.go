@@ -83,13 +83,16 @@ var ErrNotEnabled = errors.New("Error TLS not enabled") //nolint:staticcheck // 
 // minVersions maps ssl_min_version to crypto/tls's versions.
 var minVersions = [...]uint16{tls.VersionTLS10, tls.VersionTLS11, tls.VersionTLS12, tls.VersionTLS13}
 
+// MaxMinVersion is the largest ssl_min_version: 3, TLS 1.3, the newest memcached knows (0 is TLS 1.0).
+const MaxMinVersion = len(minVersions) - 1
+
 // build makes the configuration s asks for from the files it names.
 func build(s Settings) (*tls.Config, error) {
 	chainPEM, err := os.ReadFile(s.ChainCert)
 	if err != nil {
 		return nil, fmt.Errorf("Error loading the certificate chain: %s : %w", s.ChainCert, err)
 	}
-	if !hasBlock(chainPEM, "CERTIFICATE") {
+	if !hasBlock(chainPEM, isCertificate) {
 		return nil, fmt.Errorf("Error loading the certificate chain: %s : no PEM certificate found", s.ChainCert)
 	}
 	keyPath := s.Key
@@ -100,7 +103,7 @@ func build(s Settings) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("Error loading the key: %s : %w", keyPath, err)
 	}
-	if !hasKeyBlock(keyPEM) {
+	if !hasBlock(keyPEM, isPrivateKey) {
 		return nil, fmt.Errorf("Error loading the key: %s : no PEM private key found", keyPath)
 	}
 	pair, err := tls.X509KeyPair(chainPEM, keyPEM)
@@ -149,31 +152,22 @@ func build(s Settings) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// hasBlock says whether data holds a PEM block of the given type.
-func hasBlock(data []byte, typ string) bool {
+// hasBlock says whether data holds a PEM block whose type is typ.
+func hasBlock(data []byte, typ func(string) bool) bool {
 	for {
 		var b *pem.Block
 		if b, data = pem.Decode(data); b == nil {
 			return false
 		}
-		if b.Type == typ {
+		if typ(b.Type) {
 			return true
 		}
 	}
 }
 
-// hasKeyBlock says whether data holds a PEM private key of any kind.
-func hasKeyBlock(data []byte) bool {
-	for {
-		var b *pem.Block
-		if b, data = pem.Decode(data); b == nil {
-			return false
-		}
-		if b.Type == "PRIVATE KEY" || strings.HasSuffix(b.Type, " PRIVATE KEY") {
-			return true
-		}
-	}
-}
+// isCertificate and isPrivateKey are the PEM block types of a certificate and of a private key of any kind.
+func isCertificate(t string) bool { return t == "CERTIFICATE" }
+func isPrivateKey(t string) bool  { return t == "PRIVATE KEY" || strings.HasSuffix(t, " PRIVATE KEY") }
 
 // cipherNames maps the TLS 1.2 suites crypto/tls implements and does not call insecure to their IANA names
 // (crypto/tls's) and OpenSSL's, so that an ssl_ciphers list written for memcached works here.

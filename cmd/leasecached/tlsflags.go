@@ -13,8 +13,6 @@ import (
 
 // Limits on the ssl_* values, as memcached 1.6.18 takes them.
 const (
-	// maxSSLMinVersion is ssl_min_version 3, TLS 1.3, the newest memcached knows (0 is TLS 1.0).
-	maxSSLMinVersion = 3
 	// ssl_wbuf_size is in kilobytes. memcached takes any 32-bit number; a TLS record is at most 16 KiB, so
 	// a buffer above 1 MiB per connection only holds memory, and 0 could hold no record at all.
 	minSSLWbufKB = 1
@@ -69,7 +67,7 @@ func tlsSettings(opt func(flag string) (string, bool, error), tlsOn bool) (tlsco
 	if st.VerifyMode, err = intIn(verify, tlsconf.VerifyNone, tlsconf.VerifyOnce); err != nil {
 		return st, fmt.Errorf("ssl_verify_mode %q: must be 0 (none), 1 (request), 2 (require) or 3 (once)", verify)
 	}
-	if st.MinVersion, err = intIn(minVersion, 0, maxSSLMinVersion); err != nil {
+	if st.MinVersion, err = intIn(minVersion, 0, tlsconf.MaxMinVersion); err != nil {
 		return st, fmt.Errorf("ssl_min_version %q: must be 0 (TLS 1.0), 1 (TLS 1.1), 2 (TLS 1.2) or 3 (TLS 1.3)", minVersion)
 	}
 	kb, err := intIn(wbuf, minSSLWbufKB, maxSSLWbufKB)
