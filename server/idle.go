@@ -86,11 +86,16 @@ func (s *Server) closeIdle(conns []idleConn, limit int64) {
 		if ic.cn.closed || !isIdle(ic.cn, now, limit) || ic.c.OutboundBuffered() > 0 {
 			continue
 		}
-		s.stats.idleKicks.Add(1)
-		if s.verbosity.Load() > 1 {
-			s.logger.Printf("closing idle connection from %s (fd %d): nothing read for over %ds",
-				ic.cn.remote, ic.cn.fd, limit)
-		}
+		s.kickedIdle(ic.cn)
 		_ = ic.c.EventLoop().Close(ic.c) // on this loop: closes now, OnClose included
+	}
+}
+
+// kickedIdle counts (idle_kicks) and logs (-vv) a connection either transport closes for idleness.
+func (s *Server) kickedIdle(cn *conn) {
+	s.stats.idleKicks.Add(1)
+	if s.verbosity.Load() > 1 {
+		s.logger.Printf("closing idle connection from %s (fd %d): nothing read for over %ds",
+			cn.remote, cn.fd, s.idleTimeoutSeconds())
 	}
 }

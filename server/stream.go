@@ -232,11 +232,7 @@ func (s *Server) streamLoop(sc *streamConn) error {
 		}
 		if err := sc.fill(); err != nil {
 			if idle > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
-				s.stats.idleKicks.Add(1)
-				if s.verbosity.Load() > 1 {
-					s.logger.Printf("closing idle connection from %s (fd %d): nothing read for over %ds",
-						cn.remote, cn.fd, s.idleTimeoutSeconds())
-				}
+				s.kickedIdle(cn)
 			}
 			return err
 		}
