@@ -56,7 +56,7 @@ import (
 //     boundaries ("version\r\nget <251 bytes>\r\n" in one write: memcached answers only the
 //     CLIENT_ERROR; leasecached answers VERSION too, as memcached does when the lines come apart).
 //   - incr/decr/ma never follow a retrieval of the same key in a batch (fzCanAppend), counters stay
-//     below 2^63 (fzDeltas), and memcached runs without its LRU threads (fzMemcachedArgs).
+//     below 2^63 (fzDeltas), and memcached runs without its LRU threads (noLRUThreads).
 //   - values and junk never contain 'm' or 'M' (so never an mn line, whose MN is the batch barrier),
 //     '$' (placeholders) or a 0x80 byte (memcached's binary protocol marker on a fresh connection).
 func TestFuzzDiff(t *testing.T) {
@@ -100,7 +100,7 @@ func TestFuzzDiff(t *testing.T) {
 	c := &fzCampaign{t: t, seed: seed, deadline: time.Now().Add(budget), keepGoing: keepGoing, maxSeqs: maxSeqs}
 	pairs := make([]*fzPair, workers)
 	for i := range pairs {
-		pairs[i] = &fzPair{mc: startMemcached(t, fzMemcachedArgs...), lc: startLeasecached(t)}
+		pairs[i] = &fzPair{mc: startMemcached(t, noLRUThreads...), lc: startLeasecached(t)}
 	}
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -237,7 +237,7 @@ type fzCampaign struct {
 	mu       sync.Mutex   // serialises reports
 }
 
-// fzMemcachedArgs turn off memcached's LRU maintainer and crawler threads for the fuzzer. Both hold
+// The fuzzer runs memcached without its LRU maintainer and crawler threads (noLRUThreads). Both hold
 // references to items at moments of their own choosing (the maintainer holds one from a second fetch
 // of an item in the cold LRU, an asynchronous bump, until it next wakes up, up to a second later),
 // and memcached rewrites a counter in place on incr/decr/ma only when nobody else holds the item:
@@ -245,7 +245,6 @@ type fzCampaign struct {
 // padding of a shorter result. With the threads on, the same bytes sometimes answer "HD W" and
 // sometimes "HD Z" (a recache after ma on an item fetched twice). Without them memcached's in-place
 // rule depends only on the connection's own queued replies (see fzCanAppend).
-var fzMemcachedArgs = []string{"-o", "no_lru_maintainer,no_lru_crawler"}
 
 // fzPair is one memcached and one leasecached, driven by one worker.
 type fzPair struct{ mc, lc *daemon }

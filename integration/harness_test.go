@@ -174,6 +174,12 @@ func startMemcached(t testing.TB, args ...string) *daemon {
 	return startDaemon(t, "memcached", memcachedPath, memcachedArgs(args))
 }
 
+// noLRUThreads are memcached's args that turn off its LRU maintainer and crawler threads, for tests
+// whose expected replies or counters must not depend on when those threads wake up: they reap expired
+// items (an item read a moment later is then a plain miss, not get_expired) and hold references that
+// change how incr rewrites an item (see fuzzdiff_test.go).
+var noLRUThreads = []string{"-o", "no_lru_maintainer,no_lru_crawler"}
+
 // memcachedArgs is memcached's command line for a port: the shared defaults, then args.
 func memcachedArgs(args []string) func(port int) []string {
 	return func(port int) []string {
