@@ -21,6 +21,10 @@ import (
 // gnet's (one event engine for all of them), TLS listeners the stream transport's (stream.go). Both
 // drive the same engine, conn.serve, and share the store, the stats and the -c limit.
 
+// streamTLS serves TLS listeners with the stream transport (stream.go) instead of gnet's loops
+// (looptls.go).
+var streamTLS = false
+
 // Listeners returns the addresses the server accepts connections on: cfg.Listeners, or one plaintext TCP
 // listener on Listen:Port when none are given.
 func (s *Server) Listeners() []Listener {
@@ -80,8 +84,15 @@ func (s *Server) Run() error {
 				return err // memcached's words: "Error loading the key: ..."
 			}
 			s.certs.Store(certs)
+			s.tlsBase = certs.Config()
 		}
 		switch {
+		case l.TLS && !streamTLS:
+			if err := s.tlsAddrs.add(l.Addr); err != nil {
+				closeStreams()
+				return fmt.Errorf("listen %s: %w", l, err)
+			}
+			gnetAddrs = append(gnetAddrs, "tcp://"+l.Addr)
 		case l.TLS:
 			ln, err := s.listenStream(l)
 			if err != nil {
@@ -129,6 +140,7 @@ func (s *Server) Run() error {
 		gnet.WithTicker(s.cfg.IdleTimeout > 0), // OnTick, the idle check (idle.go)
 	)
 	s.restoreUmask()
+	s.handshakes.Wait() // gnet closed their connections: each ends at once
 	if !s.stopping.Load() {
 		_ = s.streams.stop(context.Background())
 	}
