@@ -26,6 +26,10 @@ import (
 // is the callback of one more AsyncWrite, queued after the handshake returned, so every handshake byte is
 // handed to the socket before any reply.
 
+// tlsOutKeep is the largest ciphertext buffer a connection keeps between calls (a few full records): an
+// idle connection does not hold what one large reply grew.
+const tlsOutKeep = 64 << 10
+
 // tlsHandshakeInputLimit bounds what a client may send before its handshake is done.
 const tlsHandshakeInputLimit = 256 << 10
 
@@ -158,8 +162,8 @@ func (lt *loopTLS) sendOut() error {
 	if len(lt.out) == 0 {
 		return nil
 	}
-	_, err := lt.gc.Write(lt.out)
-	if cap(lt.out) > keepBufferCap {
+	_, err := lt.gc.Write(lt.out) // gnet copies what the socket does not take
+	if cap(lt.out) > tlsOutKeep {
 		lt.out = nil
 	} else {
 		lt.out = lt.out[:0]
