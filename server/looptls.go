@@ -26,8 +26,8 @@ import (
 // is the callback of one more AsyncWrite, queued after the handshake returned, so every handshake byte is
 // handed to the socket before any reply.
 
-// tlsOutKeep is the largest ciphertext buffer a connection keeps between calls (a few full records): an
-// idle connection does not hold what one large reply grew.
+// tlsOutKeep is how much ciphertext is gathered before it is handed to gnet: a large reply goes out in
+// pieces of about this size, so the loop's buffer (loopShared.tlsOut) stays below twice it.
 const tlsOutKeep = 64 << 10
 
 // tlsHandshakeInputLimit bounds what a client may send before its handshake is done.
@@ -62,7 +62,7 @@ type loopTLS struct {
 	cn     *conn  // nil until admitted
 	plain  []byte // plain[r:w]: decrypted input not yet consumed
 	r, w   int
-	out    []byte // ciphertext crypto/tls wrote during one call, for gnet
+	ls     *loopShared // the loop's: its tlsOut gathers the ciphertext crypto/tls writes during one call
 }
 
 // tlsWire is the net.Conn crypto/tls drives (see above).
@@ -101,7 +101,13 @@ func (w tlsWire) Read(p []byte) (int, error) {
 func (w tlsWire) Write(p []byte) (int, error) {
 	lt := w.lt
 	if lt.onLoop {
-		lt.out = append(lt.out, p...)
+		ls := lt.ls
+		if len(ls.tlsOut) > 0 && len(ls.tlsOut)+len(p) > tlsOutKeep { // a large reply: hand gnet the records so far
+			if err := lt.sendOut(); err != nil {
+				return 0, err
+			}
+		}
+		ls.tlsOut = append(ls.tlsOut, p...)
 		return len(p), nil
 	}
 	if err := lt.gc.AsyncWrite(append([]byte(nil), p...), nil); err != nil {
@@ -157,16 +163,18 @@ func (lt *loopTLS) Write(p []byte) (int, error) {
 // Wake has the connection served again (wakerOf: -Y's checks).
 func (lt *loopTLS) Wake(cb gnet.AsyncCallback) error { return lt.gc.Wake(cb) }
 
-// sendOut hands what crypto/tls wrote to gnet.
+// sendOut hands what crypto/tls wrote to gnet, which copies what the socket does not take: the loop's
+// buffer is empty again before any other connection of the loop is served.
 func (lt *loopTLS) sendOut() error {
-	if len(lt.out) == 0 {
+	ls := lt.ls
+	if len(ls.tlsOut) == 0 {
 		return nil
 	}
-	_, err := lt.gc.Write(lt.out) // gnet copies what the socket does not take
-	if cap(lt.out) > tlsOutKeep {
-		lt.out = nil
+	_, err := lt.gc.Write(ls.tlsOut)
+	if cap(ls.tlsOut) > 2*tlsOutKeep {
+		ls.tlsOut = nil
 	} else {
-		lt.out = lt.out[:0]
+		ls.tlsOut = ls.tlsOut[:0]
 	}
 	return err
 }
@@ -250,7 +258,7 @@ func (s *Server) handshakeTLS(lt *loopTLS) {
 func (s *Server) startLoopTLS(lt *loopTLS) {
 	lt.mu.Lock()
 	closed := lt.closed
-	lt.onLoop = true
+	lt.onLoop, lt.ls = true, s.loopOf(lt.gc.EventLoop())
 	lt.mu.Unlock()
 	if closed {
 		return
@@ -263,7 +271,7 @@ func (s *Server) startLoopTLS(lt *loopTLS) {
 		return
 	}
 	lt.plain = make([]byte, streamReadMin)
-	lt.cn = newConn(s, s.loopOf(c.EventLoop()))
+	lt.cn = newConn(s, lt.ls)
 	s.openConn(lt.cn, c, c.Fd(), addrString(lt.remote), listenAddr(lt.local))
 	_ = c.Wake(nil) // serve what arrived during the switch
 }
