@@ -23,8 +23,7 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 // with an error line before closing it, so clients see why.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	if s.tlsAddrs.is(c.LocalAddr()) { // admitted once its handshake is done (looptls.go)
-		s.openTLS(c)
-		return nil, gnet.None
+		return nil, s.openTLS(c)
 	}
 	if !s.admit() {
 		return tooManyConns, gnet.Close

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,13 +18,15 @@ import (
 	"github.com/leasecached/leasecached/tlsconf"
 )
 
-// Which transport serves which listener (doc/design/listeners.md): plaintext TCP and unix sockets are
-// gnet's (one event engine for all of them), TLS listeners the stream transport's (stream.go). Both
-// drive the same engine, conn.serve, and share the store, the stats and the -c limit.
+// Which transport serves which listener (doc/design/listeners.md): every listener is gnet's (one event
+// engine for all of them; TLS connections do their handshake on a goroutine, looptls.go), except TLS
+// listeners where our gnet fork cannot lend a socket to that goroutine (gnet.Lender: not Linux), which are
+// the stream transport's (stream.go). Both drive the same engine, conn.serve, and share the store, the
+// stats and the -c limit.
 
-// streamTLS serves TLS listeners with the stream transport (stream.go) instead of gnet's loops
-// (looptls.go).
-var streamTLS = false
+// streamTLS serves TLS listeners with the stream transport instead of gnet's loops; tests set it
+// (TestStreamTransport).
+var streamTLS = runtime.GOOS != "linux"
 
 // Listeners returns the addresses the server accepts connections on: cfg.Listeners, or one plaintext TCP
 // listener on Listen:Port when none are given.

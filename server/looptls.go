@@ -4,34 +4,32 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
 )
 
 // TLS on the event loops: a TLS connection of a gnet listener does its handshake on a goroutine of its own,
 // then is served on its event loop as a plaintext one is, plus the crypto. See doc/design/listeners.md.
 //
-// crypto/tls drives a net.Conn; tlsWire is one over the gnet connection. During the handshake its Read
-// waits for the bytes OnTraffic hands over and its Write queues with gnet's AsyncWrite. Once the handshake
-// is done the connection switches to loop mode, on its loop: Read takes what gnet has read and, when that
-// is empty, returns errWouldBlock, a net.Error whose Temporary() is true, which crypto/tls's Read does not
-// keep as the connection's error; Write appends to a buffer that loopTLS.Write hands to gnet. OnTraffic
-// then decrypts everything gnet read into the plaintext buffer, and serves it with loopTLS as the
-// Transport, exactly as a plaintext connection.
-//
-// Order: the handshake's writes are AsyncWrites (gnet's high-priority queue, FIFO); the switch to loop mode
-// is the callback of one more AsyncWrite, queued after the handshake returned, so every handshake byte is
-// handed to the socket before any reply.
+// crypto/tls drives a net.Conn; tlsWire is the one it is given, in two modes. During the handshake the
+// loop lends the socket to the handshake's goroutine (gnet.Lender, a patch of our fork): the wire reads
+// and writes a duplicate of the descriptor (hs) with Go's own blocking I/O and deadlines, and the loop
+// reads nothing, so whatever the client sends after its handshake, an end of input included, waits in
+// the kernel. Once the handshake is done the goroutine closes its duplicate and wakes the connection; the
+// loop takes the socket back and switches the wire to loop mode: Read takes what gnet has read and, when
+// that is empty, returns errWouldBlock, a net.Error whose Temporary() is true, which crypto/tls's Read
+// does not keep as the connection's error; Write appends to a buffer that loopTLS.Write hands to gnet.
+// OnTraffic then decrypts everything gnet read into the plaintext buffer, and serves it with loopTLS as
+// the Transport, exactly as a plaintext connection.
 
 // tlsOutKeep is how much ciphertext is gathered before it is handed to gnet: a large reply goes out in
 // pieces of about this size, so the loop's buffer (loopShared.tlsOut) stays below twice it.
 const tlsOutKeep = 64 << 10
-
-// tlsHandshakeInputLimit bounds what a client may send before its handshake is done.
-const tlsHandshakeInputLimit = 256 << 10
 
 // errWouldBlock is what tlsWire's Read returns in loop mode when gnet holds no more input.
 var errWouldBlock net.Error = wouldBlock{}
@@ -48,14 +46,17 @@ type loopTLS struct {
 	s      *Server
 	gc     gnet.Conn
 	tc     *tls.Conn
-	wire   tlsWire
 	remote net.Addr
 	local  net.Addr
 
-	mu     sync.Mutex // guards raw and closed during the handshake
-	cond   sync.Cond
-	raw    []byte // ciphertext OnTraffic handed over during the handshake, not yet read by crypto/tls
-	closed bool   // OnClose ran
+	// hs is the handshake's connection, over a duplicate of gc's descriptor: set before the handshake's
+	// goroutine starts, closed when the handshake ends or the connection closes (Close is safe from both).
+	hs net.Conn
+	mu sync.Mutex // guards done and closed
+	// done: the handshake succeeded and its goroutine no longer touches the wire; the loop takes the
+	// socket back at its next OnTraffic.
+	done   bool
+	closed bool // OnClose ran
 
 	// Loop mode: touched only on the connection's event loop.
 	onLoop bool
@@ -65,73 +66,69 @@ type loopTLS struct {
 	ls     *loopShared // the loop's: its tlsOut gathers the ciphertext crypto/tls writes during one call
 }
 
-// tlsWire is the net.Conn crypto/tls drives (see above).
+// tlsWire is the net.Conn crypto/tls drives (see above). In handshake mode every method is the
+// handshake connection's; only the handshake's goroutine (and crypto/tls's, which closes it when the
+// handshake's time is up) call it then.
 type tlsWire struct{ lt *loopTLS }
 
 func (w tlsWire) Read(p []byte) (int, error) {
 	lt := w.lt
-	if lt.onLoop {
-		if len(lt.raw) > 0 { // left over from the handshake (only the loop touches raw now)
-			n := copy(p, lt.raw)
-			lt.raw = lt.raw[n:]
-			if len(lt.raw) == 0 {
-				lt.raw = nil
-			}
-			return n, nil
-		}
-		n, _ := lt.gc.Read(p)
-		if n == 0 {
-			return 0, errWouldBlock
-		}
-		return n, nil
+	if !lt.onLoop {
+		return lt.hs.Read(p)
 	}
-	lt.mu.Lock()
-	defer lt.mu.Unlock()
-	for len(lt.raw) == 0 && !lt.closed {
-		lt.cond.Wait()
+	n, _ := lt.gc.Read(p)
+	if n == 0 {
+		return 0, errWouldBlock
 	}
-	if len(lt.raw) == 0 {
-		return 0, net.ErrClosed
-	}
-	n := copy(p, lt.raw)
-	lt.raw = lt.raw[n:]
 	return n, nil
 }
 
 func (w tlsWire) Write(p []byte) (int, error) {
 	lt := w.lt
-	if lt.onLoop {
-		ls := lt.ls
-		if len(ls.tlsOut) > 0 && len(ls.tlsOut)+len(p) > tlsOutKeep { // a large reply: hand gnet the records so far
-			if err := lt.sendOut(); err != nil {
-				return 0, err
-			}
+	if !lt.onLoop {
+		return lt.hs.Write(p)
+	}
+	ls := lt.ls
+	if len(ls.tlsOut) > 0 && len(ls.tlsOut)+len(p) > tlsOutKeep { // a large reply: hand gnet the records so far
+		if err := lt.sendOut(); err != nil {
+			return 0, err
 		}
-		ls.tlsOut = append(ls.tlsOut, p...)
-		return len(p), nil
 	}
-	if err := lt.gc.AsyncWrite(append([]byte(nil), p...), nil); err != nil {
-		return 0, err
-	}
+	ls.tlsOut = append(ls.tlsOut, p...)
 	return len(p), nil
 }
 
-// Close is called by crypto/tls only when a handshake's context ends (handshakeTimeout): it ends the
-// handshake's Read and closes the connection.
+// Close is called by crypto/tls only when a handshake's time is up: it ends the handshake.
 func (w tlsWire) Close() error {
-	lt := w.lt
-	lt.mu.Lock()
-	lt.closed = true
-	lt.cond.Broadcast()
-	lt.mu.Unlock()
-	return lt.gc.Close()
+	if w.lt.onLoop {
+		return nil
+	}
+	return w.lt.hs.Close()
 }
 
-func (w tlsWire) LocalAddr() net.Addr              { return w.lt.local }
-func (w tlsWire) RemoteAddr() net.Addr             { return w.lt.remote }
-func (w tlsWire) SetDeadline(time.Time) error      { return nil }
-func (w tlsWire) SetReadDeadline(time.Time) error  { return nil }
-func (w tlsWire) SetWriteDeadline(time.Time) error { return nil }
+func (w tlsWire) LocalAddr() net.Addr  { return w.lt.local }
+func (w tlsWire) RemoteAddr() net.Addr { return w.lt.remote }
+
+func (w tlsWire) SetDeadline(t time.Time) error {
+	if w.lt.onLoop {
+		return nil
+	}
+	return w.lt.hs.SetDeadline(t)
+}
+
+func (w tlsWire) SetReadDeadline(t time.Time) error {
+	if w.lt.onLoop {
+		return nil
+	}
+	return w.lt.hs.SetReadDeadline(t)
+}
+
+func (w tlsWire) SetWriteDeadline(t time.Time) error {
+	if w.lt.onLoop {
+		return nil
+	}
+	return w.lt.hs.SetWriteDeadline(t)
+}
 
 // The Transport, over the plaintext buffer.
 
@@ -225,75 +222,93 @@ func (lt *loopTLS) shrink() {
 	}
 }
 
-// openTLS starts the handshake of a connection of a TLS listener (OnOpen). The -c slot is taken after
-// it, as the stream transport does.
-func (s *Server) openTLS(c gnet.Conn) {
+// openTLS starts the handshake of a connection of a TLS listener (OnOpen): the loop lends the socket to
+// the handshake's goroutine. The -c slot is taken after the handshake, as the stream transport does.
+func (s *Server) openTLS(c gnet.Conn) gnet.Action {
+	fd, err := unix.FcntlInt(uintptr(c.Fd()), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		s.logger.Printf("TLS connection from %s: %v", addrString(c.RemoteAddr()), err)
+		return gnet.Close
+	}
+	if err := c.(gnet.Lender).Lend(); err != nil {
+		_ = unix.Close(fd)
+		s.logger.Printf("TLS connection from %s: %v", addrString(c.RemoteAddr()), err)
+		return gnet.Close
+	}
 	lt := &loopTLS{s: s, gc: c, remote: c.RemoteAddr(), local: c.LocalAddr()}
-	lt.cond.L = &lt.mu
-	lt.wire = tlsWire{lt}
-	lt.tc = tls.Server(lt.wire, s.tlsBase)
+	lt.tc = tls.Server(tlsWire{lt}, s.tlsBase)
 	c.SetContext(lt)
 	s.handshakes.Add(1)
-	go s.handshakeTLS(lt)
+	go s.handshakeTLS(lt, fd)
+	return gnet.None
 }
 
-// handshakeTLS runs on a goroutine of its own: the handshake, then the switch to loop mode on the loop.
-func (s *Server) handshakeTLS(lt *loopTLS) {
+// handshakeTLS runs on a goroutine of its own: the handshake over fd, a duplicate of the connection's
+// descriptor, then the wake-up that has the loop take the socket back.
+func (s *Server) handshakeTLS(lt *loopTLS, fd int) {
 	defer s.handshakes.Done()
-	if !s.handshake(lt.tc) {
+	f := os.NewFile(uintptr(fd), "tls handshake")
+	hs, err := net.FileConn(f) // a descriptor of its own, watched by Go's poller
+	_ = f.Close()
+	if err != nil {
+		s.logger.Printf("TLS connection from %s: %v", addrString(lt.remote), err)
 		_ = lt.gc.Close()
 		return
 	}
-	// Queued after every handshake write: runs on the loop once gnet has written (or buffered) them.
-	err := lt.gc.AsyncWrite(nil, func(gnet.Conn, error) error {
-		s.startLoopTLS(lt)
-		return nil
-	})
-	if err != nil {
+	lt.mu.Lock()
+	lt.hs = hs
+	closed := lt.closed
+	lt.mu.Unlock()
+	ok := !closed && s.handshake(lt.tc) // OnClose closes hs from here on, ending a handshake in progress
+	_ = hs.Close()
+	lt.mu.Lock()
+	lt.done = ok
+	closed = lt.closed
+	lt.mu.Unlock()
+	switch {
+	case closed:
+	case !ok:
 		_ = lt.gc.Close()
+	default:
+		if err := lt.gc.Wake(nil); err != nil { // the engine is stopping
+			_ = lt.gc.Close()
+		}
 	}
 }
 
-// startLoopTLS switches lt to loop mode and admits it, on its loop.
-func (s *Server) startLoopTLS(lt *loopTLS) {
-	lt.mu.Lock()
-	closed := lt.closed
-	lt.onLoop, lt.ls = true, s.loopOf(lt.gc.EventLoop())
-	lt.mu.Unlock()
-	if closed {
-		return
-	}
+// startLoopTLS takes the socket back from the handshake and admits the connection, on its loop. It
+// reports false when the connection is to be closed.
+func (s *Server) startLoopTLS(lt *loopTLS) bool {
 	c := lt.gc
+	if err := c.(gnet.Lender).TakeBack(); err != nil {
+		return false
+	}
+	lt.onLoop, lt.ls = true, s.loopOf(c.EventLoop())
 	if !s.admit() {
 		_, _ = lt.tc.Write(tooManyConns)
 		lt.closeNotify()
-		_ = c.Close()
-		return
+		return false
 	}
 	lt.plain = make([]byte, streamReadMin)
 	lt.cn = newConn(s, lt.ls)
 	s.openConn(lt.cn, c, c.Fd(), addrString(lt.remote), listenAddr(lt.local))
-	_ = c.Wake(nil) // serve what arrived during the switch
+	return true
 }
 
 // trafficTLS is OnTraffic for a TLS connection.
 func (s *Server) trafficTLS(c gnet.Conn, lt *loopTLS) gnet.Action {
-	if !lt.onLoop { // handshake: hand the bytes to its goroutine
-		buf, _ := c.Next(-1)
+	if !lt.onLoop {
 		lt.mu.Lock()
-		lt.raw = append(lt.raw, buf...)
-		over := len(lt.raw) > tlsHandshakeInputLimit
-		lt.cond.Broadcast()
+		done := lt.done
 		lt.mu.Unlock()
-		if over {
+		if !done {
+			return gnet.None // the socket is lent: nothing was read
+		}
+		if !s.startLoopTLS(lt) {
 			return gnet.Close
 		}
-		return gnet.None
 	}
 	cn := lt.cn
-	if cn == nil {
-		return gnet.Close
-	}
 	rerr := lt.decrypt()
 	if err := lt.sendOut(); err != nil || cn.closed { // what crypto/tls answered itself (KeyUpdate, alerts)
 		return gnet.Close
@@ -317,12 +332,15 @@ func (s *Server) trafficTLS(c gnet.Conn, lt *loopTLS) gnet.Action {
 	return gnet.None
 }
 
-// closeTLS is OnClose for a TLS connection.
+// closeTLS is OnClose for a TLS connection: it ends a handshake in progress.
 func (s *Server) closeTLS(lt *loopTLS, err error) {
 	lt.mu.Lock()
 	lt.closed = true
-	lt.cond.Broadcast()
+	hs := lt.hs
 	lt.mu.Unlock()
+	if !lt.onLoop && hs != nil {
+		_ = hs.Close()
+	}
 	if lt.cn != nil {
 		s.closeConn(lt.cn, err)
 	}
