@@ -49,10 +49,10 @@ type loopTLS struct {
 	remote net.Addr
 	local  net.Addr
 
-	// hs is the handshake's connection, over a duplicate of gc's descriptor: set before the handshake's
-	// goroutine starts, closed when the handshake ends or the connection closes (Close is safe from both).
+	// hs is the handshake's connection, over a duplicate of gc's descriptor: closed when the handshake
+	// ends or the connection closes (Close is safe from both), then dropped.
 	hs net.Conn
-	mu sync.Mutex // guards done and closed
+	mu sync.Mutex // guards hs, done and closed
 	// done: the handshake succeeded and its goroutine no longer touches the wire; the loop takes the
 	// socket back at its next OnTraffic.
 	done   bool
@@ -262,7 +262,7 @@ func (s *Server) handshakeTLS(lt *loopTLS, fd int) {
 	ok := !closed && s.handshake(lt.tc) // OnClose closes hs from here on, ending a handshake in progress
 	_ = hs.Close()
 	lt.mu.Lock()
-	lt.done = ok
+	lt.done, lt.hs = ok, nil
 	closed = lt.closed
 	lt.mu.Unlock()
 	switch {
