@@ -22,6 +22,9 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 // OnOpen admits a connection unless the connection limit is reached; memcached answers the refused one
 // with an error line before closing it, so clients see why.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	if s.tlsAddrs.is(c.LocalAddr()) { // admitted once its handshake is done (looptls.go)
+		return nil, s.openTLS(c)
+	}
 	if !s.admit() {
 		return tooManyConns, gnet.Close
 	}
@@ -65,10 +68,13 @@ func (s *Server) Refusal() []byte {
 
 // OnClose releases the connection's state.
 func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
-	if cn, ok := c.Context().(*conn); ok {
-		s.closeConn(cn, err)
-		c.SetContext(nil)
+	switch x := c.Context().(type) {
+	case *conn:
+		s.closeConn(x, err)
+	case *loopTLS:
+		s.closeTLS(x, err)
 	}
+	c.SetContext(nil)
 	return gnet.None
 }
 
@@ -94,6 +100,9 @@ func (s *Server) closeConn(cn *conn, err error) {
 func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	cn, ok := c.Context().(*conn)
 	if !ok {
+		if lt, ok := c.Context().(*loopTLS); ok {
+			return s.trafficTLS(c, lt)
+		}
 		return gnet.Close
 	}
 	switch cn.serve(c) {

@@ -87,6 +87,9 @@ func (s *Server) closeIdle(conns []idleConn, limit int64) {
 			continue
 		}
 		s.kickedIdle(ic.cn)
+		if lt, ok := ic.c.Context().(*loopTLS); ok {
+			lt.closeNotify()
+		}
 		_ = ic.c.EventLoop().Close(ic.c) // on this loop: closes now, OnClose included
 	}
 }

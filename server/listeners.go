@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,9 +18,15 @@ import (
 	"github.com/leasecached/leasecached/tlsconf"
 )
 
-// Which transport serves which listener (doc/design/listeners.md): plaintext TCP and unix sockets are
-// gnet's (one event engine for all of them), TLS listeners the stream transport's (stream.go). Both
-// drive the same engine, conn.serve, and share the store, the stats and the -c limit.
+// Which transport serves which listener (doc/design/listeners.md): every listener is gnet's (one event
+// engine for all of them; TLS connections do their handshake on a goroutine, looptls.go), except TLS
+// listeners where our gnet fork cannot lend a socket to that goroutine (gnet.Lender: not Linux), which are
+// the stream transport's (stream.go). Both drive the same engine, conn.serve, and share the store, the
+// stats and the -c limit.
+
+// streamTLS serves TLS listeners with the stream transport instead of gnet's loops; tests set it
+// (TestStreamTransport).
+var streamTLS = runtime.GOOS != "linux"
 
 // Listeners returns the addresses the server accepts connections on: cfg.Listeners, or one plaintext TCP
 // listener on Listen:Port when none are given.
@@ -80,8 +87,15 @@ func (s *Server) Run() error {
 				return err // memcached's words: "Error loading the key: ..."
 			}
 			s.certs.Store(certs)
+			s.tlsBase = certs.Config()
 		}
 		switch {
+		case l.TLS && !streamTLS:
+			if err := s.tlsAddrs.add(l.Addr); err != nil {
+				closeStreams()
+				return fmt.Errorf("listen %s: %w", l, err)
+			}
+			gnetAddrs = append(gnetAddrs, "tcp://"+l.Addr)
 		case l.TLS:
 			ln, err := s.listenStream(l)
 			if err != nil {
@@ -129,6 +143,7 @@ func (s *Server) Run() error {
 		gnet.WithTicker(s.cfg.IdleTimeout > 0), // OnTick, the idle check (idle.go)
 	)
 	s.restoreUmask()
+	s.handshakes.Wait() // gnet closed their connections: each ends at once
 	if !s.stopping.Load() {
 		_ = s.streams.stop(context.Background())
 	}

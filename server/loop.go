@@ -23,6 +23,9 @@ type loopShared struct {
 	// out is the reply buffer while no connection borrows it (borrowOut). It keeps its capacity across
 	// reads up to keepBufferCap.
 	out []byte
+	// tlsOut gathers the ciphertext of one TLS write of a connection on this loop (looptls.go); empty
+	// between calls.
+	tlsOut []byte
 }
 
 // borrowOut hands out the loop's reply buffer for a serve call, if the connection's own (mine) is empty;

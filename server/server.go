@@ -8,6 +8,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log"
 	"os"
@@ -96,11 +97,17 @@ type Server struct {
 	reloaders []reloader                    // what Reload re-reads, registered by New
 	certs     atomic.Pointer[tlsconf.Certs] // set by Run when a listener is TLS (stream.go)
 	streams   streamListeners               // the stream transport's listeners and connections (stream.go)
-	stopped   chan struct{}                 // closed by Stop: Run without gnet listeners returns
-	stopOnce  sync.Once
-	umask     func()         // restores the process's umask after the unix sockets are made (listeners.go)
-	auth      *auth.Verifier // -Y's password file (auth.go); nil without -Y
-	authErr   error          // why -Y's file did not load: Run fails with it
+	// tlsBase is the configuration gnet's TLS connections are served with: one for all, as its session
+	// ticket keys are its own (a configuration per connection would resume no session).
+	tlsBase  *tls.Config
+	tlsAddrs tlsAddrs // which of gnet's listeners are TLS (looptls.go); set before gnet starts
+	// handshakes are the TLS handshakes of gnet's connections in progress (looptls.go): Run waits for them.
+	handshakes sync.WaitGroup
+	stopped    chan struct{} // closed by Stop: Run without gnet listeners returns
+	stopOnce   sync.Once
+	umask      func()         // restores the process's umask after the unix sockets are made (listeners.go)
+	auth       *auth.Verifier // -Y's password file (auth.go); nil without -Y
+	authErr    error          // why -Y's file did not load: Run fails with it
 }
 
 // New returns a server for cfg over store. The store's lifetime is the caller's.
