@@ -89,6 +89,10 @@ type Counters struct {
 	SetsStored    uint64 // lease_sets_stored
 	SetsRejected  uint64 // lease_sets_rejected
 	Invalidations uint64 // lease_invalidations: valid leases cancelled by a write, delete or flush
+	// Grace (doc/leases.md, "Grace and hold"), counted by the owner, which sees the grace copy.
+	GraceHits    uint64 // get_grace_hits: get-family reads answered with a grace copy
+	GraceRefills uint64 // grace_refills: get-family misses that took the key's lease to refill it
+	GraceLapses  uint64 // grace_lease_lapses: grace refills handed out again because the last one lapsed
 }
 
 // Add accumulates o into c.
@@ -99,6 +103,9 @@ func (c *Counters) Add(o Counters) {
 	c.SetsStored += o.SetsStored
 	c.SetsRejected += o.SetsRejected
 	c.Invalidations += o.Invalidations
+	c.GraceHits += o.GraceHits
+	c.GraceRefills += o.GraceRefills
+	c.GraceLapses += o.GraceLapses
 }
 
 type entry struct {
@@ -132,8 +139,16 @@ func (t *Table) Len() int { return len(t.leases) }
 // Acquire is a lease-get miss on the key hashed to h at time now (unix ns). It grants a fresh token
 // when no valid lease is outstanding, and otherwise reports a hot miss (HotMissToken, false).
 func (t *Table) Acquire(h uint64, now int64) (token uint64, granted bool) {
-	if e, ok := t.leases[h]; ok && e.deadline > now {
+	if token, granted = t.Claim(h, now); !granted {
 		t.Counters.HotMisses++
+	}
+	return token, granted
+}
+
+// Claim is Acquire for a miss that is not a lease-get (a plain read in grace or hold, doc/leases.md): the
+// same grant, without counting a hot miss, which names an LVALUE block.
+func (t *Table) Claim(h uint64, now int64) (token uint64, granted bool) {
+	if e, ok := t.leases[h]; ok && e.deadline > now {
 		return HotMissToken, false
 	}
 	if _, ok := t.leases[h]; !ok && len(t.leases) >= t.maxEntries {
@@ -158,16 +173,19 @@ func (t *Table) Consume(h, token uint64, now int64) bool {
 }
 
 // Invalidate cancels the key's lease, if any: every write and delete of the key calls it, so a reader
-// that started filling before the write cannot store its now-old value afterwards.
-func (t *Table) Invalidate(h uint64, now int64) {
+// that started filling before the write cannot store its now-old value afterwards. It reports whether a
+// valid lease was cancelled.
+func (t *Table) Invalidate(h uint64, now int64) bool {
 	e, ok := t.leases[h]
 	if !ok {
-		return
+		return false
 	}
 	delete(t.leases, h)
 	if e.deadline > now {
 		t.Counters.Invalidations++
+		return true
 	}
+	return false
 }
 
 // InvalidateAll cancels every lease (flush_all).

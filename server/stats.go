@@ -305,6 +305,9 @@ func (s *Server) appendGeneralStats(dst []byte) []byte {
 	dst = statUint(dst, "lease_invalidations", ss.Leases.Invalidations)
 	dst = statInt(dst, "lease_outstanding", int64(ss.LeasesHeld))
 	dst = statInt(dst, "lease_stale_items", ss.StaleItems)
+	dst = statUint(dst, "get_grace_hits", ss.Leases.GraceHits)
+	dst = statUint(dst, "grace_refills", ss.Leases.GraceRefills)
+	dst = statUint(dst, "grace_lease_lapses", ss.Leases.GraceLapses)
 	dst = statInt(dst, "huge_page_bytes", ss.HugePageBytes)
 	return dst
 }

@@ -41,11 +41,12 @@ func (s *Store) AppendGetHashed(dst, key []byte, k Hashed, withCas bool, hdr Val
 	}
 	sh, now := s.lockHashed(k.Sum)
 	ref, b := sh.findForRead(k, key, now)
-	if ref == slab.NilRef {
+	if ref != slab.NilRef {
+		bump(b, now)
+	} else if b = sh.graceRead(k.Sum, key, now); b == nil {
 		sh.mu.Unlock()
 		return dst, false
 	}
-	bump(b, now)
 	flags, vlen, data := valueFields(b)
 	dst = slices.Grow(dst, maxHeaderLine+vlen)
 	dst = hdr(dst, key, flags, vlen, itemCas(b), withCas)

@@ -65,7 +65,7 @@ func (s *Store) ghostDead(b []byte, now int64) cause {
 		return causeExpire
 	}
 	if ol := s.oldestLive.Load(); ol != 0 && ol <= now {
-		if until-s.staleSecs <= ol {
+		if s.ghostStart(b) <= ol {
 			return causeFlush
 		}
 		if oc := s.oldestCas.Load(); oc != 0 && itemCas(b) < oc {

@@ -35,22 +35,27 @@ func splitMemory(limit int64) (arenaBytes, leaseBytes int64) {
 // toGhost moves the item at old, just unlinked from the main index at the hash h, into the ghost index,
 // unless its stale window is already over. It reports whether it did; if not, the caller frees the item.
 func (sh *shard) toGhost(h uint64, old slab.Ref, why cause, now int64) bool {
-	if sh.st.staleSecs == 0 || sh.noGhost {
+	if sh.noGhost {
 		return false
 	}
 	b := sh.chunk(old)
 	var until int64
+	meta := b[offMeta] &^ (metaStale | metaTokenSent | metaGrace) // the meta protocol's bits mean nothing on a ghost
 	switch why {
 	case causeDelete:
 		until = now + sh.st.staleSecs
 	case causeExpire:
-		until = int64(itemExp(b)) + sh.st.staleSecs
+		until = int64(itemExp(b)) + sh.st.ghostSecs()
+		if sh.st.graceSecs > 0 {
+			meta |= metaGrace
+		}
 	default:
 		return false
 	}
 	if until <= now {
 		return false
 	}
+	b[offMeta] = meta
 	sh.dropGhost(h, itemKey(b), now) // at most one ghost per key
 	grew := false
 	if sh.ghosts.needsGrow() {
@@ -68,6 +73,17 @@ func (sh *shard) toGhost(h uint64, old slab.Ref, why cause, now int64) bool {
 	setItemTime(b, uint32(until)) // a ghost's last access is never read: its time field is free
 	sh.stats.staleItems++
 	return true
+}
+
+// ghostSecs is how long an expired value is kept: the stale window, or the grace if longer.
+func (s *Store) ghostSecs() int64 { return max(s.staleSecs, s.graceSecs) }
+
+// ghostStart is when a stale value became stale: its item's expiry, or its delete.
+func (s *Store) ghostStart(b []byte) int64 {
+	if b[offMeta]&metaGrace != 0 {
+		return int64(itemExp(b))
+	}
+	return int64(itemTime(b)) - s.staleSecs
 }
 
 // findGhost returns key's stale value, if one is within its window.

@@ -103,6 +103,12 @@ const (
 	metaVlenShift = 5
 	metaVlenMask  = 0x60 // value length width: 0 one byte, 1 two bytes, 2 four bytes
 	metaLayout    = metaHasExp | metaHasFlags | metaVlenMask
+
+	// metaGrace marks a stale value kept after its item expired (ghost.go), which plain reads may see
+	// while it is in grace; one kept after a delete never is. The meta protocol's bits mean something
+	// else on a stale value (grace.go): metaTokenSent, a refill lease was handed out for it
+	// (grace_lease_lapses); metaStale, a delete ended its grace.
+	metaGrace = 0x80
 )
 
 // Value lengths that fit the one- and two-byte length fields.

@@ -57,6 +57,9 @@ func (sh *shard) leaseLookup(k Hashed, key []byte, now int64) (kind LeaseKind, t
 	}
 	if ref, g := sh.findGhost(h, key, now); ref != slab.NilRef {
 		sh.leases.Counters.StaleServed++
+		if granted {
+			sh.claimGhost(g)
+		}
 		return kind, token, g
 	}
 	return kind, token, nil

@@ -11,7 +11,7 @@ import (
 
 // leaseStep is one operation of a lease scenario; want is checked against what the operation returned.
 type leaseStep struct {
-	op    string // lget, lset, set, add, replace, append, prepend, cas, incr, touch, delete, flush, advance, get
+	op    string // lget, lset, set, add, replace, append, prepend, cas, incr, touch, delete, flush, advance, get, gat
 	key   string
 	val   string
 	token int // lset: index into the tokens granted so far; -1: a token never issued
@@ -70,8 +70,12 @@ func runLeaseSteps(t *testing.T, s *Store, c *clock, steps []leaseStep) {
 			s.FlushAll(0)
 		case "advance":
 			c.advance(st.secs)
-		case "get":
-			v, _, ok := s.Get(nil, []byte(st.key))
+		case "get", "gat":
+			get := func(dst, key []byte) ([]byte, Info, bool) { return s.Get(dst, key) }
+			if st.op == "gat" {
+				get = func(dst, key []byte) ([]byte, Info, bool) { return s.GetAndTouch(dst, key, st.secs) }
+			}
+			v, _, ok := get(nil, []byte(st.key))
 			got = "miss"
 			if ok {
 				got = string(v)

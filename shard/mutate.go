@@ -131,7 +131,9 @@ func (sh *shard) invalidateLeases(h uint64, why cause) {
 	}
 	switch why {
 	case causeStore, causeDelete, causeRejected:
-		sh.leases.Invalidate(h, sh.st.nowNano())
+		if sh.leases.Invalidate(h, sh.st.nowNano()) {
+			sh.unclaimGhost(h)
+		}
 	case causeFlush:
 		if h == 0 {
 			sh.leases.InvalidateAll(sh.st.nowNano())

@@ -32,6 +32,12 @@ func (s *Store) get(dst, key []byte, touch bool, exptime int64) ([]byte, Info, b
 	sh, h, now := s.lockKey(key)
 	ref, b := sh.findForRead(Hashed{Sum: h}, key, now)
 	if ref == slab.NilRef {
+		if b = sh.graceRead(h, key, now); b != nil { // a grace copy: answered, never touched or bumped
+			info := infoOf(b)
+			dst = appendValue(sh.al, dst, b)
+			sh.mu.Unlock()
+			return dst, info, true
+		}
 		sh.mu.Unlock()
 		return dst, Info{}, false
 	}
@@ -203,6 +209,7 @@ func (s *Store) Delete(key []byte) Result {
 	sh.invalidateLeases(h, causeDelete)
 	old, _ := sh.find(h, key, now)
 	if old == slab.NilRef {
+		sh.endGrace(h, key, now)
 		return NotFound
 	}
 	sh.mutate(h, old, slab.NilRef, causeDelete, now)

@@ -86,6 +86,10 @@ type Config struct {
 	// StaleWindow is how long a deleted or expired value is kept for lease-get (0:
 	// lease.DefaultStaleWindow; < 0: keep none). Whole seconds, rounded up: item times are seconds.
 	StaleWindow time.Duration
+	// Grace keeps an expired value this long as a grace copy that plain reads may be answered with
+	// while one of them refills the key (doc/leases.md, "Grace and hold"; 0: off). Whole seconds,
+	// rounded up.
+	Grace time.Duration
 	// NowNano is the lease clock, unix nanoseconds (nil: time.Now().UnixNano). Lease windows are
 	// timed finer than item exptimes so sub-second windows work.
 	NowNano func() int64
@@ -123,6 +127,7 @@ type Store struct {
 	leaseWindow  time.Duration
 	leaseEntries int   // per shard
 	staleSecs    int64 // 0: no stale values
+	graceSecs    int64 // 0: no grace copies
 
 	oldestLive atomic.Int64  // flush_all: items stored at or before it are gone (0 = none)
 	oldestCas  atomic.Uint64 // flush_all: items with a smaller CAS are gone (0 = none)
@@ -143,6 +148,9 @@ type Store struct {
 	done      chan struct{}
 	closeOnce sync.Once
 }
+
+// wholeSeconds is d in whole seconds, rounded up (item times are seconds); 0 for d <= 0.
+func wholeSeconds(d time.Duration) int64 { return int64((max(d, 0) + time.Second - 1) / time.Second) }
 
 // New builds a Store and starts its reclaimer.
 func New(cfg Config) (*Store, error) {
@@ -201,7 +209,8 @@ func New(cfg Config) (*Store, error) {
 		clock:        clock,
 		tokens:       lease.NewTokens(uint64(cfg.NowNano())),
 		leaseWindow:  cfg.LeaseWindow,
-		staleSecs:    int64((max(cfg.StaleWindow, 0) + time.Second - 1) / time.Second),
+		staleSecs:    wholeSeconds(cfg.StaleWindow),
+		graceSecs:    wholeSeconds(cfg.Grace),
 		leaseEntries: int(max(leaseBudget/lease.EntryBytes/int64(n), 1)),
 		maxItemSize:  cfg.MaxItemSize,
 		arena:        arena,

@@ -19,7 +19,7 @@ const (
 	maxMemoryMB  = 1 << 20 // 1 TiB
 	maxThreads   = 256
 	maxConnLimit = 1 << 20
-	// maxWindow bounds --lease-window and --stale-window: a lease or stale value held for longer than a
+	// maxWindow bounds --lease-window, --stale-window and --grace: a lease or stale value held for longer than a
 	// day is a configuration mistake, not a cache policy.
 	maxWindow = 24 * time.Hour
 	// maxIdleTimeout bounds --idle-timeout; the bound only keeps the seconds within memcached's int.
@@ -96,6 +96,8 @@ func validate(cfg server.Config, memMB int64) error {
 		return fmt.Errorf("--lease-window %s: must be above 0 and at most %s", cfg.LeaseWindow, maxWindow)
 	case cfg.StaleWindow < 0 || cfg.StaleWindow > maxWindow:
 		return fmt.Errorf("--stale-window %s: must be between 0 and %s", cfg.StaleWindow, maxWindow)
+	case cfg.Grace < 0 || cfg.Grace > maxWindow:
+		return fmt.Errorf("--grace %s: must be between 0 and %s", cfg.Grace, maxWindow)
 	case int64(cfg.MaxItemSize) > cfg.MemoryLimit/2:
 		return fmt.Errorf("-I/--max-item-size %d: cannot be more than half the memory limit (%d bytes)",
 			cfg.MaxItemSize, cfg.MemoryLimit)

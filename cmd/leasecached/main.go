@@ -97,6 +97,8 @@ func newApp() *cli.App {
 				Usage: "how long a lease granted by lease-get stays valid"},
 			&cli.DurationFlag{Name: "stale-window", Value: lease.DefaultStaleWindow,
 				Usage: "how long a deleted or expired value is kept for lease-get (0: none)"},
+			&cli.DurationFlag{Name: "grace", Value: 0,
+				Usage: "keep an expired value this long for plain get/gets/gat/gats while one reader refills the key (0: off; see doc/leases.md)"},
 			&cli.StringFlag{Name: flagIdleTimeout, Value: "0",
 				Usage: "close connections that send nothing for longer than this, in seconds or as a duration (0: never)"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile (pprof) to this file until the server stops"},
@@ -131,7 +133,7 @@ func storeConfig(cfg server.Config) shard.Config {
 		stale = -1 // shard.Config's 0 means "default"; the flag's 0 means "keep none"
 	}
 	return shard.Config{MemoryLimit: cfg.MemoryLimit, MaxItemSize: cfg.MaxItemSize,
-		LeaseWindow: cfg.LeaseWindow, StaleWindow: stale, LargePages: cfg.LargePages}
+		LeaseWindow: cfg.LeaseWindow, StaleWindow: stale, Grace: cfg.Grace, LargePages: cfg.LargePages}
 }
 
 // serve runs the server until it fails or SIGINT or SIGTERM stops it; SIGHUP reloads its files
@@ -163,6 +165,7 @@ func configFrom(c *cli.Context, verbose int) (server.Config, error) {
 		Verbosity:   verbose,
 		LeaseWindow: c.Duration("lease-window"),
 		StaleWindow: c.Duration("stale-window"),
+		Grace:       c.Duration("grace"),
 		LargePages:  c.Bool("enable-largepages"),
 		Logger:      log.New(c.App.ErrWriter, "leasecached: ", log.LstdFlags),
 	}

@@ -1,0 +1,70 @@
+package shard
+
+import "github.com/leasecached/leasecached/slab"
+
+// Grace (doc/leases.md, "Grace and hold"): with Config.Grace, an expired value is kept as a grace copy
+// (a stale value marked metaGrace, ghost.go), and a get-family read that misses is answered from it: the
+// first such read in a lease window takes the key's lease and misses, so that its client refills the
+// key; every other read gets the grace copy as an ordinary hit. The lease is the one lease-get shares
+// (rule 2), so a key has one refiller whichever command asked. Writes end the grace as they end any stale
+// value (rule 4: a store drops it); a delete never leaves a grace copy (its stale value lacks metaGrace).
+
+// graceRead is a get-family read of key that found no live item, under the shard lock. It returns the
+// grace copy to answer with, or nil for a miss (no grace copy, or this read now holds the refill lease).
+func (sh *shard) graceRead(h uint64, key []byte, now int64) []byte {
+	if sh.st.graceSecs == 0 {
+		return nil
+	}
+	ref, g := sh.findGhost(h, key, now)
+	if ref == slab.NilRef || g[offMeta]&(metaGrace|metaStale) != metaGrace || int64(itemExp(g))+sh.st.graceSecs <= now {
+		return nil
+	}
+	if _, granted := sh.leases.Claim(h, sh.st.nowNano()); granted {
+		sh.leases.Counters.GraceRefills++
+		sh.claimGhost(g)
+		return nil
+	}
+	sh.leases.Counters.GraceHits++
+	return g
+}
+
+// endGrace is a delete of key that found no live item: its grace copy, if any, stays a stale value for
+// lease-get (rule 4) but answers no plain read any more (read-after-delete is a miss).
+func (sh *shard) endGrace(h uint64, key []byte, now int64) {
+	if sh.st.graceSecs == 0 {
+		return
+	}
+	if ref, g := sh.findGhost(h, key, now); ref != slab.NilRef {
+		g[offMeta] |= metaStale
+	}
+}
+
+// unclaimGhost is claimGhost undone: a write cancelled the refill lease of the key hashed to h, so the
+// next grant is not a lapse. Keys are matched by their 64-bit hash, as leases are (lease.Table).
+func (sh *shard) unclaimGhost(h uint64) {
+	if sh.st.graceSecs == 0 || sh.ghosts.count == 0 {
+		return
+	}
+	p := sh.ghosts.probe(h)
+	for {
+		_, ref, ok := sh.ghosts.next(&p)
+		if !ok {
+			return
+		}
+		if g := sh.chunk(ref); sh.hashOf(ref) == h {
+			g[offMeta] &^= metaTokenSent
+		}
+	}
+}
+
+// claimGhost records on stale value g that a refill lease was just granted for its key (by a grace read
+// or a lease-get): a second grant for the same stale value means the first lapsed without a write.
+func (sh *shard) claimGhost(g []byte) {
+	if g[offMeta]&metaGrace == 0 {
+		return
+	}
+	if g[offMeta]&metaTokenSent != 0 {
+		sh.leases.Counters.GraceLapses++
+	}
+	g[offMeta] |= metaTokenSent
+}
