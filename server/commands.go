@@ -129,7 +129,6 @@ func (cn *conn) retrieve(req *protocol.Request) bool {
 	for i := cn.resume; i < len(req.Keys); i++ {
 		key := req.Keys[i]
 		var ok bool
-		// memcached counts gat/gats only as touches, never in cmd_get/get_hits/get_misses.
 		if touch {
 			var info shard.Info
 			cn.scratch, info, ok = store.GetAndTouch(cn.scratch[:0], key, req.Exptime)
@@ -137,11 +136,25 @@ func (cn *conn) retrieve(req *protocol.Request) bool {
 				cn.out = protocol.AppendValueHeader(cn.out, key, info.Flags, len(cn.scratch), info.Cas, withCas)
 				cn.out = append(append(cn.out, cn.scratch...), "\r\n"...)
 			}
-			cn.local[statCmdTouch]++
-			cn.countHit(ok, statTouchHits, statTouchMisses)
 		} else {
 			// The store appends the whole VALUE block straight into the output: one copy of the value.
 			cn.out, ok = store.AppendGetHashed(cn.out, key, cn.hashOf(i, key), withCas, protocol.AppendValueHeader)
+		}
+		if !ok && store.Herd() { // grace or hold (hold.go)
+			var park bool
+			if ok, park = cn.missed(key, cn.hashOf(i, key), withCas); park {
+				cn.resume = i
+				return true
+			}
+		}
+		if cn.hold != nil {
+			cn.hold.answered(ok, &cn.srv.stats.hold)
+		}
+		// memcached counts gat/gats only as touches, never in cmd_get/get_hits/get_misses.
+		if touch {
+			cn.local[statCmdTouch]++
+			cn.countHit(ok, statTouchHits, statTouchMisses)
+		} else {
 			cn.local[statCmdGet]++
 			cn.countHit(ok, statGetHits, statGetMisses)
 		}

@@ -82,6 +82,10 @@ type conn struct {
 	dump    shard.DumpCursor
 	metaKey [protocol.KeyMaxLength]byte // me's base64-decoded key (flag b); the others decode in the parser
 	auth    *authConn                   // -Y, until the connection has authenticated (auth.go); nil otherwise
+	// parked: a get-family read of this connection waits for a refill (hold.go); nothing is executed until
+	// it wakes. hold is the connection's hold state, nil until its first grace or hold miss.
+	parked bool
+	hold   *connHold
 
 	fd      int          // socket descriptor, the connection's name in `stats conns`
 	remote  string       // peer address, captured once at open
@@ -122,6 +126,9 @@ func (sw *swallow) take(buf []byte) (int, []byte) {
 
 // serve executes every complete request in c's input, in order, and writes their replies in one batch.
 func (cn *conn) serve(c Transport) Action {
+	if cn.parked && !cn.woke(c) {
+		return Continue // the transport keeps the input until the read wakes (hold.go)
+	}
 	if cn.need > 0 && c.InboundBuffered() < cn.need {
 		cn.lastCmd.Store(cn.srv.store.Now())
 		return Continue // the transport keeps the unread input for the next read
@@ -146,7 +153,7 @@ func (cn *conn) serve(c Transport) Action {
 		}
 		pre = 0 // OnTrafficBatch parsed the attempt as a set
 	}
-	for pos < len(buf) && action == Continue && !cn.closed && !cn.blocked && !cn.yielded {
+	for pos < len(buf) && action == Continue && !cn.closed && !cn.blocked && !cn.yielded && !cn.parked {
 		if cn.sw.n > 0 {
 			k, held := cn.sw.take(buf[pos:])
 			pos += k

@@ -82,6 +82,7 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 // served (its event loop, or its goroutine), maybe inside its serve call (conn.closed).
 func (s *Server) closeConn(cn *conn, err error) {
 	cn.closed = true
+	cn.unpark() // a parked read costs nothing once its connection is gone (hold.go)
 	if cn.auth != nil && cn.auth.pending != nil {
 		cn.auth.pending.Cancel() // a check still waiting for a checker is not made (auth.go)
 	}

@@ -71,6 +71,7 @@ type Config struct {
 	LeaseWindow time.Duration // how long a granted lease is valid
 	StaleWindow time.Duration // how long a deleted or expired value is kept for lease-get (< 0: none)
 	Grace       time.Duration // --grace: how long an expired value answers plain reads while one refills (0: off)
+	Hold        time.Duration // --hold: how long a read of a key being refilled may wait for the refill (0: off)
 	LargePages  bool          // -L: item memory on transparent huge pages (for the store: shard.Config)
 	IdleTimeout time.Duration // --idle-timeout: close connections idle this long, whole seconds (0: never; idle.go)
 }

@@ -115,6 +115,7 @@ func (s *Server) appendSettingsStats(dst []byte) []byte {
 	dst = stat(dst, "lease_window", s.cfg.LeaseWindow.String())
 	dst = stat(dst, "stale_window", s.cfg.StaleWindow.String())
 	dst = stat(dst, "grace", s.cfg.Grace.String())
+	dst = stat(dst, "hold", s.cfg.Hold.String())
 	return dst
 }
 

@@ -93,6 +93,7 @@ type serverStats struct {
 	totalConns    atomic.Uint64
 	rejectedConns atomic.Uint64
 	idleKicks     atomic.Uint64 // connections closed by --idle-timeout (idle.go)
+	hold          holdStats     // --hold (hold.go): rare events, counted where they happen
 }
 
 // newShare returns a share that get counts in.
@@ -308,6 +309,11 @@ func (s *Server) appendGeneralStats(dst []byte) []byte {
 	dst = statUint(dst, "get_grace_hits", ss.Leases.GraceHits)
 	dst = statUint(dst, "grace_refills", ss.Leases.GraceRefills)
 	dst = statUint(dst, "grace_lease_lapses", ss.Leases.GraceLapses)
+	dst = statUint(dst, "hold_parked", st.hold.parked.Load())
+	dst = statUint(dst, "hold_filled", st.hold.filled.Load())
+	dst = statUint(dst, "hold_timeouts", st.hold.timeouts.Load())
+	dst = statUint(dst, "hold_cancelled", st.hold.cancelled.Load())
+	dst = statUint(dst, "hold_refused", st.hold.refused.Load())
 	dst = statInt(dst, "huge_page_bytes", ss.HugePageBytes)
 	return dst
 }

@@ -41,22 +41,28 @@ func (s *Store) AppendGetHashed(dst, key []byte, k Hashed, withCas bool, hdr Val
 	}
 	sh, now := s.lockHashed(k.Sum)
 	ref, b := sh.findForRead(k, key, now)
-	if ref != slab.NilRef {
-		bump(b, now)
-	} else if b = sh.graceRead(k.Sum, key, now); b == nil {
+	if ref == slab.NilRef {
 		sh.mu.Unlock()
 		return dst, false
 	}
+	bump(b, now)
+	dst = appendBlock(sh.al, dst, key, b, withCas, hdr)
+	sh.mu.Unlock()
+	return dst, true
+}
+
+// appendBlock appends item b's VALUE block (hdr's header line, the value, "\r\n") to dst, under the shard
+// lock.
+func appendBlock(al *slab.Allocator, dst, key, b []byte, withCas bool, hdr ValueHeader) []byte {
 	flags, vlen, data := valueFields(b)
 	dst = slices.Grow(dst, maxHeaderLine+vlen)
 	dst = hdr(dst, key, flags, vlen, itemCas(b), withCas)
 	if !itemChained(b) { // one copy, inlined here
 		dst = append(dst, b[data:data+vlen]...)
 	} else {
-		dst = appendChainedValue(sh.al, dst, b)
+		dst = appendChainedValue(al, dst, b)
 	}
-	sh.mu.Unlock()
-	return append(dst, blockTrailer...), true
+	return append(dst, blockTrailer...)
 }
 
 // AppendLeaseGet is LeaseGet that appends key's reply block to dst: on a hit hit's VALUE line, on a miss

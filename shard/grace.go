@@ -10,22 +10,23 @@ import "github.com/leasecached/leasecached/slab"
 // value (rule 4: a store drops it); a delete never leaves a grace copy (its stale value lacks metaGrace).
 
 // graceRead is a get-family read of key that found no live item, under the shard lock. It returns the
-// grace copy to answer with, or nil for a miss (no grace copy, or this read now holds the refill lease).
-func (sh *shard) graceRead(h uint64, key []byte, now int64) []byte {
+// grace copy to answer with; or nil and refill, when this read now holds the key's refill lease; or nil
+// alone when the key is not in grace.
+func (sh *shard) graceRead(h uint64, key []byte, now int64) (g []byte, refill bool) {
 	if sh.st.graceSecs == 0 {
-		return nil
+		return nil, false
 	}
 	ref, g := sh.findGhost(h, key, now)
 	if ref == slab.NilRef || g[offMeta]&(metaGrace|metaStale) != metaGrace || int64(itemExp(g))+sh.st.graceSecs <= now {
-		return nil
+		return nil, false
 	}
 	if _, granted := sh.leases.Claim(h, sh.st.nowNano()); granted {
 		sh.leases.Counters.GraceRefills++
 		sh.claimGhost(g)
-		return nil
+		return nil, true
 	}
 	sh.leases.Counters.GraceHits++
-	return g
+	return g, false
 }
 
 // endGrace is a delete of key that found no live item: its grace copy, if any, stays a stale value for

@@ -126,6 +126,9 @@ func (sh *shard) overwrite(b []byte, id int, key, value []byte, flags, exp uint3
 // cancels its outstanding lease, flush_all cancels all. Evictions and expiries are not client writes and
 // leave leases alone (a refill in progress for an expired key is exactly what a lease is for).
 func (sh *shard) invalidateLeases(h uint64, why cause) {
+	if len(sh.parked) > 0 {
+		sh.wakeParked(h, why) // the same writes end a hold (hold.go)
+	}
 	if sh.leases.Len() == 0 {
 		return // every write calls this: a store that hands out no leases should not pay for the clock
 	}

@@ -32,12 +32,6 @@ func (s *Store) get(dst, key []byte, touch bool, exptime int64) ([]byte, Info, b
 	sh, h, now := s.lockKey(key)
 	ref, b := sh.findForRead(Hashed{Sum: h}, key, now)
 	if ref == slab.NilRef {
-		if b = sh.graceRead(h, key, now); b != nil { // a grace copy: answered, never touched or bumped
-			info := infoOf(b)
-			dst = appendValue(sh.al, dst, b)
-			sh.mu.Unlock()
-			return dst, info, true
-		}
 		sh.mu.Unlock()
 		return dst, Info{}, false
 	}

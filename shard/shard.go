@@ -41,6 +41,8 @@ type shard struct {
 	// Both change only under mu, in the same critical section as the item they concern.
 	ghosts index
 	leases *lease.Table
+	// parked are the reads parked on this shard's keys, by key hash (hold.go); nil until the first.
+	parked map[uint64][]*Waiter
 
 	// share is this shard's part of the memory limit in bytes (byteShare): its pages and its hash tables
 	// together stay within it (memlimit.go).
@@ -65,7 +67,7 @@ type shard struct {
 	// (TestShardLayout). Go places the shards' slice at a line boundary, or 8 bytes past one when it puts
 	// its allocation header first, so each shard's lock and the fields every find writes are on one line,
 	// which holds nothing else of any other shard but the previous one's padding.
-	_ [8]byte
+	_ [64]byte
 }
 
 func (sh *shard) init(s *Store, share int64) {

@@ -90,6 +90,9 @@ type Config struct {
 	// while one of them refills the key (doc/leases.md, "Grace and hold"; 0: off). Whole seconds,
 	// rounded up.
 	Grace time.Duration
+	// Hold parks a get-family read of a key being refilled for at most this long, until the refill lands
+	// (doc/leases.md, "Grace and hold"; 0: off). See hold.go.
+	Hold time.Duration
 	// NowNano is the lease clock, unix nanoseconds (nil: time.Now().UnixNano). Lease windows are
 	// timed finer than item exptimes so sub-second windows work.
 	NowNano func() int64
@@ -128,6 +131,9 @@ type Store struct {
 	leaseEntries int   // per shard
 	staleSecs    int64 // 0: no stale values
 	graceSecs    int64 // 0: no grace copies
+	hold         time.Duration
+	parked       atomic.Int64 // reads parked (hold.go), at most maxParked
+	maxParked    int64        // MaxParked; tests lower it
 
 	oldestLive atomic.Int64  // flush_all: items stored at or before it are gone (0 = none)
 	oldestCas  atomic.Uint64 // flush_all: items with a smaller CAS are gone (0 = none)
@@ -211,6 +217,8 @@ func New(cfg Config) (*Store, error) {
 		leaseWindow:  cfg.LeaseWindow,
 		staleSecs:    wholeSeconds(cfg.StaleWindow),
 		graceSecs:    wholeSeconds(cfg.Grace),
+		hold:         max(cfg.Hold, 0),
+		maxParked:    MaxParked,
 		leaseEntries: int(max(leaseBudget/lease.EntryBytes/int64(n), 1)),
 		maxItemSize:  cfg.MaxItemSize,
 		arena:        arena,

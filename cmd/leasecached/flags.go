@@ -22,6 +22,8 @@ const (
 	// maxWindow bounds --lease-window, --stale-window and --grace: a lease or stale value held for longer than a
 	// day is a configuration mistake, not a cache policy.
 	maxWindow = 24 * time.Hour
+	// maxHold bounds --hold: a read parked longer than a minute is a client timing out, not a cache hit.
+	maxHold = time.Minute
 	// maxIdleTimeout bounds --idle-timeout; the bound only keeps the seconds within memcached's int.
 	maxIdleTimeout = 1<<31 - 1
 )
@@ -98,6 +100,8 @@ func validate(cfg server.Config, memMB int64) error {
 		return fmt.Errorf("--stale-window %s: must be between 0 and %s", cfg.StaleWindow, maxWindow)
 	case cfg.Grace < 0 || cfg.Grace > maxWindow:
 		return fmt.Errorf("--grace %s: must be between 0 and %s", cfg.Grace, maxWindow)
+	case cfg.Hold < 0 || cfg.Hold > maxHold:
+		return fmt.Errorf("--hold %s: must be between 0 and %s", cfg.Hold, maxHold)
 	case int64(cfg.MaxItemSize) > cfg.MemoryLimit/2:
 		return fmt.Errorf("-I/--max-item-size %d: cannot be more than half the memory limit (%d bytes)",
 			cfg.MaxItemSize, cfg.MemoryLimit)

@@ -99,6 +99,8 @@ func newApp() *cli.App {
 				Usage: "how long a deleted or expired value is kept for lease-get (0: none)"},
 			&cli.DurationFlag{Name: "grace", Value: 0,
 				Usage: "keep an expired value this long for plain get/gets/gat/gats while one reader refills the key (0: off; see doc/leases.md)"},
+			&cli.DurationFlag{Name: "hold", Value: 0,
+				Usage: "park a get/gets/gat/gats of a key another reader is refilling for up to this long, until the refill lands (0: off; see doc/leases.md)"},
 			&cli.StringFlag{Name: flagIdleTimeout, Value: "0",
 				Usage: "close connections that send nothing for longer than this, in seconds or as a duration (0: never)"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile (pprof) to this file until the server stops"},
@@ -133,7 +135,7 @@ func storeConfig(cfg server.Config) shard.Config {
 		stale = -1 // shard.Config's 0 means "default"; the flag's 0 means "keep none"
 	}
 	return shard.Config{MemoryLimit: cfg.MemoryLimit, MaxItemSize: cfg.MaxItemSize,
-		LeaseWindow: cfg.LeaseWindow, StaleWindow: stale, Grace: cfg.Grace, LargePages: cfg.LargePages}
+		LeaseWindow: cfg.LeaseWindow, StaleWindow: stale, Grace: cfg.Grace, Hold: cfg.Hold, LargePages: cfg.LargePages}
 }
 
 // serve runs the server until it fails or SIGINT or SIGTERM stops it; SIGHUP reloads its files
@@ -166,6 +168,7 @@ func configFrom(c *cli.Context, verbose int) (server.Config, error) {
 		LeaseWindow: c.Duration("lease-window"),
 		StaleWindow: c.Duration("stale-window"),
 		Grace:       c.Duration("grace"),
+		Hold:        c.Duration("hold"),
 		LargePages:  c.Bool("enable-largepages"),
 		Logger:      log.New(c.App.ErrWriter, "leasecached: ", log.LstdFlags),
 	}
