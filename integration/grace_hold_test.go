@@ -118,3 +118,24 @@ func TestHoldOverTheWire(t *testing.T) {
 	assert.Equal(t, "0", st["hold_refused"])
 	assert.True(t, strings.Contains(ask(t, writer, "stats settings\r\n"), "STAT hold 3s\r\n"))
 }
+
+// A client that closes while parked costs nothing afterwards: its read is dropped at once, long before
+// its hold time would be up.
+func TestHoldClosedWhileParked(t *testing.T) {
+	d := startLeasecached(t, "--hold", "1m", "--lease-window", "5m")
+	admin := dialRaw(t, d)
+	assert.Equal(t, "END\r\n", ask(t, admin, "get c\r\n"))
+	gone := dialRaw(t, d)
+	require.NoError(t, gone.write([]byte("get c\r\n"), wholeWrite, 5*time.Second))
+	waitStat(t, admin, "hold_waiting", "1")
+	require.NoError(t, gone.c.Close())
+	waitStat(t, admin, "hold_waiting", "0")
+}
+
+// waitStat polls stats until name has value want.
+func waitStat(t *testing.T, rc *rawConn, name, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); statsOf(t, rc)[name] != want; time.Sleep(20 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "stat %s never became %s", name, want)
+	}
+}

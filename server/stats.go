@@ -314,6 +314,7 @@ func (s *Server) appendGeneralStats(dst []byte) []byte {
 	dst = statUint(dst, "hold_timeouts", st.hold.timeouts.Load())
 	dst = statUint(dst, "hold_cancelled", st.hold.cancelled.Load())
 	dst = statUint(dst, "hold_refused", st.hold.refused.Load())
+	dst = statInt(dst, "hold_waiting", s.store.Parked())
 	dst = statInt(dst, "huge_page_bytes", ss.HugePageBytes)
 	return dst
 }

@@ -224,5 +224,8 @@ func (sh *shard) park(w *Waiter, h uint64) {
 // HoldFor is Config.Hold: how long a read may stay parked in all (0: hold is off).
 func (s *Store) HoldFor() time.Duration { return s.hold }
 
+// Parked is how many reads are parked now.
+func (s *Store) Parked() int64 { return s.parked.Load() }
+
 // Herd reports whether grace or hold is on: a get-family miss then goes through AppendMiss.
 func (s *Store) Herd() bool { return s.graceSecs > 0 || s.hold > 0 }
