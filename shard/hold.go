@@ -52,6 +52,9 @@ type Waiter struct {
 	// Deadline is when the read's hold time is up (unix ns, wall clock), set by the owner for a read's
 	// first parking and kept across its re-parkings, so a read is held at most Config.Hold in all.
 	Deadline int64
+	// until is Deadline as the timer reads it: the owner may change Deadline while a timer of an
+	// earlier parking fires.
+	until atomic.Int64
 	// Set while parked, under the shard's lock.
 	h     uint64
 	sh    *shard
@@ -85,7 +88,7 @@ func (w *Waiter) fire(why uint32) bool {
 // timeout is w's timer: the hold time is up. A timer that fired for an earlier parking of w, whose owner
 // has parked it again with a later Deadline since, re-arms itself instead.
 func (w *Waiter) timeout() {
-	if d := time.Until(time.Unix(0, w.Deadline)); d > 0 {
+	if d := time.Until(time.Unix(0, w.until.Load())); d > 0 {
 		w.timer.Reset(d)
 		return
 	}
@@ -212,6 +215,7 @@ func (sh *shard) park(w *Waiter, h uint64) {
 		sh.parked = make(map[uint64][]*Waiter)
 	}
 	sh.parked[h] = append(sh.parked[h], w)
+	w.until.Store(w.Deadline)
 	w.state.Store(waiterParked)
 	d := max(time.Until(time.Unix(0, w.Deadline)), 0)
 	if w.timer == nil {

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -123,4 +124,62 @@ func TestHoldEnds(t *testing.T) {
 	require.Equal(t, MissParked, out)
 	_, out = newHoldReader().read(s, "k", time.Minute)
 	assert.Equal(t, MissRefused, out)
+}
+
+// Readers parking, writers setting and deleting, and readers giving up (Unpark) all at once: every parked
+// read wakes exactly once or is taken back, and nothing stays parked (run with -race).
+func TestHoldConcurrent(t *testing.T) {
+	s, _ := newStore(t, Config{Hold: 200 * time.Millisecond})
+	keys := []string{"a", "b", "c"}
+	done := make(chan struct{})
+	var writers sync.WaitGroup
+	for w := range 2 {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				k := []byte(keys[(i+w)%len(keys)])
+				if i%3 == 0 {
+					s.Delete(k)
+				} else {
+					s.Store(ModeSet, k, 0, 0, []byte("v"), 0)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	}
+	var readers sync.WaitGroup
+	for r := range 8 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			hr := newHoldReader()
+			for i := range 200 {
+				hr.w.Deadline = 0
+				if _, out := hr.read(s, keys[(i+r)%len(keys)], 200*time.Millisecond); out != MissParked {
+					continue
+				}
+				if i%5 == 0 && s.Unpark(hr.w) {
+					hr.w.Reset()
+					continue
+				}
+				select {
+				case <-hr.woken:
+					hr.w.Reset()
+				case <-time.After(10 * time.Second):
+					t.Error("a parked read never woke")
+					return
+				}
+			}
+		}()
+	}
+	readers.Wait()
+	close(done)
+	writers.Wait()
+	assert.Zero(t, s.Parked())
 }
