@@ -5,7 +5,9 @@ import (
 	"io"
 	"log"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,9 +23,30 @@ import (
 // result arrives on. The server is stopped at the end of the test if it is still running.
 func startRun(t *testing.T, cfg Config) (*Server, <-chan error) {
 	t.Helper()
+	// A port picked free can be taken by another process before the server binds it: pick again.
+	for attempt := 1; ; attempt++ {
+		s, result, err := tryRun(t, cfg)
+		if err == nil {
+			return s, result
+		}
+		if attempt == 5 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatalf("Run ended before it was ready: %v", err)
+		}
+	}
+}
+
+// tryRun is one attempt of startRun, on ports picked anew: cfg.Port and the port of each TCP listener.
+func tryRun(t *testing.T, cfg Config) (*Server, <-chan error, error) {
+	t.Helper()
 	store, err := shard.New(shard.Config{MemoryLimit: 16 << 20})
 	require.NoError(t, err)
 	cfg.Listen, cfg.Port = "127.0.0.1", freePort(t)
+	cfg.Listeners = slices.Clone(cfg.Listeners)
+	for i, l := range cfg.Listeners {
+		if host, _, err := net.SplitHostPort(l.Addr); err == nil && l.Network == "tcp" {
+			cfg.Listeners[i].Addr = net.JoinHostPort(host, strconv.Itoa(freePort(t)))
+		}
+	}
 	cfg.MaxItemSize, cfg.MemoryLimit = 1<<20, 16<<20
 	if cfg.Threads == 0 {
 		cfg.Threads = 2
@@ -40,7 +63,8 @@ func startRun(t *testing.T, cfg Config) (*Server, <-chan error) {
 	select {
 	case <-s.Ready():
 	case err := <-done:
-		t.Fatalf("Run ended before it was ready: %v", err)
+		store.Close()
+		return nil, nil, err
 	case <-time.After(10 * time.Second):
 		t.Fatal("server not ready after 10s")
 	}
@@ -66,7 +90,7 @@ func startRun(t *testing.T, cfg Config) (*Server, <-chan error) {
 		}
 		store.Close()
 	})
-	return s, result
+	return s, result, nil
 }
 
 // An engine that stops without Stop having been called (gnet stops it when a loop fails; before the

@@ -44,16 +44,15 @@ func startTLS(t *testing.T, edit func(*Config)) *tlsServer {
 	set := testcert.New(t)
 	ts := &tlsServer{certs: set, certFile: filepath.Join(set.Dir, "chain.pem"), keyFile: filepath.Join(set.Dir, "key.pem")}
 	require.NoError(t, set.Server.WriteTo(ts.certFile, ts.keyFile))
-	ts.tlsAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
-	ts.tcpAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
-	cfg := Config{
-		Listeners: []Listener{{Network: "tcp", Addr: ts.tlsAddr, TLS: true}, {Network: "tcp", Addr: ts.tcpAddr}},
+	cfg := Config{ // startRun picks the ports
+		Listeners: []Listener{{Network: "tcp", Addr: "127.0.0.1:0", TLS: true}, {Network: "tcp", Addr: "127.0.0.1:0"}},
 		TLS:       tlsconf.Settings{ChainCert: ts.certFile, Key: ts.keyFile, MinVersion: tlsconf.DefaultMinVersion},
 	}
 	if edit != nil {
 		edit(&cfg)
 	}
 	ts.s, _ = startRun(t, cfg)
+	ts.tlsAddr, ts.tcpAddr = ts.s.cfg.Listeners[0].Addr, ts.s.cfg.Listeners[1].Addr
 	return ts
 }
 
@@ -250,9 +249,8 @@ func TestTLSClientCertificates(t *testing.T) {
 	set := testcert.New(t)
 	certFile, keyFile := filepath.Join(set.Dir, "c.pem"), filepath.Join(set.Dir, "k.pem")
 	require.NoError(t, set.Server.WriteTo(certFile, keyFile))
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 	s, _ := startRun(t, Config{
-		Listeners: []Listener{{Network: "tcp", Addr: addr, TLS: true}},
+		Listeners: []Listener{{Network: "tcp", Addr: "127.0.0.1:0", TLS: true}},
 		TLS: tlsconf.Settings{ChainCert: certFile, Key: keyFile, CACert: set.CA.CertFile,
 			VerifyMode: tlsconf.VerifyRequire, MinVersion: tlsconf.DefaultMinVersion},
 	})
@@ -268,7 +266,7 @@ func TestTLSClientCertificates(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := set.ClientConfig(tc.cert)
 			require.NoError(t, err)
-			c, err := dialTLS(addr, cfg)
+			c, err := dialTLS(s.cfg.Listeners[0].Addr, cfg)
 			if err == nil {
 				defer c.Close()
 				require.NoError(t, c.SetDeadline(time.Now().Add(5*time.Second)))
