@@ -61,6 +61,11 @@ func TestValidate(t *testing.T) {
 		{"zero lease window", func(c *server.Config) { c.LeaseWindow = 0 }, 64, "--lease-window"},
 		{"negative stale window", func(c *server.Config) { c.StaleWindow = -time.Second }, 64, "--stale-window"},
 		{"no stale values", func(c *server.Config) { c.StaleWindow = 0 }, 64, ""},
+		{"negative grace", func(c *server.Config) { c.Grace = -time.Second }, 64, "--grace"},
+		{"grace over a day", func(c *server.Config) { c.Grace = 25 * time.Hour }, 64, "--grace"},
+		{"grace and hold", func(c *server.Config) { c.Grace, c.Hold = time.Minute, time.Second }, 64, ""},
+		{"negative hold", func(c *server.Config) { c.Hold = -time.Second }, 64, "--hold"},
+		{"hold over a minute", func(c *server.Config) { c.Hold = 61 * time.Second }, 64, "--hold"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
