@@ -96,6 +96,9 @@ func TestCommandLineToConfig(t *testing.T) {
 		}},
 		{[]string{"-L"}, func(c server.Config) bool { return c.LargePages }},
 		{[]string{"--enable-largepages", "-t", "3"}, func(c server.Config) bool { return c.LargePages && c.Threads == 3 }},
+		{[]string{"--grace", "30s", "--hold", "2s"}, func(c server.Config) bool {
+			return c.Grace == 30*time.Second && c.Hold == 2*time.Second
+		}},
 	}
 	for _, tc := range cases {
 		app := newApp()
@@ -111,7 +114,8 @@ func TestCommandLineToConfig(t *testing.T) {
 		if !tc.want(got) {
 			t.Errorf("%v: config %+v", tc.args, got)
 		}
-		if sc := storeConfig(got); sc.LargePages != got.LargePages || sc.MemoryLimit != got.MemoryLimit {
+		if sc := storeConfig(got); sc.LargePages != got.LargePages || sc.MemoryLimit != got.MemoryLimit ||
+			sc.Grace != got.Grace || sc.Hold != got.Hold {
 			t.Errorf("%v: store config %+v from %+v", tc.args, sc, got)
 		}
 	}
