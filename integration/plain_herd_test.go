@@ -306,7 +306,7 @@ func herdCounters(r herdRowResult) string {
 	var names []string
 	switch {
 	case r.row.hold:
-		names = []string{"hold_parked", "hold_filled", "hold_timeouts", "hold_refused"}
+		names = []string{"hold_parked", "hold_filled", "hold_timeouts", "hold_cancelled", "hold_refused"}
 	case slices.Contains(r.row.args, "--grace"):
 		names = []string{"get_grace_hits", "grace_refills", "grace_lease_lapses"}
 	default:
