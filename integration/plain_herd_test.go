@@ -64,8 +64,9 @@ const (
 	herdDeleteEvery = 2 * time.Second
 	// herdShortLimit bounds a row of the short run, which stops as soon as it has counted its expiries.
 	herdShortLimit = 20 * time.Second
-	// herdLongTail is how long a row of the long run may go on after HERD_TIME to finish its last herd.
-	herdLongTail = 10 * time.Second
+	// herdLongTail is how long a row of the long run may go on after HERD_TIME to finish its last herd:
+	// with a crashed refiller and a 10 s lease window, that herd comes 10 s after the crash.
+	herdLongTail = 15 * time.Second
 	// herdGrace is --grace: it must outlast a refill by far, and several lease windows, so that a crashed
 	// refiller (one window each, rule 2) does not run it out; at 10 s it equals the default stale window,
 	// which keeps an expired value that long for lease-get anyway (shard/ghost.go ghostSecs).
@@ -260,9 +261,10 @@ func (r herdRowResult) completed() int {
 	return n
 }
 
-// perCause is the mean number of refills per expiry (per cause) or per delete (per delete sent).
+// perCause is the mean number of refills per expiry (per refilled cause: a run may end between a
+// crashed refiller and the next) or per delete (per delete sent).
 func (r herdRowResult) perCause(sc herdScenario) float64 {
-	n := len(r.causes)
+	n := r.completed()
 	if sc.deleteEvery > 0 {
 		n = r.deletes
 	}
@@ -301,7 +303,7 @@ func logHerdTable(t *testing.T, sc herdScenario, cfg herdConfig, results []herdR
 		for _, c := range r.causes {
 			most = max(most, c.refills)
 		}
-		n := len(r.causes)
+		n := r.completed()
 		if sc.deleteEvery > 0 {
 			n = r.deletes
 		}
