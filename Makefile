@@ -100,6 +100,18 @@ SOAKTIME ?= 10m
 soak:
 	SOAK_TIME=$(SOAKTIME) $(GO) test -race -count=1 -timeout 0 -v -run '^TestSoak$$' ./integration/
 
+## herd: issue 27's measurement (integration/plain_herd_test.go): 200 plain get/set clients on one hot key that
+## expires every 2 s, then on one a writer deletes every 2 s, against memcached 1.6.18 and leasecached with
+## neither herd mode, with --grace, with --hold and with both, and grace with crashing refillers; each row for
+## HERDTIME (`make herd HERDTIME=2m`), one table per scenario (README.md, "Herds of plain get/set clients").
+## `make test` runs a short version that asserts the targets under the race detector; this runs the daemon
+## without it, for the latencies. The test bounds itself (a row stops at most 15 s after HERDTIME), hence no
+## go test timeout.
+HERDTIME ?= 30s
+.PHONY: herd
+herd: bench-deps
+	HERD_TIME=$(HERDTIME) $(GO) test -count=1 -timeout 0 -v -run '^TestPlainHerd$$' ./integration/
+
 clean:
 	rm -rf bin
 

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"errors"
 	"fmt"
 	"math/rand"
 	"slices"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Thundering herd (leases.md, "Why"): herdClients clients read one hot key whose item keeps expiring,
@@ -58,10 +61,11 @@ const (
 type readKind int
 
 const (
-	readHit    readKind = iota // a fresh value at the first request
-	readRefill                 // this reader queried the database
-	readStale                  // a stale value, at the first request, while someone else refilled
-	readWaited                 // waited for someone else's refill (hot miss or Z without a value), then a hit
+	readHit     readKind = iota // a fresh value at the first request
+	readRefill                  // this reader queried the database
+	readStale                   // a stale value, at the first request, while someone else refilled
+	readWaited                  // waited for someone else's refill (hot miss or Z without a value), then a hit
+	readCrashed                 // this reader was to refill, and crashed instead (herdPlan.crash)
 )
 
 // herdRead is one measured read.
@@ -71,11 +75,14 @@ type herdRead struct {
 	latency time.Duration
 }
 
-// herdDB is the source of truth: every query takes herdRefill and is recorded.
+// herdDB is the source of truth: every query takes herdRefill and is recorded. Its ledger is what the
+// plain clients saw (herdLedger, plain_herd_test.go).
 type herdDB struct {
 	mu      sync.Mutex
 	starts  []time.Time
 	version int
+	exptime int // of every store of the plain clients
+	ledger  herdLedger
 }
 
 func (db *herdDB) query() []byte {
@@ -86,8 +93,23 @@ func (db *herdDB) query() []byte {
 	db.version++
 	v := db.version
 	db.mu.Unlock()
-	head := fmt.Sprintf("version-%d-", v)
+	return herdValue(v)
+}
+
+// herdValue is the value of the given version: every query stores a version of its own, so that a reader
+// can tell which store answered it (herdVersion).
+func herdValue(version int) []byte {
+	head := fmt.Sprintf("version-%d-", version)
 	return []byte(head + strings.Repeat("d", herdValueSize-len(head)))
+}
+
+// herdVersion is the version of a value herdValue made.
+func herdVersion(val []byte) (int, error) {
+	f := strings.SplitN(string(val), "-", 3)
+	if len(f) != 3 || f[0] != "version" {
+		return 0, fmt.Errorf("value %q is not one of the herd database's", truncate(val, 40))
+	}
+	return strconv.Atoi(f[1])
 }
 
 // herdStrategy performs one read through the cache.
@@ -142,14 +164,28 @@ func herdLeaseRead(c *leaseConn, db *herdDB, rng *rand.Rand, deadline time.Time)
 	}
 }
 
+// herdPlainRead is an unchanged memcached client: get; on a miss, query the database and set. What it
+// saw goes into the ledger, which tells a grace copy from a fresh hit (herdLedger).
 func herdPlainRead(c *leaseConn, db *herdDB, _ *rand.Rand, _ time.Time) (readKind, error) {
-	_, _, ok, err := c.get(herdKey)
-	if err != nil || ok {
-		return readHit, err
+	snap := db.beforeGet()
+	val, _, ok, err := c.get(herdKey)
+	if err != nil {
+		return 0, err
 	}
-	reply, err := c.set(herdKey, 0, herdTTL, db.query())
+	if ok {
+		return db.hit(snap, val)
+	}
+	if db.miss(snap) {
+		return readCrashed, errHerdCrash
+	}
+	val = db.query()
+	db.setSent(snap)
+	reply, err := c.set(herdKey, 0, db.exptime, val)
 	if err == nil && reply != "STORED" {
 		err = fmt.Errorf("set: %q", reply)
+	}
+	if err == nil {
+		err = db.stored(val)
 	}
 	return readRefill, err
 }
@@ -209,33 +245,91 @@ type herdResult struct {
 	refills  []time.Time
 	episodes [][]time.Time // refill start times grouped by expiry
 	firstEnd time.Time     // when the first refill had finished
+	// What the ledger attributed (herdPlainRead only): the expiries or deletes that caused refills, in
+	// order, the deletes sent, and the reads that got a value stored before a delete answered earlier.
+	causes      []herdCause
+	deletes     int
+	afterDelete int
 }
 
-func runHerd(t *testing.T, d *daemon, st herdStrategy) herdResult {
+// herdPlan is how long a run lasts and what else happens to the key.
+type herdPlan struct {
+	// run: clients start no new read after it once no refill is under way, so that the last herd is
+	// counted whole; limit: nor after it in any case.
+	run, limit time.Duration
+	// episodes > 0: stop as soon as that many expiries or deletes have been refilled.
+	episodes int
+	exptime  int  // of every store of the plain clients
+	prefill  bool // store the key before the clients start: no run begins with a cold miss
+	// deleteEvery > 0: a writer connection of its own deletes the key this often.
+	deleteEvery time.Duration
+	// crash: the first refiller of every expiry or delete never sets; it drops its connection and
+	// reconnects (herdLedger.miss).
+	crash bool
+}
+
+// errHerdCrash is the read of a refiller that crashed on purpose (herdPlan.crash).
+var errHerdCrash = errors.New("the refiller crashed")
+
+func runHerd(t *testing.T, d *daemon, st herdStrategy, plan herdPlan) herdResult {
 	t.Helper()
-	db := &herdDB{}
+	db := &herdDB{exptime: plan.exptime, ledger: herdLedger{crash: plan.crash}}
 	conns := make([]*leaseConn, herdClients)
 	for i := range conns {
 		conns[i] = mustDialLease(t, d)
 	}
-	stop := time.Now().Add(herdDuration)
+	writer := mustDialLease(t, d)
+	if plan.prefill {
+		val := herdValue(0)
+		reply, err := writer.set(herdKey, 0, plan.exptime, val)
+		require.NoError(t, err)
+		require.Equal(t, "STORED", reply)
+		require.NoError(t, db.stored(val))
+	}
+	begin := time.Now()
+	soft, hard := begin.Add(plan.run), begin.Add(plan.limit)
+	done := func() bool {
+		now := time.Now()
+		return now.After(hard) || db.finished(plan.episodes) || now.After(soft) && !db.refilling()
+	}
+	// Every read pauses at least herdThink/2, so no client can make more reads than this before limit.
+	maxReads := int(plan.limit/(herdThink/2)) + 1
 	perClient := make([][]herdRead, herdClients)
-	errs := make(chan error, herdClients)
+	errs := make(chan error, herdClients+1)
 	var wg sync.WaitGroup
-	for i, c := range conns {
+	for i := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			c := conns[i]
+			defer func() {
+				if c != nil {
+					c.Close()
+				}
+			}()
 			rng := rand.New(rand.NewSource(int64(i) + 1))
-			for time.Now().Before(stop) {
+			for n := 0; n < maxReads && !done(); n++ {
 				start := time.Now()
 				kind, err := st.read(c, db, rng, start.Add(herdReadTimeout))
+				if errors.Is(err, errHerdCrash) {
+					c.Close()
+					c, err = dialLease(d)
+				}
 				if err != nil {
 					errs <- fmt.Errorf("%s client %d: %w", st.name, i, err)
 					return
 				}
 				perClient[i] = append(perClient[i], herdRead{kind, start, time.Since(start)})
 				time.Sleep(herdThink/2 + time.Duration(rng.Int63n(int64(herdThink))))
+			}
+		}()
+	}
+	if plan.deleteEvery > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := herdDeleter(writer, db, begin, plan.deleteEvery, int(plan.limit/plan.deleteEvery), done); err != nil {
+				errs <- fmt.Errorf("%s deleter: %w", st.name, err)
 			}
 		}()
 	}
@@ -258,7 +352,31 @@ func runHerd(t *testing.T, d *daemon, st herdStrategy) herdResult {
 	if len(res.refills) > 0 {
 		res.firstEnd = res.refills[0].Add(herdRefill)
 	}
+	res.causes, res.deletes, res.afterDelete = db.ledger.results()
 	return res
+}
+
+// herdDeleter deletes the key every interval from begin, at most n times, until done.
+func herdDeleter(w *leaseConn, db *herdDB, begin time.Time, every time.Duration, n int, done func() bool) error {
+	for i := 1; i <= n; i++ {
+		next := begin.Add(time.Duration(i) * every)
+		for wait := time.Until(next); wait > 0 && !done(); wait = time.Until(next) {
+			time.Sleep(min(wait, 10*time.Millisecond)) // short naps: a run that is over stops the writer soon
+		}
+		if done() {
+			return nil
+		}
+		db.deleteSent()
+		reply, err := w.call("delete " + herdKey + "\r\n")
+		if err != nil {
+			return err
+		}
+		if reply != "DELETED" && reply != "NOT_FOUND" {
+			return fmt.Errorf("delete: %q", reply)
+		}
+		db.deleteAnswered()
+	}
+	return nil
 }
 
 // latencies returns the sorted latencies of the reads of the given kinds.
@@ -331,7 +449,7 @@ func TestLeaseHerd(t *testing.T) {
 		if st.server == "memcached" {
 			d = mc
 		}
-		results = append(results, runHerd(t, d, st))
+		results = append(results, runHerd(t, d, st, herdPlan{run: herdDuration, limit: herdDuration, exptime: herdTTL}))
 	}
 
 	t.Logf("herd: %d clients, one key, exptime %d s, refill %v, think %v, %v per strategy; latencies in ms",
