@@ -126,6 +126,9 @@ func (cn *conn) retrieve(req *protocol.Request) bool {
 	touch := req.Cmd == protocol.CmdGat || req.Cmd == protocol.CmdGats
 	withCas := req.Cmd == protocol.CmdGets || req.Cmd == protocol.CmdGats
 	store := cn.srv.store
+	if cn.hold != nil && cn.resume == 0 {
+		cn.hold.refills = cn.hold.refills[:0] // a new request (hold.go)
+	}
 	for i := cn.resume; i < len(req.Keys); i++ {
 		key := req.Keys[i]
 		var ok bool

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -34,13 +35,16 @@ type connHold struct {
 	w       *shard.Waiter // nil when the transport cannot be woken
 	miss    bool          // the read that woke answers its key with a miss
 	retried bool          // the read that woke was woken by a write: a value now counts as hold_filled
+	// refills are the keys (hashes) the request being served was made the refiller of: a key it names
+	// again misses again, or its client, seeing a value, would never refill (doc/leases.md rule 12).
+	refills []uint64
 }
 
 // missed serves a get-family key that found no live item (retrieve) when grace or hold is on, appending
 // a value block if the store answers with one. park reports that the read is parked.
 func (cn *conn) missed(key []byte, k shard.Hashed, withCas bool) (hit, park bool) {
 	h := cn.holdState()
-	if h.miss {
+	if h.miss || slices.Contains(h.refills, k.Sum) {
 		return false, false
 	}
 	w := h.w
@@ -54,6 +58,8 @@ func (cn *conn) missed(key []byte, k shard.Hashed, withCas bool) (hit, park bool
 		cn.parked = true
 		cn.srv.stats.hold.parked.Add(1)
 		return false, true
+	case shard.MissRefill:
+		h.refills = append(h.refills, k.Sum)
 	case shard.MissRefused:
 		cn.srv.stats.hold.refused.Add(1)
 	case shard.MissHit, shard.MissGrace:

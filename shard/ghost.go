@@ -102,6 +102,7 @@ func (sh *shard) findGhost(h uint64, key []byte, now int64) (slab.Ref, []byte) {
 			continue
 		}
 		if why := sh.st.dead(b, now); why != causeNone {
+			sh.ghostEnded(b, why)
 			sh.freeGhost(h, ref)
 			return slab.NilRef, nil
 		}

@@ -58,6 +58,15 @@ func (sh *shard) unclaimGhost(h uint64) {
 	}
 }
 
+// ghostEnded counts, for a stale value leaving for why, a refill that was handed out for its grace copy
+// and never landed (a store would have replaced the copy): grace_lease_lapses counts each failed refill
+// once, here or when the next one is handed out (claimGhost).
+func (sh *shard) ghostEnded(g []byte, why cause) {
+	if why == causeExpire && g[offMeta]&(metaGrace|metaTokenSent) == metaGrace|metaTokenSent {
+		sh.leases.Counters.GraceLapses++
+	}
+}
+
 // claimGhost records on stale value g that a refill lease was just granted for its key (by a grace read
 // or a lease-get): a second grant for the same stale value means the first lapsed without a write.
 func (sh *shard) claimGhost(g []byte) {

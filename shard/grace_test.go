@@ -32,12 +32,12 @@ func TestGraceRules(t *testing.T) {
 			{op: "advance", secs: 3},
 			{op: "get", key: "k", want: "miss"},
 		}, 1, 3, 2},
-		{"the grace copy is gone after the grace", []leaseStep{
+		{"the grace copy is gone after the grace; its refill that never landed is a lapse", []leaseStep{
 			{op: "get", key: "k", want: "miss"},
 			{op: "advance", secs: 19}, // expired at +2, in grace until +22, now +22
 			{op: "get", key: "k", want: "miss"},
 			{op: "get", key: "k", want: "miss"},
-		}, 0, 1, 0},
+		}, 0, 1, 1},
 		{"a delete ends the grace; lease-get keeps the stale value", []leaseStep{
 			{op: "get", key: "k", want: "miss"},
 			{op: "delete", key: "k", want: "NOT_FOUND"},
@@ -65,7 +65,7 @@ func TestGraceRules(t *testing.T) {
 			{op: "advance", secs: 19},
 			{op: "gat", key: "k", secs: 1000, want: "miss"},
 			{op: "get", key: "k", want: "miss"},
-		}, 1, 1, 0},
+		}, 1, 1, 1},
 		{"flush_all drops grace copies and leases", []leaseStep{
 			{op: "get", key: "k", want: "miss"},
 			{op: "flush"},

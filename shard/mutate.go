@@ -42,6 +42,7 @@ func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
 	}
 	if old != slab.NilRef && isGhost(sh.chunk(old)) {
 		// A stale value leaving (window over, flushed, evicted): it was accounted out when it became one.
+		sh.ghostEnded(sh.chunk(old), why)
 		sh.freeGhost(h, old)
 		return
 	}

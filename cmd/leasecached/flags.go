@@ -80,6 +80,17 @@ func parseSize(s string) (int64, error) {
 	return n * mult, nil
 }
 
+// graceWarning is the line logged at start when --grace is not longer than the lease window: a refiller
+// that never sets holds the key's lease past the end of its grace copy, and every reader then misses
+// until the lease lapses, a herd grace was meant to prevent (doc/leases.md, "Grace and hold").
+func graceWarning(cfg server.Config) string {
+	if cfg.Grace == 0 || cfg.Grace > cfg.LeaseWindow {
+		return ""
+	}
+	return fmt.Sprintf("warning: --grace %s is not longer than --lease-window %s: a refill that never lands "+
+		"outlasts the grace copy; choose a grace of several lease windows", cfg.Grace, cfg.LeaseWindow)
+}
+
 func validate(cfg server.Config, memMB int64) error {
 	switch {
 	case cfg.Port < minPort || cfg.Port > maxPort:

@@ -123,3 +123,21 @@ func TestCommandLineToConfig(t *testing.T) {
 		t.Errorf("--stale-window 0 reached the store as %v, want negative (keep none)", sc.StaleWindow)
 	}
 }
+
+// A grace not longer than the lease window is accepted with a warning (doc/leases.md, "Grace and hold").
+func TestGraceWarning(t *testing.T) {
+	for _, tc := range []struct {
+		grace, window time.Duration
+		warn          bool
+	}{
+		{0, 10 * time.Second, false},
+		{10 * time.Second, 10 * time.Second, true},
+		{2 * time.Second, 10 * time.Second, true},
+		{30 * time.Second, 10 * time.Second, false},
+	} {
+		w := graceWarning(server.Config{Grace: tc.grace, LeaseWindow: tc.window})
+		if (w != "") != tc.warn || strings.Contains(w, "\n") {
+			t.Errorf("grace %s, window %s: warning %q", tc.grace, tc.window, w)
+		}
+	}
+}

@@ -196,6 +196,9 @@ func configFrom(c *cli.Context, verbose int) (server.Config, error) {
 	}
 	cfg.MaxItemSize = int(itemSize)
 	cfg.MemoryLimit = memMB << 20
+	if w := graceWarning(cfg); w != "" {
+		cfg.Logger.Print(w)
+	}
 	return cfg, validate(cfg, memMB)
 }
 
