@@ -80,16 +80,26 @@ func TestFleetHerdWithoutLeases(t *testing.T) {
 
 type herdResult struct {
 	calls, errors, fills, duplicates int
+	expiries                         int // fills more than herdMinFillGap after the key's previous fill
 	perProcess                       []int
 	coalesced, waits                 int
 	fallbacks, stored, rejected      int
 }
 
+// perExpiry is the source's load: fills (database calls) per expiry of a key.
+func (r herdResult) perExpiry() float64 {
+	if r.expiries == 0 {
+		return 0
+	}
+	return float64(r.fills) / float64(r.expiries)
+}
+
 func (r herdResult) String() string {
-	return fmt.Sprintf("%d GetOrFill calls by %d processes x %d goroutines on %d keys, %d fills in total "+
+	return fmt.Sprintf("%.2f database calls per expiry (%d fills, %d expiries); "+
+		"%d GetOrFill calls by %d processes x %d goroutines on %d keys, %d fills in total "+
 		"(per process %v), %d duplicate fills within one expiry, %d calls coalesced in-process, %d hot-miss waits, "+
 		"%d fallbacks, %d lease-sets stored, %d rejected, %d errors",
-		r.calls, herdProcesses, herdGoroutines, herdKeys, r.fills, r.perProcess, r.duplicates, r.coalesced, r.waits,
+		r.perExpiry(), r.fills, r.expiries, r.calls, herdProcesses, herdGoroutines, herdKeys, r.fills, r.perProcess, r.duplicates, r.coalesced, r.waits,
 		r.fallbacks, r.stored, r.rejected, r.errors)
 }
 
@@ -151,9 +161,12 @@ func runHerd(t *testing.T, servers []*proc) herdResult {
 	wg.Wait()
 	for _, times := range fills {
 		sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
+		res.expiries++
 		for i := 1; i < len(times); i++ {
 			if times[i].Sub(times[i-1]) < herdMinFillGap {
 				res.duplicates++
+			} else {
+				res.expiries++
 			}
 		}
 	}
