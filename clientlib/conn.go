@@ -24,6 +24,8 @@ type conn struct {
 	r   *bufio.Reader
 	w   *bufio.Writer
 	num [24]byte // scratch for formatting numbers: a local array would escape through bufio.Writer.Write
+
+	idleSince time.Time // when it was put back in its pool
 }
 
 func newConn(srv *server, nc net.Conn) *conn {

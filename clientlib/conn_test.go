@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // stallingServer answers "gets fast" with END and never answers "gets slow".
@@ -253,4 +255,29 @@ func TestStatsEjectedFollowsTheRing(t *testing.T) {
 	if h := c.Stats().Servers[0]; h.Ejected {
 		t.Fatalf("reported ejected once back in the ring: %+v", h)
 	}
+}
+
+// TestIdleConnectionsExpire: connections are kept idle after use, then closed once idle for the pool's
+// idle timeout; the next request dials again.
+func TestIdleConnectionsExpire(t *testing.T) {
+	srv := stallingServer(t)
+	c := newTestClient(t, Config{}, srv.addr())
+	p := c.servers[0].pool
+	p.idleTimeout = 50 * time.Millisecond
+	ctx := context.Background()
+	var held []*conn
+	for range 3 {
+		cn, err := p.get(ctx, c.servers[0])
+		require.NoError(t, err)
+		held = append(held, cn)
+	}
+	for _, cn := range held {
+		p.put(cn, true)
+	}
+	require.Equal(t, 3, p.idleCount(), "connections kept after use")
+	waitFor(t, 5*time.Second, func() bool { return p.idleCount() == 0 })
+	require.Equal(t, 0, p.idleCount(), "idle connections closed after the idle timeout")
+	_, err := c.Get(ctx, "fast")
+	require.ErrorIs(t, err, ErrCacheMiss)
+	require.EqualValues(t, 4, srv.accepted.Load(), "the request after the idle timeout dialled again")
 }
