@@ -10,11 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Loaded-client shape of TestLoadedClientKeepsConnections: more goroutines than the pool's open
-// count, each doing a bounded number of requests.
+// Loaded-client shape of TestLoadedClientKeepsConnections: rounds of more concurrent requests than the
+// pool's open count. Between two rounds every connection is idle at once, the moment a pool that keeps
+// fewer than it opened closes the rest.
 const (
 	loadGoroutines = 128
-	loadRequests   = 100 // per goroutine
+	loadRounds     = 50
 )
 
 // serverStat reads one counter of addr's "stats" through c.
@@ -35,21 +36,21 @@ func TestLoadedClientKeepsConnections(t *testing.T) {
 	c := newClient(t, clientlib.Config{}, p.Addr)
 	ctx := context.Background()
 	before := serverStat(t, c, p.Addr, "total_connections")
-	var wg sync.WaitGroup
-	for g := range loadGoroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			key := "load:" + strconv.Itoa(g%16)
-			for range loadRequests {
+	for range loadRounds {
+		var wg sync.WaitGroup
+		for g := range loadGoroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				key := "load:" + strconv.Itoa(g%16)
 				_ = c.Set(ctx, &clientlib.Item{Key: key, Value: []byte("v")})
 				_, _ = c.Get(ctx, key)
-			}
-		}()
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	dials := serverStat(t, c, p.Addr, "total_connections") - before
-	t.Logf("%d goroutines x %d set+get: %d connections dialled (open count %d)", loadGoroutines, loadRequests, dials,
-		clientlib.DefaultMaxOpenPerAddr)
+	t.Logf("%d rounds of %d concurrent set+get: %d connections dialled (open count %d)", loadRounds, loadGoroutines,
+		dials, clientlib.DefaultMaxOpenPerAddr)
 	require.LessOrEqual(t, dials, clientlib.DefaultMaxOpenPerAddr, "connections dialled under load")
 }
