@@ -57,7 +57,9 @@ type Config struct {
 	// for one, within its context. Connections are kept for reuse, up to this many, until they have been
 	// idle for 30 s.
 	MaxOpenPerAddr int
-	// FailureLimit consecutive network failures (not caused by the caller's context) eject a server.
+	// FailureLimit consecutive failures eject a server: a network error, or a request left without a
+	// reply for Timeout, whether or not its caller's deadline ended sooner (the client waits for the
+	// reply in the background). A server that hangs is out of the ring about Timeout after it stopped.
 	FailureLimit int
 	// RetryInterval is how long an ejected server stays out before each probe (a version command).
 	RetryInterval time.Duration
@@ -65,6 +67,10 @@ type Config struct {
 	MaxValueSize int
 	// Fill holds the defaults for GetOrFill calls that pass nil options.
 	Fill FillOptions
+	// Logf, when set, receives the client's rare notices: a server ejected or back in the ring, what a
+	// server speaks (learned once), and one warning when FillTimeout exceeds a server's lease window.
+	// nil: nothing is logged.
+	Logf func(format string, args ...any)
 }
 
 func (c Config) withDefaults() Config {
