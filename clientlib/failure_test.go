@@ -2,9 +2,14 @@ package clientlib_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/leasecached/leasecached/clientlib"
 	"github.com/stretchr/testify/require"
@@ -53,4 +58,184 @@ func TestLoadedClientKeepsConnections(t *testing.T) {
 	t.Logf("%d rounds of %d concurrent set+get: %d connections dialled (open count %d)", loadRounds, loadGoroutines,
 		dials, clientlib.DefaultMaxOpenPerAddr)
 	require.LessOrEqual(t, dials, clientlib.DefaultMaxOpenPerAddr, "connections dialled under load")
+}
+
+// fillBackends are the servers GetOrFill is checked against, one for each protocol it speaks:
+// leasecached (leases), memcached 1.6 (meta commands), and memcached behind twemproxy (classic only).
+var fillBackends = []struct {
+	name  string
+	start func(t testing.TB) string // the address clients use
+}{
+	{"leasecached", func(t testing.TB) string { return startLeasecached(t).Addr }},
+	{"memcached", func(t testing.TB) string { return startMemcached(t).Addr }},
+	{"twemproxy", func(t testing.TB) string { return startNutcracker(t, startMemcached(t)) }},
+}
+
+var errSourceDown = errors.New("source is down")
+
+// failingFills are the ways a fill fails. A value over the client's MaxValueSize (failClientMax) is
+// returned to its callers but cannot be cached.
+const failClientMax = 1024
+
+var failingFills = []struct {
+	name    string
+	opts    clientlib.FillOptions
+	fill    clientlib.FillFunc
+	wantErr error // nil: the value comes back, uncached
+}{
+	{"error", clientlib.FillOptions{}, func(context.Context, string) ([]byte, error) { return nil, errSourceDown }, errSourceDown},
+	{"panic", clientlib.FillOptions{}, func(context.Context, string) ([]byte, error) { panic("fill bug") }, clientlib.ErrFillPanicked},
+	{"timeout", clientlib.FillOptions{FillTimeout: 50 * time.Millisecond}, func(ctx context.Context, _ string) ([]byte, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}, context.DeadlineExceeded},
+	{"too large", clientlib.FillOptions{}, func(context.Context, string) ([]byte, error) {
+		return make([]byte, 4*failClientMax), nil
+	}, nil},
+	{"not found, not cached", clientlib.FillOptions{}, func(context.Context, string) ([]byte, error) {
+		return nil, fmt.Errorf("user 7: %w", clientlib.ErrNotFound)
+	}, clientlib.ErrNotFound},
+}
+
+// TestFailedFillGivesKeyBack: a fill that fails in any way gives the key back at once (leasecached:
+// delete, which cancels the lease; memcached: md of the empty item mg N created), so that another
+// process asking next is granted the key on its first request and fills, without a single hot-miss wait.
+// Kept, the lease would make it wait out the lease window (2 s in these tests) or the empty item's TTL.
+func TestFailedFillGivesKeyBack(t *testing.T) {
+	for _, be := range fillBackends {
+		t.Run(be.name, func(t *testing.T) {
+			addr := be.start(t)
+			for _, ff := range failingFills {
+				t.Run(ff.name, func(t *testing.T) {
+					failer := newClient(t, clientlib.Config{MaxValueSize: failClientMax}, addr)
+					next := newClient(t, clientlib.Config{}, addr) // another process
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					defer cancel()
+					key := "gives-back:" + strings.ReplaceAll(ff.name, " ", "-")
+					opts := ff.opts
+					v, err := failer.GetOrFill(ctx, key, ff.fill, &opts)
+					if ff.wantErr != nil {
+						require.ErrorIs(t, err, ff.wantErr)
+					} else {
+						require.NoError(t, err)
+						require.Equal(t, clientlib.SourceFill, v.Source)
+					}
+					v, err = next.GetOrFill(ctx, key, func(context.Context, string) ([]byte, error) { return []byte("fresh"), nil },
+						&clientlib.FillOptions{MaxWait: 10 * time.Second, Fallback: clientlib.FallbackError})
+					require.NoError(t, err)
+					require.Equal(t, "fresh", string(v.Data))
+					require.Equal(t, clientlib.SourceFill, v.Source, "the next caller filled the key itself")
+					require.Zero(t, next.Stats().HotMissWaits, "the next caller waited for a key nobody was filling")
+				})
+			}
+		})
+	}
+}
+
+// TestFailedFillKeepsStaleValue: giving a key back keeps its stale value for the next reader: on
+// leasecached the delete leaves the stale value kept after the key's last delete (leases.md rule 4); on
+// memcached the key won on an item marked stale is handed back with "md I", which keeps the item.
+func TestFailedFillKeepsStaleValue(t *testing.T) {
+	failing := func(context.Context, string) ([]byte, error) { return nil, errSourceDown }
+	tests := []struct {
+		name   string
+		start  func(testing.TB) *proc
+		stale  func(ctx context.Context, c *clientlib.Client, key string) error          // leaves "old" as the key's stale value
+		reread func(ctx context.Context, c *clientlib.Client, key string) (string, error) // the next reader's view: the stale value it may refill from
+	}{
+		{"leasecached", startLeasecached,
+			func(ctx context.Context, c *clientlib.Client, key string) error { return c.Delete(ctx, key) },
+			func(ctx context.Context, c *clientlib.Client, key string) (string, error) {
+				r, err := c.LeaseGet(ctx, key)
+				if err != nil || r.Status != clientlib.LeaseGranted || r.Item == nil {
+					return "", fmt.Errorf("lease-get = %+v, %v; want a grant with the stale value", r, err)
+				}
+				return string(r.Item.Value), nil
+			}},
+		{"memcached", startMemcached,
+			func(ctx context.Context, c *clientlib.Client, key string) error {
+				_, err := c.MetaDelete(ctx, key, clientlib.MetaFlags{}.Invalidate())
+				return err
+			},
+			func(ctx context.Context, c *clientlib.Client, key string) (string, error) {
+				r, err := c.MetaGet(ctx, key, clientlib.MetaFlags{}.ReturnValue())
+				if err != nil || !r.Stale() || !r.Won() {
+					return "", fmt.Errorf("mg = %+v, %v; want the stale item with the recache flag won", r, err)
+				}
+				return string(r.Value), nil
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := tc.start(t).Addr
+			c := newClient(t, clientlib.Config{}, addr)
+			next := newClient(t, clientlib.Config{}, addr)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			require.NoError(t, c.Set(ctx, &clientlib.Item{Key: "k", Value: []byte("old")}))
+			require.NoError(t, tc.stale(ctx, c, "k"))
+			_, err := c.GetOrFill(ctx, "k", failing, nil)
+			require.ErrorIs(t, err, errSourceDown)
+			got, err := tc.reread(ctx, next, "k")
+			require.NoError(t, err)
+			require.Equal(t, "old", got)
+		})
+	}
+}
+
+// TestNegativeCache: with NegativeTTL, a fill's ErrNotFound is cached: every process gets ErrNotFound
+// without calling its fill until the entry expires, then the fill runs again. Values that merely resemble
+// the entry (the reserved flags with other bytes, the bytes with other flags) are values. Without
+// NegativeTTL, "not found" is not cached.
+func TestNegativeCache(t *testing.T) {
+	for _, be := range fillBackends {
+		t.Run(be.name, func(t *testing.T) {
+			addr := be.start(t)
+			a := newClient(t, clientlib.Config{}, addr)
+			b := newClient(t, clientlib.Config{}, addr) // another process
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var fills atomic.Int64
+			notFound := func(context.Context, string) ([]byte, error) {
+				fills.Add(1)
+				return nil, clientlib.ErrNotFound
+			}
+			neg := &clientlib.FillOptions{NegativeTTL: time.Second}
+			_, err := a.GetOrFill(ctx, "user:404", notFound, neg)
+			require.ErrorIs(t, err, clientlib.ErrNotFound)
+			for _, c := range []*clientlib.Client{a, b, a, b} {
+				v, err := c.GetOrFill(ctx, "user:404", notFound, neg)
+				require.ErrorIs(t, err, clientlib.ErrNotFound)
+				require.Equal(t, clientlib.SourceCache, v.Source)
+			}
+			require.EqualValues(t, 1, fills.Load(), "fills while \"not found\" was cached")
+			// Expiry: the fill runs again (polled: the entry lives one to two seconds on memcached's clock).
+			deadline := time.Now().Add(10 * time.Second)
+			for fills.Load() == 1 && time.Now().Before(deadline) {
+				time.Sleep(100 * time.Millisecond)
+				_, err := b.GetOrFill(ctx, "user:404", notFound, neg)
+				require.ErrorIs(t, err, clientlib.ErrNotFound)
+			}
+			require.EqualValues(t, 2, fills.Load(), "the cached \"not found\" did not expire")
+
+			// Without NegativeTTL every call asks the source.
+			fills.Store(0)
+			for range 3 {
+				_, err := a.GetOrFill(ctx, "user:410", notFound, nil)
+				require.ErrorIs(t, err, clientlib.ErrNotFound)
+			}
+			require.EqualValues(t, 3, fills.Load())
+
+			// Look-alikes are values.
+			for _, it := range []*clientlib.Item{
+				{Key: "alike:flags", Value: []byte("not found"), Flags: 0xFFFFFFFF},
+				{Key: "alike:empty", Value: []byte{}, Flags: 0xFFFFFFFF},
+			} {
+				require.NoError(t, a.Set(ctx, it))
+				v, err := b.GetOrFill(ctx, it.Key, notFound, neg)
+				require.NoError(t, err, "%s", it.Key)
+				require.Equal(t, string(it.Value), string(v.Data))
+			}
+		})
+	}
 }
