@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -236,6 +237,114 @@ func TestNegativeCache(t *testing.T) {
 				require.NoError(t, err, "%s", it.Key)
 				require.Equal(t, string(it.Value), string(v.Data))
 			}
+		})
+	}
+}
+
+// The hung-server tests: hungCalls sequential calls for keys on a SIGSTOPped server, each with a deadline
+// (hungDeadline) shorter than Config.Timeout (the default, 1 s), so that no caller ever sees the server's
+// own timeout.
+const (
+	hungCalls    = 40
+	hungDeadline = 500 * time.Millisecond
+)
+
+// sigstop stops p (it keeps accepting connections in the kernel's backlog, and answers nothing) and makes
+// sure it is continued before the cleanup that kills it.
+func sigstop(t *testing.T, p *proc) (cont func()) {
+	t.Helper()
+	require.NoError(t, p.d.Cmd.Process.Signal(syscall.SIGSTOP))
+	var once sync.Once
+	cont = func() { once.Do(func() { _ = p.d.Cmd.Process.Signal(syscall.SIGCONT) }) }
+	t.Cleanup(cont)
+	return cont
+}
+
+// keysOn returns n keys that c maps to addr.
+func keysOn(t *testing.T, c *clientlib.Client, addr string, n int) []string {
+	t.Helper()
+	var keys []string
+	for i := 0; len(keys) < n && i < 100000; i++ {
+		k := "hung:" + strconv.Itoa(i)
+		if a, _ := c.ServerFor(k); a == addr {
+			keys = append(keys, k)
+		}
+	}
+	require.Len(t, keys, n)
+	return keys
+}
+
+// TestHungServerGetOrFill: with one of two servers stopped, every GetOrFill answers within its caller's
+// deadline (the fallback fill while the server is still in the ring, the other server once it is out),
+// and the stopped server is ejected after FailureLimit requests left unanswered for Config.Timeout. When
+// it runs again it is put back.
+func TestHungServerGetOrFill(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			victim, other := be.start(t), be.start(t)
+			c := newClient(t, clientlib.Config{RetryInterval: 200 * time.Millisecond}, victim.Addr, other.Addr)
+			keys := keysOn(t, c, victim.Addr, hungCalls)
+			fill := func(_ context.Context, key string) ([]byte, error) { return []byte("v:" + key), nil }
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			// Both servers answer first: what they speak is learned, connections are pooled.
+			for _, k := range []string{keys[0], keysOn(t, c, other.Addr, 1)[0]} {
+				_, err := c.GetOrFill(ctx, k, fill, nil)
+				require.NoError(t, err)
+			}
+			cont := sigstop(t, victim)
+			failed, sources := 0, map[clientlib.Source]int{}
+			for _, k := range keys {
+				cctx, ccancel := context.WithTimeout(context.Background(), hungDeadline)
+				v, err := c.GetOrFill(cctx, k, fill, nil)
+				ccancel()
+				if err != nil || string(v.Data) != "v:"+k {
+					failed++
+					continue
+				}
+				sources[v.Source]++
+			}
+			h := c.Stats().Servers[0]
+			t.Logf("%d GetOrFill calls with a %v deadline against a stopped server: %d failed, sources %v, health %+v",
+				hungCalls, hungDeadline, failed, sources, h)
+			require.Zero(t, failed, "calls that got no value within their deadline")
+			require.NotZero(t, sources[clientlib.SourceFallback], "no fallback while the stopped server was in the ring")
+			require.True(t, h.Ejected, "stopped server still in the ring")
+			require.GreaterOrEqual(t, h.Errors, uint64(clientlib.DefaultFailureLimit))
+			cont()
+			waitUntil(t, 10*time.Second, func() bool { return !c.Stats().Servers[0].Ejected })
+		})
+	}
+}
+
+// TestHungServerGet: plain Gets for keys on a stopped server fail with their callers' deadlines until
+// the server is ejected, about Config.Timeout after it stopped; then the keys map to the other server
+// and the Gets answer (a miss there).
+func TestHungServerGet(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			victim, other := be.start(t), be.start(t)
+			c := newClient(t, clientlib.Config{RetryInterval: time.Minute}, victim.Addr, other.Addr)
+			keys := keysOn(t, c, victim.Addr, hungCalls)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			for _, k := range keys[:4] { // pooled connections, as a running service has them
+				require.NoError(t, c.Set(ctx, &clientlib.Item{Key: k, Value: []byte(k)}))
+			}
+			sigstop(t, victim)
+			failed := 0
+			for _, k := range keys {
+				cctx, ccancel := context.WithTimeout(context.Background(), hungDeadline)
+				_, err := c.Get(cctx, k)
+				ccancel()
+				if err != nil && !errors.Is(err, clientlib.ErrCacheMiss) {
+					failed++
+				}
+			}
+			h := c.Stats().Servers[0]
+			t.Logf("%d Gets with a %v deadline against a stopped server: %d failed, health %+v", hungCalls, hungDeadline, failed, h)
+			require.True(t, h.Ejected, "stopped server still in the ring")
+			require.Less(t, failed, hungCalls/2, "Gets that failed: the server was not ejected early enough")
 		})
 	}
 }
