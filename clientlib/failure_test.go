@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leasecached/leasecached/clientlib"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -347,4 +348,203 @@ func TestHungServerGet(t *testing.T) {
 			require.Less(t, failed, hungCalls/2, "Gets that failed: the server was not ejected early enough")
 		})
 	}
+}
+
+// TestDefaultMaxWaitOutlastsSlowFill: with default options, a process waiting for another's fill that
+// takes longer than a second (the old MaxWait) keeps waiting and gets the cached value: MaxWait defaults
+// to FillTimeout plus the cache write's bound. (leasecached runs with a 2 s lease window in these tests,
+// longer than the fill.)
+func TestDefaultMaxWaitOutlastsSlowFill(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			addr := be.start(t).Addr
+			holder, waiter := newClient(t, clientlib.Config{}, addr), newClient(t, clientlib.Config{}, addr)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			filling := make(chan struct{})
+			slow := func(context.Context, string) ([]byte, error) {
+				close(filling)
+				time.Sleep(1500 * time.Millisecond)
+				return []byte("slow value"), nil
+			}
+			done := make(chan error, 1)
+			go func() { _, err := holder.GetOrFill(ctx, "slow", slow, nil); done <- err }()
+			<-filling
+			v, err := waiter.GetOrFill(ctx, "slow", func(context.Context, string) ([]byte, error) {
+				return nil, errors.New("the waiter filled")
+			}, &clientlib.FillOptions{Fallback: clientlib.FallbackError})
+			require.NoError(t, err)
+			require.Equal(t, "slow value", string(v.Data))
+			require.Equal(t, clientlib.SourceCache, v.Source)
+			require.NoError(t, <-done)
+		})
+	}
+}
+
+// logLines collects what a client passes to Config.Logf.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+}
+
+func (l *logLines) count(substr string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, s := range l.lines {
+		if strings.Contains(s, substr) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestLeaseWindowWarning: the client reads leasecached's lease window (2 s in these tests) once and warns
+// once, through Config.Logf, when FillTimeout exceeds it (the default, 5 s, does); with a FillTimeout
+// inside the window, and against memcached, it does not.
+func TestLeaseWindowWarning(t *testing.T) {
+	fill := func(context.Context, string) ([]byte, error) { return []byte("v"), nil }
+	tests := []struct {
+		name  string
+		start func(testing.TB) *proc
+		fill  clientlib.FillOptions
+		warns int
+	}{
+		{"leasecached, default FillTimeout", startLeasecached, clientlib.FillOptions{}, 1},
+		{"leasecached, FillTimeout inside the window", startLeasecached, clientlib.FillOptions{FillTimeout: time.Second}, 0},
+		{"memcached", startMemcached, clientlib.FillOptions{}, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := tc.start(t).Addr
+			var log logLines
+			c := newClient(t, clientlib.Config{Fill: tc.fill, Logf: log.logf}, addr)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			for i := range 5 {
+				_, err := c.GetOrFill(ctx, "w:"+strconv.Itoa(i), fill, nil)
+				require.NoError(t, err)
+			}
+			require.Equal(t, tc.warns, log.count("exceeds the lease window"), "warnings in %q", log.lines)
+			require.Equal(t, 1, log.count(addr+" speaks"), "capability notices in %q", log.lines)
+		})
+	}
+}
+
+// TestCloseWaitsForBackgroundRefresh: a StaleWhileRefresh caller gets the stale value at once while the
+// refresh runs in the background; Close returns only once that refresh has filled and written the key.
+func TestCloseWaitsForBackgroundRefresh(t *testing.T) {
+	tests := []struct {
+		name  string
+		start func(testing.TB) *proc
+		stale func(ctx context.Context, c *clientlib.Client, key string) error
+	}{
+		{"leasecached", startLeasecached, func(ctx context.Context, c *clientlib.Client, key string) error { return c.Delete(ctx, key) }},
+		{"memcached", startMemcached, func(ctx context.Context, c *clientlib.Client, key string) error {
+			_, err := c.MetaDelete(ctx, key, clientlib.MetaFlags{}.Invalidate())
+			return err
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := tc.start(t).Addr
+			reader := newClient(t, clientlib.Config{}, addr)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			require.NoError(t, reader.Set(ctx, &clientlib.Item{Key: "page", Value: []byte("old")}))
+			require.NoError(t, tc.stale(ctx, reader, "page"))
+			c, err := clientlib.New(clientlib.Config{Servers: []clientlib.Server{{Addr: addr}}})
+			require.NoError(t, err)
+			var refreshed atomic.Bool
+			v, err := c.GetOrFill(ctx, "page", func(context.Context, string) ([]byte, error) {
+				time.Sleep(300 * time.Millisecond)
+				refreshed.Store(true)
+				return []byte("new"), nil
+			}, &clientlib.FillOptions{StaleWhileRefresh: true})
+			require.NoError(t, err)
+			require.Equal(t, clientlib.SourceStale, v.Source)
+			require.Equal(t, "old", string(v.Data))
+			require.NoError(t, c.Close())
+			require.True(t, refreshed.Load(), "Close returned before the background refresh finished")
+			it, err := reader.Get(ctx, "page")
+			require.NoError(t, err, "the refresh's value was not written before Close returned")
+			require.Equal(t, "new", string(it.Value))
+		})
+	}
+}
+
+// TestGetOrFillThroughTwemproxy: twemproxy closes the connection on lease-get and on meta commands. The
+// client learns once that the proxy speaks only the classic commands, uses gets, fill and set (still one
+// fill per key in the process), and never counts the proxy's refusals as failures: nothing is ejected,
+// LeaseGet says ErrLeasesUnsupported without sending lease-get, and Get/Set keep working.
+func TestGetOrFillThroughTwemproxy(t *testing.T) {
+	proxy := startNutcracker(t, startMemcached(t), startMemcached(t))
+	var log logLines
+	c := newClient(t, clientlib.Config{Logf: log.logf}, proxy)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var fills atomic.Int64
+	fill := func(_ context.Context, key string) ([]byte, error) {
+		fills.Add(1)
+		time.Sleep(50 * time.Millisecond)
+		return []byte("v:" + key), nil
+	}
+	var wg sync.WaitGroup
+	for g := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 10 {
+				key := "tw:" + strconv.Itoa((g+i)%5)
+				v, err := c.GetOrFill(ctx, key, fill, nil)
+				assert.NoError(t, err)
+				assert.Equal(t, "v:"+key, string(v.Data))
+			}
+		}()
+	}
+	wg.Wait()
+	require.EqualValues(t, 5, fills.Load(), "fills for 5 keys")
+	_, err := c.LeaseGet(ctx, "tw:0")
+	require.ErrorIs(t, err, clientlib.ErrLeasesUnsupported)
+	require.NoError(t, c.Set(ctx, &clientlib.Item{Key: "plain", Value: []byte("x")}))
+	it, err := c.Get(ctx, "plain")
+	require.NoError(t, err)
+	require.Equal(t, "x", string(it.Value))
+	h := c.Stats().Servers[0]
+	require.Zero(t, h.Errors, "the proxy's refusals counted as failures: %+v", h)
+	require.False(t, h.Ejected)
+	require.Equal(t, 1, log.count("speaks classic commands only"), "capability notices in %q", log.lines)
+}
+
+// TestGetOrFillHitIsOneRequest: against memcached a GetOrFill hit is one request, mg, not a refused
+// lease-get followed by gets: the bytes memcached reads per call are those of one request line carrying
+// the key once.
+func TestGetOrFillHitIsOneRequest(t *testing.T) {
+	p := startMemcached(t)
+	c := newClient(t, clientlib.Config{}, p.Addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	key := strings.Repeat("k", 200)
+	fill := func(context.Context, string) ([]byte, error) { return []byte("v"), nil }
+	_, err := c.GetOrFill(ctx, key, fill, nil)
+	require.NoError(t, err)
+	const calls = 50
+	read0, gets0 := serverStat(t, c, p.Addr, "bytes_read"), serverStat(t, c, p.Addr, "cmd_get")
+	for range calls {
+		v, err := c.GetOrFill(ctx, key, fill, nil)
+		require.NoError(t, err)
+		require.Equal(t, clientlib.SourceCache, v.Source)
+	}
+	statsLine := len("stats\r\n")
+	perCall := float64(serverStat(t, c, p.Addr, "bytes_read")-read0-statsLine) / calls
+	gets := serverStat(t, c, p.Addr, "cmd_get") - gets0
+	t.Logf("%d GetOrFill hits: %.1f bytes read by memcached per call (key %d bytes), %d gets", calls, perCall, len(key), gets)
+	require.Equal(t, calls, gets, "gets per call")
+	require.LessOrEqual(t, perCall, float64(len(key)+32), "more than one request line per call")
 }
