@@ -122,7 +122,7 @@ func (o *FillOptions) maxWait() time.Duration {
 // vivifySeconds is the TTL of the empty item memcached's "mg N" creates for the caller that wins the
 // key: it must outlive the fill and its write, or a second caller would win while the first still fills.
 func (o *FillOptions) vivifySeconds() int64 {
-	return int64((o.maxWait()+time.Second-1)/time.Second) + 1
+	return int64((o.FillTimeout+cacheWriteTimeout+time.Second-1)/time.Second) + 1
 }
 
 // ttl is the TTL for one write: TTL less a random jitter, never below one second.
