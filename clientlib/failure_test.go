@@ -142,7 +142,7 @@ func TestFailedFillKeepsStaleValue(t *testing.T) {
 	tests := []struct {
 		name   string
 		start  func(testing.TB) *proc
-		stale  func(ctx context.Context, c *clientlib.Client, key string) error          // leaves "old" as the key's stale value
+		stale  func(ctx context.Context, c *clientlib.Client, key string) error           // leaves "old" as the key's stale value
 		reread func(ctx context.Context, c *clientlib.Client, key string) (string, error) // the next reader's view: the stale value it may refill from
 	}{
 		{"leasecached", startLeasecached,
