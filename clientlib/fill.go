@@ -171,15 +171,14 @@ type Value struct {
 	Source Source
 }
 
-var (
-	// ErrFillPanicked wraps a panic raised by a FillFunc: the panic is recovered on the fill's goroutine,
-	// the key is given back as for any failed fill, and every coalesced caller gets this error.
-	ErrFillPanicked = errors.New("clientlib: fill panicked")
-	// ErrNotFound is what a FillFunc returns (or wraps) when the source of truth has no value for the key.
-	// GetOrFill returns it when the fill says so, and, with FillOptions.NegativeTTL, when a cached "not
-	// found" is read.
-	ErrNotFound = errors.New("clientlib: not found")
-)
+// ErrFillPanicked wraps a panic raised by a FillFunc: the panic is recovered on the fill's goroutine, the
+// key is given back as for any failed fill, and every coalesced caller gets this error.
+var ErrFillPanicked = errors.New("clientlib: fill panicked")
+
+// ErrNotFound is what a FillFunc returns (or wraps) when the source of truth has no value for the key.
+// GetOrFill returns it when the fill says so, and, with FillOptions.NegativeTTL, when a cached "not found"
+// is read.
+var ErrNotFound = errors.New("clientlib: not found")
 
 // A cached "not found" (FillOptions.NegativeTTL) is this value stored with these client flags. GetOrFill
 // reads the pair as ErrNotFound and never caches a filled value equal to it, so no value it stored is
