@@ -68,8 +68,8 @@ type Config struct {
 	// Fill holds the defaults for GetOrFill calls that pass nil options.
 	Fill FillOptions
 	// Logf, when set, receives the client's rare notices: a server ejected or back in the ring, what a
-	// server speaks (learned once), and one warning when FillTimeout exceeds a server's lease window.
-	// nil: nothing is logged.
+	// server speaks (learned once), and one warning when FillTimeout exceeds a server's lease window. It
+	// may be called from several goroutines at once. nil: nothing is logged.
 	Logf func(format string, args ...any)
 }
 
