@@ -1,9 +1,11 @@
 package clientlib_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -258,6 +260,17 @@ func sigstop(t *testing.T, p *proc) (cont func()) {
 	var once sync.Once
 	cont = func() { once.Do(func() { _ = p.d.Cmd.Process.Signal(syscall.SIGCONT) }) }
 	t.Cleanup(cont)
+	// The signal is delivered asynchronously: wait until the process is stopped (state T in
+	// /proc/<pid>/stat), so that no request of the test is still answered.
+	stat := "/proc/" + strconv.Itoa(p.d.Cmd.Process.Pid) + "/stat"
+	waitUntil(t, 5*time.Second, func() bool {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return true // no procfs: the requests that follow may race the stop, which only helps the server
+		}
+		i := bytes.LastIndexByte(b, ')')
+		return i >= 0 && i+2 < len(b) && b[i+2] == 'T'
+	})
 	return cont
 }
 
