@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -561,4 +562,43 @@ func TestGetOrFillHitIsOneRequest(t *testing.T) {
 	t.Logf("%d GetOrFill hits: %.1f bytes read by memcached per call (key %d bytes), %d gets", calls, perCall, len(key), gets)
 	require.Equal(t, calls, gets, "gets per call")
 	require.LessOrEqual(t, perCall, float64(len(key)+32), "more than one request line per call")
+}
+
+// TestCloseLeavesNoGoroutines: after Close, the client's goroutines are gone: flights, background
+// refreshes, capability probes, the drains of requests to a stopped server and its revival prober.
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	lc, mc, hung := startLeasecached(t), startMemcached(t), startMemcached(t)
+	baseline := runtime.NumGoroutine()
+	c, err := clientlib.New(clientlib.Config{Servers: []clientlib.Server{{Addr: lc.Addr}, {Addr: mc.Addr}, {Addr: hung.Addr}},
+		RetryInterval: 50 * time.Millisecond})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fill := func(context.Context, string) ([]byte, error) { return []byte("v"), nil }
+	for i := range 30 {
+		_, err := c.GetOrFill(ctx, "g:"+strconv.Itoa(i), fill, &clientlib.FillOptions{StaleWhileRefresh: true})
+		require.NoError(t, err)
+	}
+	hungKeys := keysOn(t, c, hung.Addr, 8)
+	sigstop(t, hung)
+	for _, k := range hungKeys[:5] {
+		cctx, ccancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		_, _ = c.GetOrFill(cctx, k, fill, nil)
+		ccancel()
+	}
+	// Ejected: its prober runs. Its keys now live on the other servers.
+	waitUntil(t, 5*time.Second, func() bool { return c.Stats().Servers[2].Ejected })
+	for _, k := range hungKeys[5:] {
+		_, err := c.GetOrFill(ctx, k, fill, nil)
+		require.NoError(t, err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return within 10 s")
+	}
+	waitUntil(t, 5*time.Second, func() bool { return runtime.NumGoroutine() <= baseline })
 }
