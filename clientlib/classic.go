@@ -36,8 +36,13 @@ func (c *Client) getOne(ctx context.Context, cmd, key string, hasExp bool, exp i
 	if err != nil {
 		return nil, err
 	}
+	return c.getOn(ctx, srv, cmd, key, hasExp, exp)
+}
+
+// getOn is getOne on a given server.
+func (c *Client) getOn(ctx context.Context, srv *server, cmd, key string, hasExp bool, exp int64) (*Item, error) {
 	var it *Item
-	err = c.do(ctx, srv, func(cn *conn) error {
+	err := c.do(ctx, srv, func(cn *conn) error {
 		cn.w.WriteString(cmd)
 		if hasExp {
 			cn.writeInt(exp)
@@ -118,6 +123,11 @@ func (c *Client) store(ctx context.Context, cmd string, it *Item, cas uint64) er
 	if err != nil {
 		return err
 	}
+	return c.storeOn(ctx, srv, cmd, it, cas)
+}
+
+// storeOn is store on a given server.
+func (c *Client) storeOn(ctx context.Context, srv *server, cmd string, it *Item, cas uint64) error {
 	if len(it.Value) > c.cfg.MaxValueSize {
 		return ErrValueTooLarge
 	}
@@ -179,6 +189,11 @@ func (c *Client) simple(ctx context.Context, key, cmd string, hasArg bool, arg i
 	if err != nil {
 		return err
 	}
+	return c.simpleOn(ctx, srv, key, cmd, hasArg, arg, want)
+}
+
+// simpleOn is simple on a given server.
+func (c *Client) simpleOn(ctx context.Context, srv *server, key, cmd string, hasArg bool, arg int64, want []byte) error {
 	return c.do(ctx, srv, func(cn *conn) error {
 		cn.w.WriteString(cmd)
 		cn.w.WriteString(key)

@@ -21,10 +21,18 @@ type Client struct {
 	flights  flightGroup
 	counters counters
 	now      func() time.Time
+	warned   atomic.Bool // the lease window warning was given (checkLeaseWindow)
 
-	closeOnce sync.Once
-	closed    chan struct{}
-	probes    sync.WaitGroup
+	// life is cancelled by Close: it interrupts the client's own background I/O (drains, probes).
+	life     context.Context
+	stopLife context.CancelFunc
+
+	closeOnce  sync.Once
+	closed     chan struct{}  // closed once background refreshes are done: requests then fail with ErrClosed
+	bgMu       sync.Mutex     // guards closing against spawn
+	closing    bool           // Close has begun: no new background work
+	refreshes  sync.WaitGroup // StaleWhileRefresh fills, which Close waits for
+	background sync.WaitGroup // revivals, capability probes, drains: Close interrupts them and waits
 }
 
 // NewFromAddrs is New with default settings for the given "host:port" addresses.
@@ -43,6 +51,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, ErrNoServers
 	}
 	c := &Client{cfg: cfg, now: time.Now, closed: make(chan struct{})}
+	c.life, c.stopLife = context.WithCancel(context.Background())
 	seen := make(map[string]bool)
 	for _, s := range cfg.Servers {
 		if s.Addr == "" {
@@ -65,17 +74,45 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// Close closes idle connections and stops health probes. Requests in flight finish; later ones fail
-// with ErrClosed.
+// Close waits for background refreshes (StaleWhileRefresh) to finish their fill and cache write, then
+// closes the connections and stops health probes. Requests in flight finish; later ones fail with
+// ErrClosed.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
+		c.bgMu.Lock()
+		c.closing = true
+		c.bgMu.Unlock()
+		c.stopLife()
+		c.refreshes.Wait()
 		close(c.closed)
 		for _, s := range c.servers {
 			s.pool.drop(true)
 		}
 	})
-	c.probes.Wait()
+	c.background.Wait()
 	return nil
+}
+
+// spawn runs fn on a goroutine counted in wg, unless Close has begun (then it reports false).
+func (c *Client) spawn(wg *sync.WaitGroup, fn func()) bool {
+	c.bgMu.Lock()
+	defer c.bgMu.Unlock()
+	if c.closing {
+		return false
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// logf passes a notice to Config.Logf, if set.
+func (c *Client) logf(format string, args ...any) {
+	if c.cfg.Logf != nil {
+		c.cfg.Logf(format, args...)
+	}
 }
 
 // ServerFor returns the address of the server that key maps to now (ejected servers excluded).
@@ -99,7 +136,8 @@ func (c *Client) pick(key string) (*server, error) {
 
 // do runs one request on a pooled connection to srv. It owns the rules about connections: the
 // request is bounded by ctx and Config.Timeout; a connection whose request was interrupted or failed
-// mid-reply is closed; a network failure not caused by ctx counts against srv's health.
+// mid-reply is closed; a network failure not caused by ctx counts against srv's health, and so does a
+// request its caller gave up on that the server then leaves unanswered for Config.Timeout (drain).
 func (c *Client) do(ctx context.Context, srv *server, fn func(cn *conn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -127,15 +165,50 @@ func (c *Client) do(ctx context.Context, srv *server, fn func(cn *conn) error) e
 		srv.succeeded()
 		return err
 	}
-	srv.pool.put(cn, false)
 	if ctxErr := callerDone(ctx); ctxErr != nil || !undisturbed {
 		if ctxErr == nil {
 			ctxErr = context.Canceled
 		}
+		if !cn.sent || !c.spawn(&c.background, func() { c.drain(srv, cn) }) {
+			srv.pool.put(cn, false)
+		}
 		return ctxErr
 	}
+	srv.pool.put(cn, false)
 	c.failed(srv)
 	return err
+}
+
+// drain judges a server by a request whose caller gave up before the reply (its context ended first):
+// the reply's first byte within Config.Timeout of the request is a success, none is a failure. Without
+// it, a hung server would never count as failing while every caller's deadline is shorter than Timeout.
+// The connection keeps its pool slot until then, and is closed: its reply stream is out of step.
+func (c *Client) drain(srv *server, cn *conn) {
+	defer srv.pool.put(cn, false)
+	if cn.r.Buffered() > 0 {
+		srv.succeeded()
+		return
+	}
+	until := cn.start.Add(c.cfg.Timeout)
+	stop := context.AfterFunc(c.life, func() { _ = cn.nc.SetReadDeadline(aLongTimeAgo) })
+	defer stop()
+	var b [1]byte
+	for range 3 {
+		_ = cn.nc.SetReadDeadline(until)
+		n, err := cn.nc.Read(b[:])
+		switch {
+		case n > 0:
+			srv.succeeded()
+			return
+		case c.life.Err() != nil:
+			return
+		case isTimeout(err) && time.Now().Before(until):
+			// The caller's cancellation (arm) set a past deadline after this one: read again.
+			continue
+		}
+		c.failed(srv)
+		return
+	}
 }
 
 // callerDone reports the context's error, counting a deadline that has passed as expired even
@@ -151,7 +224,7 @@ func callerDone(ctx context.Context) error {
 	return nil
 }
 
-// failed records a network failure and ejects srv once FailureLimit are consecutive.
+// failed records a failure and ejects srv once FailureLimit are consecutive.
 func (c *Client) failed(srv *server) {
 	srv.errors.Add(1)
 	if int(srv.failures.Add(1)) < c.cfg.FailureLimit {
@@ -163,30 +236,29 @@ func (c *Client) failed(srv *server) {
 	srv.ejects.Add(1)
 	c.rebuildRing()
 	srv.pool.drop(false)
-	select {
-	case <-c.closed:
-		return
-	default:
+	if c.spawn(&c.background, func() { c.revive(srv) }) {
+		c.logf("clientlib: %s ejected after %d consecutive failures; probing it every %v", srv.addr,
+			c.cfg.FailureLimit, c.cfg.RetryInterval)
 	}
-	c.probes.Add(1)
-	go c.revive(srv)
 }
 
-// revive probes an ejected server every RetryInterval and puts it back in the ring when it answers.
+// revive probes an ejected server every RetryInterval and puts it back in the ring when it answers. What
+// it speaks is learned again: the process that answers may not be the one that failed.
 func (c *Client) revive(srv *server) {
-	defer c.probes.Done()
 	t := time.NewTimer(c.cfg.RetryInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-c.closed:
+		case <-c.life.Done():
 			return
 		case <-t.C:
 		}
 		if srv.probe(c.cfg.DialTimeout) == nil {
+			srv.proto.Store(int32(protoUnknown))
 			srv.failures.Store(0)
 			srv.dead.Store(false)
 			c.rebuildRing()
+			c.logf("clientlib: %s answers again; back in the ring", srv.addr)
 			return
 		}
 		t.Reset(c.cfg.RetryInterval)

@@ -10,7 +10,6 @@ import (
 const (
 	DefaultTimeout        = 1 * time.Second        // per-request I/O bound when the context has no earlier deadline
 	DefaultDialTimeout    = 500 * time.Millisecond // connect bound (and the TLS handshake's, with Config.TLS)
-	DefaultMaxIdlePerAddr = 8                      // idle connections kept per server
 	DefaultMaxOpenPerAddr = 64                     // open connections per server; callers wait beyond it
 	DefaultFailureLimit   = 2                      // consecutive failures that eject a server
 	DefaultRetryInterval  = 1 * time.Second        // how often an ejected server is probed
@@ -54,11 +53,13 @@ type Config struct {
 	// -Z); its ServerName, when empty, is the address's host. Unix socket servers stay plaintext, as memcached
 	// serves its -s socket. nil: plaintext.
 	TLS *tls.Config
-	// MaxIdlePerAddr and MaxOpenPerAddr bound each server's pool. A caller that finds MaxOpenPerAddr
-	// connections busy waits for one, within its context.
-	MaxIdlePerAddr int
+	// MaxOpenPerAddr bounds each server's pool. A caller that finds MaxOpenPerAddr connections busy waits
+	// for one, within its context. Connections are kept for reuse, up to this many, until they have been
+	// idle for 30 s.
 	MaxOpenPerAddr int
-	// FailureLimit consecutive network failures (not caused by the caller's context) eject a server.
+	// FailureLimit consecutive failures eject a server: a network error, or a request left without a
+	// reply for Timeout, whether or not its caller's deadline ended sooner (the client waits for the
+	// reply in the background). A server that hangs is out of the ring about Timeout after it stopped.
 	FailureLimit int
 	// RetryInterval is how long an ejected server stays out before each probe (a version command).
 	RetryInterval time.Duration
@@ -66,6 +67,10 @@ type Config struct {
 	MaxValueSize int
 	// Fill holds the defaults for GetOrFill calls that pass nil options.
 	Fill FillOptions
+	// Logf, when set, receives the client's rare notices: a server ejected or back in the ring, what a
+	// server speaks (learned once), and one warning when FillTimeout exceeds a server's lease window. It
+	// may be called from several goroutines at once. nil: nothing is logged.
+	Logf func(format string, args ...any)
 }
 
 func (c Config) withDefaults() Config {
@@ -75,14 +80,8 @@ func (c Config) withDefaults() Config {
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = DefaultDialTimeout
 	}
-	if c.MaxIdlePerAddr <= 0 {
-		c.MaxIdlePerAddr = DefaultMaxIdlePerAddr
-	}
 	if c.MaxOpenPerAddr <= 0 {
 		c.MaxOpenPerAddr = DefaultMaxOpenPerAddr
-	}
-	if c.MaxIdlePerAddr > c.MaxOpenPerAddr {
-		c.MaxIdlePerAddr = c.MaxOpenPerAddr
 	}
 	if c.FailureLimit <= 0 {
 		c.FailureLimit = DefaultFailureLimit

@@ -24,6 +24,10 @@ type conn struct {
 	r   *bufio.Reader
 	w   *bufio.Writer
 	num [24]byte // scratch for formatting numbers: a local array would escape through bufio.Writer.Write
+
+	idleSince time.Time // when it was put back in its pool
+	start     time.Time // when the current request began (arm)
+	sent      bool      // the current request was written completely (flush succeeded)
 }
 
 func newConn(srv *server, nc net.Conn) *conn {
@@ -34,7 +38,8 @@ func newConn(srv *server, nc net.Conn) *conn {
 // cancellation interrupt blocked I/O. The returned disarm reports whether the request ran undisturbed;
 // if not, the connection must be discarded.
 func (cn *conn) arm(ctx context.Context, timeout time.Duration) (disarm func() bool) {
-	deadline := time.Now().Add(timeout)
+	cn.start, cn.sent = time.Now(), false
+	deadline := cn.start.Add(timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}

@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // stallingServer answers "gets fast" with END and never answers "gets slow".
@@ -26,6 +29,21 @@ func stallingServer(t *testing.T) *fakeServer {
 	return srv
 }
 
+// lateServer answers "gets slow" with END after delay, and everything else with END at once.
+func lateServer(t *testing.T, delay time.Duration) *fakeServer {
+	srv := newFakeServer(t)
+	srv.raw = func(line string, r *bufio.Reader, w io.Writer) {
+		if strings.HasSuffix(line, " slow") {
+			time.Sleep(delay)
+		}
+		io.WriteString(w, "END\r\n")
+	}
+	return srv
+}
+
+// TestContextInterruptsAndDiscardsConnection: a caller's deadline or cancellation interrupts its request at
+// once; the connection is not reused; and a server that answers within Config.Timeout, after the caller
+// left, is not counted as failing.
 func TestContextInterruptsAndDiscardsConnection(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -41,7 +59,7 @@ func TestContextInterruptsAndDiscardsConnection(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := stallingServer(t)
+			srv := lateServer(t, 300*time.Millisecond)
 			c := newTestClient(t, Config{MaxOpenPerAddr: 1, Timeout: 5 * time.Second}, srv.addr())
 			ctx, cancel := tc.ctx()
 			defer cancel()
@@ -64,7 +82,7 @@ func TestContextInterruptsAndDiscardsConnection(t *testing.T) {
 				t.Fatalf("connections accepted = %d, want 2 (interrupted one discarded)", n)
 			}
 			if h := c.Stats().Servers[0]; h.Errors != 0 || h.Ejected {
-				t.Fatalf("caller's own deadline counted against the server: %+v", h)
+				t.Fatalf("caller's own deadline counted against a server that answered in time: %+v", h)
 			}
 		})
 	}
@@ -253,4 +271,65 @@ func TestStatsEjectedFollowsTheRing(t *testing.T) {
 	if h := c.Stats().Servers[0]; h.Ejected {
 		t.Fatalf("reported ejected once back in the ring: %+v", h)
 	}
+}
+
+// TestIdleConnectionsExpire: connections are kept idle after use, then closed once idle for the pool's
+// idle timeout; the next request dials again.
+func TestIdleConnectionsExpire(t *testing.T) {
+	srv := stallingServer(t)
+	c := newTestClient(t, Config{}, srv.addr())
+	p := c.servers[0].pool
+	p.idleTimeout = 50 * time.Millisecond
+	ctx := context.Background()
+	var held []*conn
+	for range 3 {
+		cn, err := p.get(ctx, c.servers[0])
+		require.NoError(t, err)
+		held = append(held, cn)
+	}
+	for _, cn := range held {
+		p.put(cn, true)
+	}
+	require.Equal(t, 3, p.idleCount(), "connections kept after use")
+	waitFor(t, 5*time.Second, func() bool { return p.idleCount() == 0 })
+	require.Equal(t, 0, p.idleCount(), "idle connections closed after the idle timeout")
+	_, err := c.Get(ctx, "fast")
+	require.ErrorIs(t, err, ErrCacheMiss)
+	require.EqualValues(t, 4, srv.accepted.Load(), "the request after the idle timeout dialled again")
+}
+
+// TestUnansweredRequestsEjectDespiteShortDeadlines: a server that stops answering is ejected after
+// FailureLimit requests left without a reply for Config.Timeout, even though every caller's deadline is
+// far shorter than Timeout and no caller ever sees the server's timeout itself.
+func TestUnansweredRequestsEjectDespiteShortDeadlines(t *testing.T) {
+	bad, good := stallingServer(t), stallingServer(t)
+	c := newTestClient(t, Config{Timeout: time.Second, FailureLimit: 2, RetryInterval: time.Hour}, bad.addr(), good.addr())
+	key := keyOn(t, c, bad.addr())
+	for i := range 2 { // "gets slow" to the bad server, which never answers it
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		_, err := c.getOn(ctx, c.servers[0], "gets ", "slow", false, 0)
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded, "request %d", i)
+	}
+	require.Zero(t, c.Stats().Servers[0].Errors, "counted before Timeout passed")
+	waitFor(t, 5*time.Second, func() bool { return c.Stats().Servers[0].Ejected })
+	h := c.Stats().Servers[0]
+	require.True(t, h.Ejected, "server that never answered still in the ring: %+v", h)
+	require.EqualValues(t, 2, h.Errors)
+	a, err := c.ServerFor(key)
+	require.NoError(t, err)
+	require.Equal(t, good.addr(), a)
+}
+
+// keyOn finds a key that c maps to addr.
+func keyOn(t *testing.T, c *Client, addr string) string {
+	t.Helper()
+	for i := range 10000 {
+		k := "key" + strconv.Itoa(i)
+		if a, _ := c.ServerFor(k); a == addr {
+			return k
+		}
+	}
+	t.Fatalf("no key maps to %s", addr)
+	return ""
 }

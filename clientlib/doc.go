@@ -10,11 +10,15 @@
 //     error, so errors.Is(err, context.DeadlineExceeded) works.
 //   - Keys are spread over servers by consistent hashing (ketama, placement compatible with
 //     libmemcached and twemproxy) or by gomemcache's crc32-modulo ServerList rule, for drop-in
-//     migrations. A server that keeps failing is ejected for a retry interval and put back once it
-//     answers a probe again; callers whose keys live on other servers are never held up by it.
-//   - GetOrFill is the heart: the client side of leasecached's lease contract
-//     (lease-get / lease-set, see doc/leases.md). One fill per key per expiry across a
-//     whole fleet of processes: single-flight inside a process, a lease across processes.
+//     migrations. A server is ejected after FailureLimit consecutive failures (2 by default): network
+//     errors, and requests it leaves unanswered for Config.Timeout (1 s), whether or not their callers
+//     waited that long, so a hung server is out of the ring about a second after it stopped. It is put
+//     back once it answers a probe again; callers whose keys live on other servers are never held up by it.
+//   - GetOrFill is the heart: one fill per key per expiry across a whole fleet of processes,
+//     single-flight inside a process and, across processes, the best the key's server offers, learned
+//     once per server: leasecached's leases (lease-get / lease-set), memcached 1.6's meta commands
+//     (mg N, ms C), or behind twemproxy the classic commands (then per process only). A fill that fails
+//     gives the key back at once. See doc/leases.md, "A client's side".
 //   - Stats returns counters a service can export (fills, coalesced callers, hot-miss waits, stale
 //     values served, rejected lease-sets, fallbacks, per-server errors) without any metrics dependency.
 //

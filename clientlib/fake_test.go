@@ -13,7 +13,8 @@ import (
 )
 
 // fakeServer is a scripted in-test server for the lease commands: it lets a test decide each
-// lease-get's reply and each lease-set's outcome, and counts both. Other commands get "ERROR".
+// lease-get's reply and each lease-set's outcome, and counts both and deletes. It reports a lease window
+// in "stats settings", as leasecached does; other commands get "ERROR".
 type fakeServer struct {
 	t  *testing.T
 	ln net.Listener
@@ -27,6 +28,7 @@ type fakeServer struct {
 
 	leaseGets atomic.Int64
 	leaseSets atomic.Int64
+	deletes   atomic.Int64
 	accepted  atomic.Int64
 
 	mu    sync.Mutex
@@ -121,6 +123,11 @@ func (f *fakeServer) serve(c net.Conn) {
 				reply = f.leaseSet(parts[1], token, data)
 			}
 			reply += "\r\n"
+		case len(parts) == 2 && parts[0] == "delete":
+			f.deletes.Add(1)
+			reply = "NOT_FOUND\r\n"
+		case len(parts) == 2 && parts[0] == "stats" && parts[1] == "settings":
+			reply = "STAT lease_window 10s\r\nEND\r\n"
 		case len(parts) == 1 && parts[0] == "version":
 			reply = "VERSION fake\r\n"
 		default:

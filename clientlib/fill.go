@@ -1,6 +1,7 @@
 package clientlib
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,15 +11,17 @@ import (
 
 // Defaults and limits of GetOrFill.
 const (
-	DefaultFillTTL     = 5 * time.Minute
-	DefaultFillTimeout = 5 * time.Second // keep it below the server's lease window (10 s by default)
-	DefaultMaxWait     = 1 * time.Second
+	DefaultFillTTL = 5 * time.Minute
+	// DefaultFillTimeout: keep FillTimeout below leasecached's lease window (10 s by default); the client
+	// warns once, through Config.Logf, when it is not.
+	DefaultFillTimeout = 5 * time.Second
 	// backoffStart, backoffCap: hot-miss waits start near 2 ms and double up to the cap, each sleep
 	// drawn uniformly from [0, current] ("full jitter") so waiting processes do not retry in step.
 	backoffStart = 2 * time.Millisecond
 	backoffCap   = 100 * time.Millisecond
-	// leaseSetTimeout bounds the cache write after a fill, which runs even if every caller has left.
-	leaseSetTimeout = 1 * time.Second
+	// cacheWriteTimeout bounds the cache write after a fill, or the give-back after a failed one: it runs
+	// even if every caller has left.
+	cacheWriteTimeout = 1 * time.Second
 	// NeverExpire as FillOptions.TTL stores filled values without expiry.
 	NeverExpire time.Duration = -1
 )
@@ -37,7 +40,8 @@ const (
 )
 
 // FillFunc reads key's value from the source of truth. It must honour ctx, which carries the fill
-// timeout. Its error is returned to every coalesced caller and is never cached.
+// timeout. Its error is returned to every coalesced caller and is never cached, except ErrNotFound with
+// FillOptions.NegativeTTL.
 type FillFunc func(ctx context.Context, key string) ([]byte, error)
 
 // FillOptions tune GetOrFill. Zero fields take the client's defaults (Config.Fill), and those take
@@ -51,17 +55,23 @@ type FillOptions struct {
 	TTLJitter time.Duration
 	// Flags are the client flags stored with filled values.
 	Flags uint32
-	// FillTimeout bounds one fill call.
+	// FillTimeout bounds one fill call; 0 means DefaultFillTimeout.
 	FillTimeout time.Duration
-	// MaxWait bounds the time spent waiting (with backoff) for another process's fill.
+	// MaxWait bounds the time spent waiting (with backoff) for another process's fill. 0 means
+	// FillTimeout plus one second: the longest that fill and its cache write may take, so that waiting
+	// outlasts a slow fill instead of giving up on it.
 	MaxWait time.Duration
 	// AcceptStale returns the key's stale value at once on a hot miss instead of waiting.
 	AcceptStale bool
 	// Fallback is what to do when waiting runs out or the cache fails.
 	Fallback FallbackMode
 	// StaleWhileRefresh: when this caller is granted the lease and a stale value exists, return the
-	// stale value at once and run the fill and lease-set in the background. Implies AcceptStale.
+	// stale value at once and run the fill and cache write in the background (Close waits for it).
+	// Implies AcceptStale.
 	StaleWhileRefresh bool
+	// NegativeTTL, when positive, caches a fill's ErrNotFound for this long: until it expires, GetOrFill
+	// returns ErrNotFound for the key without calling fill. 0: "not found" is an error like any other.
+	NegativeTTL time.Duration
 }
 
 func (o FillOptions) withDefaults() FillOptions {
@@ -70,9 +80,6 @@ func (o FillOptions) withDefaults() FillOptions {
 	}
 	if o.FillTimeout <= 0 {
 		o.FillTimeout = DefaultFillTimeout
-	}
-	if o.MaxWait <= 0 {
-		o.MaxWait = DefaultMaxWait
 	}
 	return o
 }
@@ -93,12 +100,29 @@ func (o FillOptions) merge(def FillOptions) FillOptions {
 	if o.MaxWait == 0 {
 		o.MaxWait = def.MaxWait
 	}
+	if o.NegativeTTL == 0 {
+		o.NegativeTTL = def.NegativeTTL
+	}
 	o.AcceptStale = o.AcceptStale || def.AcceptStale
 	o.StaleWhileRefresh = o.StaleWhileRefresh || def.StaleWhileRefresh
 	if o.Fallback == FallbackFill {
 		o.Fallback = def.Fallback
 	}
 	return o
+}
+
+// maxWait is MaxWait, or by default the longest another process's fill and cache write may take.
+func (o *FillOptions) maxWait() time.Duration {
+	if o.MaxWait > 0 {
+		return o.MaxWait
+	}
+	return o.FillTimeout + cacheWriteTimeout
+}
+
+// vivifySeconds is the TTL of the empty item memcached's "mg N" creates for the caller that wins the
+// key: it must outlive the fill and its write, or a second caller would win while the first still fills.
+func (o *FillOptions) vivifySeconds() int64 {
+	return int64((o.FillTimeout+cacheWriteTimeout+time.Second-1)/time.Second) + 1
 }
 
 // ttl is the TTL for one write: TTL less a random jitter, never below one second.
@@ -121,7 +145,7 @@ type Source int
 
 const (
 	SourceCache    Source = iota + 1 // a fresh cached value
-	SourceFill                       // this process's fill (cached unless the lease-set was refused)
+	SourceFill                       // this process's fill (cached unless the cache refused the write)
 	SourceStale                      // the key's stale value (AcceptStale or StaleWhileRefresh)
 	SourceFallback                   // fill called directly after waiting ran out or the cache failed
 )
@@ -147,23 +171,47 @@ type Value struct {
 	Source Source
 }
 
-// ErrFillPanicked wraps a panic raised by a FillFunc; the panic does not cross into other goroutines.
+// ErrFillPanicked wraps a panic raised by a FillFunc: the panic is recovered on the fill's goroutine, the
+// key is given back as for any failed fill, and every coalesced caller gets this error.
 var ErrFillPanicked = errors.New("clientlib: fill panicked")
 
-// GetOrFill returns key's value from the cache or, on a miss, from fill, doing the client side of
-// leasecached's lease contract so that a fleet of processes runs one fill per key per expiry:
+// ErrNotFound is what a FillFunc returns (or wraps) when the source of truth has no value for the key.
+// GetOrFill returns it when the fill says so, and, with FillOptions.NegativeTTL, when a cached "not found"
+// is read.
+var ErrNotFound = errors.New("clientlib: not found")
+
+// A cached "not found" (FillOptions.NegativeTTL) is this value stored with these client flags. GetOrFill
+// reads the pair as ErrNotFound and never caches a filled value equal to it, so no value it stored is
+// mistaken for one; other writers must not store this pair (doc/leases.md, "A client's side").
+const negativeFlags uint32 = 0xFFFFFFFF
+
+var negativeValue = []byte("\x00clientlib:not-found\x00")
+
+func isNegative(data []byte, flags uint32) bool {
+	return flags == negativeFlags && bytes.Equal(data, negativeValue)
+}
+
+// GetOrFill returns key's value from the cache or, on a miss, from fill, so that a fleet of processes runs
+// one fill per key per expiry. It speaks what the key's server offers, learned once per server
+// (doc/leases.md, "A client's side"): leasecached's leases (lease-get, lease-set), memcached 1.6's meta
+// commands (mg with N, ms with C), or, through twemproxy or an older memcached, gets and set, which
+// protect the source within this process only:
 //
 //  1. Concurrent callers in this process share one execution (single-flight) and all get its result
 //     or its error.
-//  2. lease-get. A hit is returned.
-//  3. Lease granted: run fill under FillTimeout, lease-set the result, return it. A refused lease-set
-//     (NOT_STORED: the key was written or deleted meanwhile) still returns the value, uncached.
-//  4. Hot miss: return the stale value if AcceptStale and there is one; else sleep with jittered
-//     exponential backoff and lease-get again, for at most MaxWait, then apply the Fallback mode.
+//  2. A hit is returned.
+//  3. This process won the key (a lease, or meta's W flag): run fill under FillTimeout, write the result
+//     conditionally (lease-set with the token, ms with the CAS), return it. A refused write (the key was
+//     written or deleted meanwhile) still returns the value, uncached. A fill that fails, panics (the
+//     panic is recovered: ErrFillPanicked), times out, or returns a value the cache cannot hold gives the
+//     key back at once, so that the next caller, in any process, fills without waiting.
+//  4. Another process holds the key: return the stale value if AcceptStale and there is one; else sleep
+//     with jittered exponential backoff and ask again, for at most MaxWait, then apply the Fallback mode.
 //
-// ctx bounds this caller's wait only. Once started, a fill runs to completion (bounded by FillTimeout)
-// even if its callers leave, because it holds the key's lease for every other process. Against a
-// server without lease-get (plain memcached) GetOrFill degrades to get, fill, set, still single-flight.
+// ctx bounds this caller's wait. Each cache request of the execution is bounded by half the time its
+// first caller had left (and by Config.Timeout), so that when the cache does not answer, the fallback fill
+// still has time within the caller's deadline. Once started, a fill runs to completion (bounded by
+// FillTimeout) even if its callers leave, because it holds the key for every other process.
 func (c *Client) GetOrFill(ctx context.Context, key string, fill FillFunc, opts *FillOptions) (Value, error) {
 	if !validKey(key) {
 		return Value{}, ErrMalformedKey
@@ -175,8 +223,13 @@ func (c *Client) GetOrFill(ctx context.Context, key string, fill FillFunc, opts 
 	if opts != nil {
 		o = opts.merge(c.cfg.Fill)
 	}
+	budget := c.cfg.Timeout
+	if d, ok := ctx.Deadline(); ok {
+		budget = min(budget, time.Until(d)/2)
+	}
 	v, joined, err := c.flights.do(ctx, key, func(fctx context.Context) (Value, error) {
-		return c.leaseFill(fctx, key, fill, &o)
+		x := &execution{c: c, ctx: fctx, budget: budget, key: key, fill: fill, o: &o}
+		return x.run()
 	})
 	if joined {
 		c.counters.callersCoalesced.Add(1)
@@ -184,112 +237,308 @@ func (c *Client) GetOrFill(ctx context.Context, key string, fill FillFunc, opts 
 	return v, err
 }
 
-// leaseFill is one single-flight execution. ctx is cancelled when every caller has left.
-func (c *Client) leaseFill(ctx context.Context, key string, fill FillFunc, o *FillOptions) (Value, error) {
-	deadline := time.Now().Add(o.MaxWait)
-	backoff := backoffStart
+// execution is one single-flight run of GetOrFill for a key.
+type execution struct {
+	c      *Client
+	ctx    context.Context // cancelled when every caller has left
+	budget time.Duration   // bound of each cache request (see GetOrFill)
+	srv    *server
+	key    string
+	fill   FillFunc
+	o      *FillOptions
+}
+
+// claim is an execution's right to refill its key: a lease token (leases), the CAS of the item whose
+// recache flag W it won (meta; stale when that item was marked stale, X), or nothing (classic).
+type claim struct {
+	proto protocol
+	token uint64
+	stale bool
+}
+
+func (x *execution) run() (Value, error) {
+	srv, err := x.c.pick(x.key)
+	if err != nil {
+		return x.fallback(err)
+	}
+	x.srv = srv
+	cctx, cancel := x.cacheCtx()
+	p, err := x.c.capabilities(cctx, srv)
+	cancel()
+	switch {
+	case err != nil:
+		return x.cacheFailed(err)
+	case p == protoLeases:
+		return x.leases()
+	case p == protoMeta:
+		return x.meta()
+	}
+	return x.classic()
+}
+
+// cacheCtx bounds one cache request by the execution's budget (do applies Config.Timeout itself).
+func (x *execution) cacheCtx() (context.Context, context.CancelFunc) {
+	if x.budget >= x.c.cfg.Timeout {
+		return x.ctx, func() {}
+	}
+	return context.WithTimeout(x.ctx, x.budget)
+}
+
+// leases is GetOrFill on leasecached: lease-get, and lease-set with the granted token.
+func (x *execution) leases() (Value, error) {
+	c, o := x.c, x.o
+	w := x.waiter()
 	for {
-		res, err := c.LeaseGet(ctx, key)
+		cctx, cancel := x.cacheCtx()
+		res, err := c.leaseGet(cctx, x.srv, x.key)
+		cancel()
 		switch {
 		case errors.Is(err, ErrLeasesUnsupported):
-			return c.plainFill(ctx, key, fill, o)
+			// Another server answers on this address now: learn what it speaks next time.
+			x.srv.proto.CompareAndSwap(int32(protoLeases), int32(protoUnknown))
+			return x.classic()
 		case err != nil:
-			if ctx.Err() != nil {
-				return Value{}, err
-			}
-			return c.fallback(ctx, key, fill, o, err)
+			return x.cacheFailed(err)
 		}
 		switch res.Status {
 		case LeaseHit:
 			c.counters.cacheHits.Add(1)
-			return Value{Data: res.Item.Value, Flags: res.Item.Flags, Source: SourceCache}, nil
+			return cached(res.Item.Value, res.Item.Flags, SourceCache)
 		case LeaseGranted:
-			if o.StaleWhileRefresh && res.Item != nil {
-				c.counters.staleServed.Add(1)
-				c.counters.backgroundRefreshes.Add(1)
-				go c.fillAndSet(context.WithoutCancel(ctx), key, fill, o, res.Token)
-				return Value{Data: res.Item.Value, Flags: res.Item.Flags, Source: SourceStale}, nil
+			c.checkLeaseWindow(x.srv, o)
+			cl := claim{proto: protoLeases, token: res.Token}
+			if res.Item != nil && o.StaleWhileRefresh && x.refreshInBackground(cl) {
+				return x.stale(res.Item.Value, res.Item.Flags)
 			}
-			return c.fillAndSet(ctx, key, fill, o, res.Token)
+			return x.fillAndWrite(cl)
 		}
 		// Hot miss: someone else is filling.
-		if (o.AcceptStale || o.StaleWhileRefresh) && res.Item != nil {
-			c.counters.staleServed.Add(1)
-			return Value{Data: res.Item.Value, Flags: res.Item.Flags, Source: SourceStale}, nil
+		if res.Item != nil && (o.AcceptStale || o.StaleWhileRefresh) {
+			return x.stale(res.Item.Value, res.Item.Flags)
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return c.fallback(ctx, key, fill, o, ErrLeaseWaitExhausted)
-		}
-		sleep := min(rand.N(backoff+1), left)
-		backoff = min(backoff*2, backoffCap)
-		c.counters.hotMissWaits.Add(1)
-		if err := sleepCtx(ctx, sleep); err != nil {
-			return Value{}, err
+		if done, v, err := w.wait(x); done {
+			return v, err
 		}
 	}
 }
 
-// fillAndSet runs fill as the lease holder and caches the result with lease-set.
-func (c *Client) fillAndSet(ctx context.Context, key string, fill FillFunc, o *FillOptions, token uint64) (Value, error) {
-	data, err := c.runFill(ctx, key, fill, o)
-	if err != nil {
-		// The lease stays outstanding until the server's lease window passes: other processes keep
-		// waiting or serving stale values rather than all hitting a source that just failed.
-		return Value{}, err
+// meta is GetOrFill on memcached 1.6: "mg <key> v f c N<ttl>" creates an empty item on a miss and gives
+// its first reader the recache flag W (later readers see Z, and X on an item marked stale); the winner
+// fills and writes with "ms <key> <len> C<cas> T<ttl> F<flags>", which a write or delete since refuses.
+func (x *execution) meta() (Value, error) {
+	c, o := x.c, x.o
+	get := MetaFlags{}.ReturnValue().ReturnFlags().ReturnCAS().Vivify(o.vivifySeconds())
+	w := x.waiter()
+	for {
+		cctx, cancel := x.cacheCtx()
+		res, err := c.metaOn(cctx, x.srv, "mg", x.key, nil, false, get, "EN")
+		cancel()
+		if err != nil {
+			if errors.Is(err, ErrClientError) { // mg refused: learn what the server speaks next time
+				x.srv.proto.CompareAndSwap(int32(protoMeta), int32(protoUnknown))
+			}
+			// A miss (EN) means the server could not create the item: nobody holds the key.
+			return x.cacheFailed(err)
+		}
+		switch {
+		case res.Won():
+			cl := claim{proto: protoMeta, token: res.CAS(), stale: res.Stale()}
+			if cl.stale && o.StaleWhileRefresh && x.refreshInBackground(cl) {
+				return x.stale(res.Value, res.ClientFlags())
+			}
+			return x.fillAndWrite(cl)
+		case !res.AlreadyWon():
+			c.counters.cacheHits.Add(1)
+			return cached(res.Value, res.ClientFlags(), SourceCache)
+		}
+		// Z: someone else is filling. X: the value is stale (without X it is the empty placeholder).
+		if res.Stale() && (o.AcceptStale || o.StaleWhileRefresh) {
+			return x.stale(res.Value, res.ClientFlags())
+		}
+		if done, v, err := w.wait(x); done {
+			return v, err
+		}
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseSetTimeout)
+}
+
+// classic is GetOrFill on a server with neither leases nor meta commands: gets, else fill and set.
+func (x *execution) classic() (Value, error) {
+	cctx, cancel := x.cacheCtx()
+	it, err := x.c.getOn(cctx, x.srv, "gets ", x.key, false, 0)
+	cancel()
+	switch {
+	case err == nil:
+		x.c.counters.cacheHits.Add(1)
+		return cached(it.Value, it.Flags, SourceCache)
+	case !errors.Is(err, ErrCacheMiss):
+		return x.cacheFailed(err)
+	}
+	return x.fillAndWrite(claim{proto: protoClassic})
+}
+
+// waiter paces the hot-miss waits of one execution.
+type waiter struct {
+	until   time.Time
+	backoff time.Duration
+}
+
+func (x *execution) waiter() *waiter {
+	return &waiter{until: time.Now().Add(x.o.maxWait()), backoff: backoffStart}
+}
+
+// wait sleeps before the next try. When the wait has run out it applies the fallback mode instead, and
+// when every caller has left it stops: either way done is true and v, err are the execution's result.
+func (w *waiter) wait(x *execution) (done bool, v Value, err error) {
+	left := time.Until(w.until)
+	if left <= 0 {
+		v, err = x.fallback(ErrLeaseWaitExhausted)
+		return true, v, err
+	}
+	sleep := min(rand.N(w.backoff+1), left)
+	w.backoff = min(w.backoff*2, backoffCap)
+	x.c.counters.hotMissWaits.Add(1)
+	if err := sleepCtx(x.ctx, sleep); err != nil {
+		return true, Value{}, err
+	}
+	return false, Value{}, nil
+}
+
+// cached is the result of a value read from the cache: a cached "not found" is ErrNotFound.
+func cached(data []byte, flags uint32, src Source) (Value, error) {
+	if isNegative(data, flags) {
+		return Value{Source: src}, ErrNotFound
+	}
+	return Value{Data: data, Flags: flags, Source: src}, nil
+}
+
+func (x *execution) stale(data []byte, flags uint32) (Value, error) {
+	x.c.counters.staleServed.Add(1)
+	return cached(data, flags, SourceStale)
+}
+
+// refreshInBackground runs the fill and write of cl on a goroutine Close waits for; false if the client
+// is closing (the caller then fills in the foreground).
+func (x *execution) refreshInBackground(cl claim) bool {
+	bg := *x
+	bg.ctx = context.WithoutCancel(x.ctx) // the refresh outlives this execution's callers
+	if !x.c.spawn(&x.c.refreshes, func() { _, _ = bg.fillAndWrite(cl) }) {
+		return false
+	}
+	x.c.counters.backgroundRefreshes.Add(1)
+	return true
+}
+
+// fillAndWrite runs fill as the key's holder and caches the result under cl: the value, or with
+// NegativeTTL a "not found"; a fill that failed gives the key back.
+func (x *execution) fillAndWrite(cl claim) (Value, error) {
+	c, o := x.c, x.o
+	data, err := c.runFill(x.ctx, x.key, x.fill, o)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), cacheWriteTimeout)
 	defer cancel()
-	err = c.LeaseSet(sctx, &Item{Key: key, Value: data, Flags: o.Flags, TTL: o.ttl()}, token)
+	switch {
+	case err != nil && o.NegativeTTL > 0 && errors.Is(err, ErrNotFound):
+		x.write(wctx, cl, &Item{Key: x.key, Value: negativeValue, Flags: negativeFlags, TTL: o.NegativeTTL})
+		return Value{Source: SourceFill}, err
+	case err != nil:
+		x.giveBack(wctx, cl)
+		return Value{}, err
+	case isNegative(data, o.Flags):
+		x.giveBack(wctx, cl) // it would read back as "not found"
+	default:
+		x.write(wctx, cl, &Item{Key: x.key, Value: data, Flags: o.Flags, TTL: o.ttl()})
+	}
+	return Value{Data: data, Flags: o.Flags, Source: SourceFill}, nil
+}
+
+// write caches it under cl and counts the outcome. A write refused because cl was lost (the key was
+// written or deleted meanwhile, or the claim lapsed) changes nothing; any other failure (too large for
+// the cache, a server or network error) may leave cl held, so it is given back. Errors are not the
+// caller's problem: it has its value.
+func (x *execution) write(ctx context.Context, cl claim, it *Item) {
+	c := x.c
+	var err error
+	switch cl.proto {
+	case protoLeases:
+		err = c.leaseSet(ctx, x.srv, it, cl.token)
+	case protoMeta:
+		if len(it.Value) > c.cfg.MaxValueSize {
+			err = ErrValueTooLarge
+			break
+		}
+		f := MetaFlags{}.CompareCAS(cl.token).SetTTL(exptime(it.TTL, c.now)).SetClientFlags(it.Flags)
+		_, err = c.metaOn(ctx, x.srv, "ms", it.Key, it.Value, true, f, "HD")
+	default:
+		_ = c.storeOn(ctx, x.srv, "set", it, 0)
+		return
+	}
 	switch {
 	case err == nil:
 		c.counters.leaseSetsStored.Add(1)
-	case errors.Is(err, ErrNotStored):
+	case errors.Is(err, ErrNotStored), errors.Is(err, ErrCASConflict), errors.Is(err, ErrCacheMiss):
 		c.counters.leaseSetsRejected.Add(1)
+	default:
+		x.giveBack(ctx, cl)
 	}
-	// Any other cache error is not the caller's problem: it has its value.
-	return Value{Data: data, Flags: o.Flags, Source: SourceFill}, nil
+}
+
+// giveBack releases cl at once, so that the next caller, in any process, fills without waiting for it
+// to lapse (doc/leases.md, "A client's side"):
+//   - leases: "delete <key>", which cancels the key's lease whatever its outcome (rule 3) and leaves its
+//     stale value in place (rule 4);
+//   - meta: "md <key> C<cas>" removes the empty item mg created; for a key won on an item marked stale,
+//     "md <key> I C<cas>" keeps the stale value and lets the next reader win. The CAS makes either a
+//     no-op if the key was written meanwhile;
+//   - classic: nothing is held.
+func (x *execution) giveBack(ctx context.Context, cl claim) {
+	c := x.c
+	switch cl.proto {
+	case protoLeases:
+		_ = c.simpleOn(ctx, x.srv, x.key, "delete ", false, 0, replyDeleted)
+	case protoMeta:
+		f := MetaFlags{}.CompareCAS(cl.token)
+		if cl.stale {
+			f = f.Invalidate()
+		}
+		_, _ = c.metaOn(ctx, x.srv, "md", x.key, nil, false, f, "HD")
+	}
+}
+
+// cacheFailed handles a cache request that failed: the error itself if every caller has left, else the
+// fallback mode.
+func (x *execution) cacheFailed(err error) (Value, error) {
+	if x.ctx.Err() != nil {
+		return Value{}, err
+	}
+	return x.fallback(err)
 }
 
 // fallback applies the fallback mode after cause (waiting ran out, or the cache failed).
-func (c *Client) fallback(ctx context.Context, key string, fill FillFunc, o *FillOptions, cause error) (Value, error) {
-	c.counters.fallbacks.Add(1)
-	if o.Fallback == FallbackError {
+func (x *execution) fallback(cause error) (Value, error) {
+	x.c.counters.fallbacks.Add(1)
+	if x.o.Fallback == FallbackError {
 		return Value{}, cause
 	}
-	data, err := c.runFill(ctx, key, fill, o)
+	data, err := x.c.runFill(x.ctx, x.key, x.fill, x.o)
 	if err != nil {
 		return Value{}, err
 	}
-	return Value{Data: data, Flags: o.Flags, Source: SourceFallback}, nil
+	return Value{Data: data, Flags: x.o.Flags, Source: SourceFallback}, nil
 }
 
-// plainFill is GetOrFill against a server without leases: get, else fill and set.
-func (c *Client) plainFill(ctx context.Context, key string, fill FillFunc, o *FillOptions) (Value, error) {
-	it, err := c.Get(ctx, key)
-	if err == nil {
-		c.counters.cacheHits.Add(1)
-		return Value{Data: it.Value, Flags: it.Flags, Source: SourceCache}, nil
+// checkLeaseWindow warns once, through Config.Logf, when a fill may outlast the lease it holds: its
+// lease-set would then be refused, and another process may be granted the key meanwhile.
+func (c *Client) checkLeaseWindow(srv *server, o *FillOptions) {
+	w := time.Duration(srv.leaseWindow.Load())
+	if w <= 0 || o.FillTimeout <= w || c.cfg.Logf == nil || c.warned.Swap(true) {
+		return
 	}
-	if !errors.Is(err, ErrCacheMiss) {
-		if ctx.Err() != nil {
-			return Value{}, err
-		}
-		return c.fallback(ctx, key, fill, o, err)
-	}
-	data, err := c.runFill(ctx, key, fill, o)
-	if err != nil {
-		return Value{}, err
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseSetTimeout)
-	defer cancel()
-	_ = c.Set(sctx, &Item{Key: key, Value: data, Flags: o.Flags, TTL: o.ttl()})
-	return Value{Data: data, Flags: o.Flags, Source: SourceFill}, nil
+	c.cfg.Logf("clientlib: FillTimeout %v exceeds the lease window %v of %s: a fill slower than the window "+
+		"is not cached and the key may be filled twice; keep FillTimeout below it (doc/leases.md)", o.FillTimeout, w, srv.addr)
 }
 
 // runFill calls fill under FillTimeout, detached from cancellation (the fill serves every coalesced
-// caller, and holds the fleet's lease). A fill that ignores its context is abandoned at the timeout:
-// its goroutine finishes on its own and its result is dropped.
+// caller, and holds the key for the fleet). A fill that ignores its context is abandoned at the timeout:
+// its goroutine finishes on its own and its result is dropped. A panic is recovered on that goroutine.
 func (c *Client) runFill(ctx context.Context, key string, fill FillFunc, o *FillOptions) ([]byte, error) {
 	c.counters.fillsStarted.Add(1)
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.FillTimeout)
@@ -302,7 +551,7 @@ func (c *Client) runFill(ctx context.Context, key string, fill FillFunc, o *Fill
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
-				ch <- result{err: fmt.Errorf("%w: %v", ErrFillPanicked, p)}
+				ch <- result{err: fmt.Errorf("%w: fill of %q: %v", ErrFillPanicked, key, p)}
 			}
 		}()
 		d, err := fill(fctx, key)
@@ -314,7 +563,7 @@ func (c *Client) runFill(ctx context.Context, key string, fill FillFunc, o *Fill
 	case <-fctx.Done():
 		r.err = fmt.Errorf("clientlib: fill of %q: %w", key, fctx.Err())
 	}
-	if r.err != nil {
+	if r.err != nil && !errors.Is(r.err, ErrNotFound) {
 		c.counters.fillErrors.Add(1)
 	}
 	return r.data, r.err

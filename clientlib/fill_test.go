@@ -3,6 +3,7 @@ package clientlib
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,6 +32,7 @@ func TestGetOrFillStateMachine(t *testing.T) {
 		wantFills  int64
 		wantSets   []string // lease-sets the server saw, "key token data"
 		wantGets   int64    // exact lease-get count, -1: at least 2
+		wantDels   int64    // deletes: a failed fill gives its lease back
 		check      func(t *testing.T, s Stats)
 	}{
 		{
@@ -121,6 +123,7 @@ func TestGetOrFillStateMachine(t *testing.T) {
 			wantErr:   errSource,
 			wantFills: 1,
 			wantGets:  1,
+			wantDels:  1,
 			check:     func(t *testing.T, s Stats) { eq(t, "FillErrors", s.FillErrors, 1) },
 		},
 		{
@@ -134,6 +137,57 @@ func TestGetOrFillStateMachine(t *testing.T) {
 			wantErr:   context.DeadlineExceeded,
 			wantFills: 1,
 			wantGets:  1,
+			wantDels:  1,
+		},
+		{
+			name:      "fill panics: recovered, lease given back",
+			leaseGet:  grant,
+			fill:      func(context.Context, int64) ([]byte, error) { panic("bug") },
+			wantErr:   ErrFillPanicked,
+			wantFills: 1,
+			wantGets:  1,
+			wantDels:  1,
+		},
+		{
+			name:       "value over MaxValueSize: returned, not cached, lease given back",
+			leaseGet:   grant,
+			fill:       func(context.Context, int64) ([]byte, error) { return make([]byte, 2048), nil },
+			opts:       FillOptions{},
+			wantData:   string(make([]byte, 2048)),
+			wantSource: SourceFill,
+			wantFills:  1,
+			wantGets:   1,
+			wantDels:   1,
+		},
+		{
+			name:       "a fill equal to the cached not-found entry is not cached",
+			leaseGet:   grant,
+			fill:       func(context.Context, int64) ([]byte, error) { return negativeValue, nil },
+			opts:       FillOptions{Flags: negativeFlags},
+			wantData:   string(negativeValue),
+			wantSource: SourceFill,
+			wantFills:  1,
+			wantGets:   1,
+			wantDels:   1,
+		},
+		{
+			name:      "not found with NegativeTTL: cached as the reserved entry",
+			leaseGet:  grant,
+			fill:      func(context.Context, int64) ([]byte, error) { return nil, ErrNotFound },
+			opts:      FillOptions{NegativeTTL: time.Minute},
+			wantErr:   ErrNotFound,
+			wantFills: 1,
+			wantSets:  []string{"k 42 " + string(negativeValue)},
+			wantGets:  1,
+		},
+		{
+			name: "cached not-found entry read back",
+			leaseGet: func(n int64, k string) string {
+				return fmt.Sprintf("VALUE %s %d %d\r\n%s\r\n", k, negativeFlags, len(negativeValue), negativeValue)
+			},
+			wantErr:  ErrNotFound,
+			wantGets: 1,
+			check:    func(t *testing.T, s Stats) { eq(t, "CacheHits", s.CacheHits, 1) },
 		},
 		{
 			name:     "single-flight: 50 callers, one lease-get, one fill",
@@ -166,7 +220,7 @@ func TestGetOrFillStateMachine(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newFakeServer(t)
 			srv.leaseGet, srv.leaseSet = tc.leaseGet, tc.leaseSet
-			c := newTestClient(t, Config{}, srv.addr())
+			c := newTestClient(t, Config{MaxValueSize: 1024}, srv.addr())
 			var fills atomic.Int64
 			fill := func(ctx context.Context, k string) ([]byte, error) {
 				n := fills.Add(1)
@@ -222,6 +276,9 @@ func TestGetOrFillStateMachine(t *testing.T) {
 			}
 			if got := srv.setsSeen(); !equalStrings(got, tc.wantSets) {
 				t.Errorf("lease-sets = %q, want %q", got, tc.wantSets)
+			}
+			if got := srv.deletes.Load(); got != tc.wantDels {
+				t.Errorf("deletes = %d, want %d", got, tc.wantDels)
 			}
 			gets := srv.leaseGets.Load()
 			if (tc.wantGets >= 0 && gets != tc.wantGets) || (tc.wantGets < 0 && gets < 2) {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/leasecached/leasecached/clientlib"
+	"github.com/stretchr/testify/require"
 )
 
 // The fleet herd test: several client processes hammer a few hot keys that keep expiring while each
@@ -41,63 +42,78 @@ const (
 	herdMinFillGap = herdTTL - time.Second - 300*time.Millisecond
 )
 
-// TestFleetHerd: 3 leasecached processes, 4 client processes of 50 goroutines, 20 hot keys with a
-// 2 s TTL, fills of 100 ms: one fill per key per expiry in total.
+// TestFleetHerd: 3 servers, 4 client processes of 50 goroutines, 20 hot keys with a 2 s TTL, fills of
+// 100 ms: one fill per key per expiry in the whole fleet, against leasecached (leases) and against
+// memcached 1.6 (meta commands: mg N, ms C), and no server ejected.
 func TestFleetHerd(t *testing.T) {
-	servers := []*proc{startLeasecached(t), startLeasecached(t), startLeasecached(t)}
-	res := runHerd(t, servers)
-	t.Logf("leasecached: %s", res)
-	if res.stored == 0 {
-		t.Fatalf("no lease-set was stored: the server does not grant leases (lease-get unimplemented?)")
-	}
-	if res.duplicates != 0 {
-		t.Fatalf("%d fills were duplicates within one expiry (want one fill per key per expiry)", res.duplicates)
-	}
-	if res.errors != 0 {
-		t.Fatalf("%d GetOrFill calls failed", res.errors)
-	}
-	// Expect about one fill per key per TTL over the run, plus the first one.
-	maxFills := herdKeys * (int(herdRun/herdTTL) + 2)
-	if res.fills < herdKeys || res.fills > maxFills {
-		t.Fatalf("%d fills for %d keys over %v with TTL %v, want %d..%d", res.fills, herdKeys, herdRun, herdTTL, herdKeys, maxFills)
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			servers := []*proc{be.start(t), be.start(t), be.start(t)}
+			res := runHerd(t, procAddrs(servers))
+			t.Logf("%s: %s", be.name, res)
+			require.NotZero(t, res.stored, "no conditional write was stored: the server granted no lease or recache flag")
+			require.Zero(t, res.duplicates, "fills that were duplicates within one expiry (want one fill per key per expiry)")
+			require.Zero(t, res.errors, "GetOrFill calls that failed")
+			require.Zero(t, res.ejections, "servers ejected")
+			// Expect about one fill per key per TTL over the run, plus the first one.
+			maxFills := herdKeys * (int(herdRun/herdTTL) + 2)
+			require.True(t, res.fills >= herdKeys && res.fills <= maxFills, "%d fills for %d keys over %v with TTL %v, want %d..%d",
+				res.fills, herdKeys, herdRun, herdTTL, herdKeys, maxFills)
+		})
 	}
 }
 
-// TestFleetHerdWithoutLeases is the control: against memcached (no lease-get, so GetOrFill falls back
-// to get+fill+set with only in-process single-flight) the same load fills keys once per process per
-// expiry. It shows the herd test can see a herd.
-func TestFleetHerdWithoutLeases(t *testing.T) {
+// TestFleetHerdThroughTwemproxy is the control: twemproxy passes neither lease-get nor meta commands (it
+// closes the connection on them), so GetOrFill uses gets, fill and set with in-process single-flight
+// only, and the same load fills keys once per process per expiry. It shows the herd test can see a herd,
+// and that learning what the proxy speaks ejects nothing.
+func TestFleetHerdThroughTwemproxy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("control experiment")
 	}
-	servers := []*proc{startMemcached(t), startMemcached(t), startMemcached(t)}
-	res := runHerd(t, servers)
-	t.Logf("memcached, no leases: %s", res)
-	if res.duplicates == 0 {
-		t.Fatalf("no duplicate fills without leases: the herd test cannot detect a herd")
+	proxy := startNutcracker(t, startMemcached(t), startMemcached(t), startMemcached(t))
+	res := runHerd(t, []string{proxy})
+	t.Logf("twemproxy: %s", res)
+	require.NotZero(t, res.duplicates, "no duplicate fills without leases: the herd test cannot detect a herd")
+	require.Zero(t, res.errors, "GetOrFill calls that failed")
+	require.Zero(t, res.ejections, "proxy ejected")
+}
+
+func procAddrs(ps []*proc) []string {
+	addrs := make([]string, len(ps))
+	for i, p := range ps {
+		addrs[i] = p.Addr
 	}
+	return addrs
 }
 
 type herdResult struct {
 	calls, errors, fills, duplicates int
+	expiries                         int // fills more than herdMinFillGap after the key's previous fill
 	perProcess                       []int
 	coalesced, waits                 int
 	fallbacks, stored, rejected      int
+	ejections                        int
+}
+
+// perExpiry is the source's load: fills (database calls) per expiry of a key.
+func (r herdResult) perExpiry() float64 {
+	if r.expiries == 0 {
+		return 0
+	}
+	return float64(r.fills) / float64(r.expiries)
 }
 
 func (r herdResult) String() string {
-	return fmt.Sprintf("%d GetOrFill calls by %d processes x %d goroutines on %d keys, %d fills in total "+
+	return fmt.Sprintf("%.2f database calls per expiry (%d fills, %d expiries); "+
+		"%d GetOrFill calls by %d processes x %d goroutines on %d keys, %d fills in total "+
 		"(per process %v), %d duplicate fills within one expiry, %d calls coalesced in-process, %d hot-miss waits, "+
-		"%d fallbacks, %d lease-sets stored, %d rejected, %d errors",
-		r.calls, herdProcesses, herdGoroutines, herdKeys, r.fills, r.perProcess, r.duplicates, r.coalesced, r.waits,
-		r.fallbacks, r.stored, r.rejected, r.errors)
+		"%d fallbacks, %d conditional writes stored, %d rejected, %d errors, %d ejections",
+		r.perExpiry(), r.fills, r.expiries, r.calls, herdProcesses, herdGoroutines, herdKeys, r.fills, r.perProcess, r.duplicates, r.coalesced, r.waits,
+		r.fallbacks, r.stored, r.rejected, r.errors, r.ejections)
 }
 
-func runHerd(t *testing.T, servers []*proc) herdResult {
-	addrs := make([]string, len(servers))
-	for i, s := range servers {
-		addrs[i] = s.Addr
-	}
+func runHerd(t *testing.T, addrs []string) herdResult {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +148,7 @@ func runHerd(t *testing.T, servers []*proc) herdResult {
 					fills[f[1]] = append(fills[f[1]], time.Unix(0, ns))
 					res.fills++
 					res.perProcess[p]++
-				case len(f) == 8 && f[0] == "DONE":
+				case len(f) == 9 && f[0] == "DONE":
 					res.calls += atoi(f[1])
 					res.errors += atoi(f[2])
 					res.coalesced += atoi(f[3])
@@ -140,6 +156,7 @@ func runHerd(t *testing.T, servers []*proc) herdResult {
 					res.fallbacks += atoi(f[5])
 					res.stored += atoi(f[6])
 					res.rejected += atoi(f[7])
+					res.ejections += atoi(f[8])
 				}
 				mu.Unlock()
 			}
@@ -151,9 +168,12 @@ func runHerd(t *testing.T, servers []*proc) herdResult {
 	wg.Wait()
 	for _, times := range fills {
 		sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
+		res.expiries++
 		for i := 1; i < len(times); i++ {
 			if times[i].Sub(times[i-1]) < herdMinFillGap {
 				res.duplicates++
+			} else {
+				res.expiries++
 			}
 		}
 	}
@@ -163,8 +183,8 @@ func runHerd(t *testing.T, servers []*proc) herdResult {
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 
 // runHerdChild is a client process of the herd test. It prints "FILL <key> <unix-ns>" for each fill
-// it runs and, at the end, "DONE <calls> <errors> <coalesced> <hot-miss waits> <fallbacks> <lease-sets
-// stored> <lease-sets rejected>".
+// it runs and, at the end, "DONE <calls> <errors> <coalesced> <hot-miss waits> <fallbacks> <conditional
+// writes stored> <rejected> <ejections>".
 func runHerdChild() int {
 	run, err := time.ParseDuration(os.Getenv(herdRunEnv))
 	if err != nil {
@@ -216,9 +236,13 @@ func runHerdChild() int {
 	}
 	wg.Wait()
 	s := c.Stats()
+	ejections := uint64(0)
+	for _, h := range s.Servers {
+		ejections += h.Ejections
+	}
 	outMu.Lock()
-	fmt.Fprintf(out, "DONE %d %d %d %d %d %d %d\n", calls.Load(), errs.Load(), s.CallersCoalesced, s.HotMissWaits,
-		s.Fallbacks, s.LeaseSetsStored, s.LeaseSetsRejected)
+	fmt.Fprintf(out, "DONE %d %d %d %d %d %d %d %d\n", calls.Load(), errs.Load(), s.CallersCoalesced, s.HotMissWaits,
+		s.Fallbacks, s.LeaseSetsStored, s.LeaseSetsRejected, ejections)
 	out.Flush()
 	outMu.Unlock()
 	return 0

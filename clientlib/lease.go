@@ -48,14 +48,27 @@ type LeaseResult struct {
 var ErrLeasesUnsupported = errors.New("clientlib: server does not support lease-get")
 
 // LeaseGet fetches key under leasecached's lease contract: a hit, a granted lease (with the stale value
-// if any), or a hot miss (with the stale value if any).
+// if any), or a hot miss (with the stale value if any). A server found not to speak leases gives
+// ErrLeasesUnsupported without being sent lease-get (a proxy such as twemproxy closes the connection on
+// it); what a server speaks is learned once, on first use.
 func (c *Client) LeaseGet(ctx context.Context, key string) (LeaseResult, error) {
 	srv, err := c.pick(key)
 	if err != nil {
 		return LeaseResult{}, err
 	}
+	switch p, err := c.capabilities(ctx, srv); {
+	case err != nil:
+		return LeaseResult{}, err
+	case p != protoLeases:
+		return LeaseResult{}, ErrLeasesUnsupported
+	}
+	return c.leaseGet(ctx, srv, key)
+}
+
+// leaseGet is LeaseGet on a given server, without the capability check.
+func (c *Client) leaseGet(ctx context.Context, srv *server, key string) (LeaseResult, error) {
 	var res LeaseResult
-	err = c.do(ctx, srv, func(cn *conn) error {
+	err := c.do(ctx, srv, func(cn *conn) error {
 		cn.w.WriteString("lease-get ")
 		cn.w.WriteString(key)
 		cn.w.Write(crlf)
@@ -115,6 +128,11 @@ func (c *Client) LeaseSet(ctx context.Context, it *Item, token uint64) error {
 	if err != nil {
 		return err
 	}
+	return c.leaseSet(ctx, srv, it, token)
+}
+
+// leaseSet is LeaseSet on a given server.
+func (c *Client) leaseSet(ctx context.Context, srv *server, it *Item, token uint64) error {
 	if len(it.Value) > c.cfg.MaxValueSize {
 		return ErrValueTooLarge
 	}

@@ -200,9 +200,14 @@ func (c *Client) meta(ctx context.Context, cmd, key string, value []byte, hasDat
 	if err != nil {
 		return nil, err
 	}
+	return c.metaOn(ctx, srv, cmd, key, value, hasData, flags, quietStatus)
+}
+
+// metaOn is meta on a given server.
+func (c *Client) metaOn(ctx context.Context, srv *server, cmd, key string, value []byte, hasData bool, flags MetaFlags, quietStatus string) (*MetaResult, error) {
 	quiet := flags.quiet()
 	res := &MetaResult{}
-	err = c.do(ctx, srv, func(cn *conn) error {
+	err := c.do(ctx, srv, func(cn *conn) error {
 		cn.w.WriteString(cmd)
 		cn.w.WriteByte(' ')
 		cn.w.WriteString(key)

@@ -3,28 +3,36 @@ package clientlib
 import (
 	"context"
 	"sync"
+	"time"
 )
+
+// idleTimeout is how long a connection may sit unused in a pool before it is closed. Idle connections
+// are kept up to the open count (MaxOpenPerAddr): a client under load reuses what it dialled instead of
+// closing and dialling again, and a client whose load drops gives the server its connections back.
+const idleTimeout = 30 * time.Second
 
 // pool holds one server's connections. open counts connections in use plus idle ones; a slot in
 // tokens is a right to use one connection, so at most cap(tokens) are in use and, because a new
 // connection is dialled only when no idle one exists, at most cap(tokens) are open.
 type pool struct {
-	addr    string
-	maxIdle int
-	tokens  chan struct{}
-	dialer  *dialer
+	addr        string
+	tokens      chan struct{}
+	dialer      *dialer
+	idleTimeout time.Duration
 
 	mu     sync.Mutex
-	idle   []*conn
+	idle   []*conn     // oldest first: get takes the newest, trim closes from the front
+	sweep  *time.Timer // closes connections idle longer than idleTimeout; armed while idle is not empty
+	armed  bool
 	closed bool
 }
 
 func newPool(addr string, cfg *Config) *pool {
 	return &pool{
-		addr:    addr,
-		maxIdle: cfg.MaxIdlePerAddr,
-		tokens:  make(chan struct{}, cfg.MaxOpenPerAddr),
-		dialer:  newDialer(addr, cfg),
+		addr:        addr,
+		tokens:      make(chan struct{}, cfg.MaxOpenPerAddr),
+		dialer:      newDialer(addr, cfg),
+		idleTimeout: idleTimeout,
 	}
 }
 
@@ -64,18 +72,59 @@ func (p *pool) get(ctx context.Context, srv *server) (*conn, error) {
 	return newConn(srv, nc), nil
 }
 
-// put returns a connection; reusable=false closes it (its request was interrupted or failed).
+// put returns a connection; reusable=false closes it (its request was interrupted or failed). A
+// reusable one is always kept: the token it held bounds the idle list to MaxOpenPerAddr.
 func (p *pool) put(cn *conn, reusable bool) {
 	p.mu.Lock()
-	if reusable && !p.closed && len(p.idle) < p.maxIdle {
+	if reusable && !p.closed {
+		cn.idleSince = time.Now()
 		p.idle = append(p.idle, cn)
 		cn = nil
+		if !p.armed {
+			p.armed = true
+			if p.sweep == nil {
+				p.sweep = time.AfterFunc(p.idleTimeout, p.trim)
+			} else {
+				p.sweep.Reset(p.idleTimeout)
+			}
+		}
 	}
 	p.mu.Unlock()
 	if cn != nil {
 		cn.close()
 	}
 	<-p.tokens
+}
+
+// trim closes the connections idle for longer than idleTimeout and re-arms itself for the oldest of
+// the others.
+func (p *pool) trim() {
+	cutoff := time.Now().Add(-p.idleTimeout)
+	p.mu.Lock()
+	n := 0
+	for n < len(p.idle) && !p.idle[n].idleSince.After(cutoff) {
+		n++
+	}
+	expired := make([]*conn, n)
+	copy(expired, p.idle[:n])
+	rest := copy(p.idle, p.idle[n:])
+	clear(p.idle[rest:])
+	p.idle = p.idle[:rest]
+	p.armed = len(p.idle) > 0 && !p.closed
+	if p.armed {
+		p.sweep.Reset(time.Until(p.idle[0].idleSince.Add(p.idleTimeout)))
+	}
+	p.mu.Unlock()
+	for _, cn := range expired {
+		cn.close()
+	}
+}
+
+// idleCount is the number of idle connections (for tests).
+func (p *pool) idleCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle)
 }
 
 // drop closes every idle connection (used when the server is ejected, and on Close).
@@ -85,6 +134,10 @@ func (p *pool) drop(final bool) {
 	p.idle = nil
 	if final {
 		p.closed = true
+		if p.sweep != nil {
+			p.sweep.Stop()
+		}
+		p.armed = false
 	}
 	p.mu.Unlock()
 	for _, cn := range idle {

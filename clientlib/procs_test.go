@@ -55,6 +55,28 @@ func startProcess(t testing.TB, bin string, args func(port int) []string) *proc 
 	return p
 }
 
+// startNutcracker starts twemproxy in front of backends (ketama over md5, no ejection of its own) and
+// returns the address it takes clients on.
+func startNutcracker(t testing.TB, backends ...*proc) string {
+	t.Helper()
+	bin := requireBinary(t, "nutcracker")
+	dir := t.TempDir()
+	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	conf := "pool:\n  listen: " + listen + "\n  hash: md5\n  distribution: ketama\n  auto_eject_hosts: false\n" +
+		"  timeout: 2000\n  servers:\n"
+	for _, b := range backends {
+		conf += "   - " + b.Addr + ":1\n"
+	}
+	confPath := filepath.Join(dir, "nutcracker.yml")
+	require.NoError(t, os.WriteFile(confPath, []byte(conf), 0o644))
+	startProcess(t, bin, func(statsPort int) []string {
+		return []string{"-c", confPath, "-o", filepath.Join(dir, "nutcracker.log"), "-a", "127.0.0.1",
+			"-s", strconv.Itoa(statsPort), "-p", filepath.Join(dir, "nutcracker.pid")}
+	})
+	require.NoError(t, testdaemon.WaitAccepts(listen, startTimeout), "twemproxy not listening on %s", listen)
+	return listen
+}
+
 func startMemcached(t testing.TB) *proc {
 	t.Helper()
 	bin := requireBinary(t, "memcached")

@@ -3,24 +3,33 @@ package clientlib
 import (
 	"bufio"
 	"bytes"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/leasecached/leasecached/clientlib/ketama"
 )
 
-// server is one configured cache server and its health. Health is simple on purpose: FailureLimit
-// consecutive network failures eject the server from the ring; a prober puts it back as soon as it
-// answers a version command, and any success resets the count.
+// server is one configured cache server, its health and what it speaks. Health is simple on purpose:
+// FailureLimit consecutive failures (a network error, or no reply within Config.Timeout whoever's deadline
+// ended first) eject the server from the ring; a prober puts it back as soon as it answers a version
+// command, and any success resets the count.
 type server struct {
 	addr string
 	node ketama.Node
 	pool *pool
 
-	failures atomic.Int32  // consecutive network failures
+	failures atomic.Int32  // consecutive failures
 	dead     atomic.Bool   // ejected from the ring
-	errors   atomic.Uint64 // network failures ever, for Stats
+	errors   atomic.Uint64 // failures ever, for Stats
 	ejects   atomic.Uint64 // times ejected, for Stats
+
+	// What GetOrFill speaks to it, learned once (caps.go); forgotten when it comes back from an ejection.
+	proto       atomic.Int32 // a protocol; protoUnknown until learned
+	leaseWindow atomic.Int64 // its lease window (stats settings), with protoLeases
+	learnMu     sync.Mutex
+	learning    chan struct{} // closed when the running probe ends; nil when none runs
+	learnErr    error         // why the last probe failed
 }
 
 func (s *server) succeeded() {

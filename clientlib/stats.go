@@ -25,12 +25,12 @@ type Stats struct {
 	// GetOrFill counters.
 	CacheHits           uint64 // GetOrFill served from the cache
 	FillsStarted        uint64 // fill functions run (lease holder, fallback or lease-less server)
-	FillErrors          uint64 // fill functions that failed or timed out (never cached)
+	FillErrors          uint64 // fill functions that failed, panicked or timed out (ErrNotFound is an answer, not counted)
 	CallersCoalesced    uint64 // callers that joined another caller's in-flight GetOrFill
-	HotMissWaits        uint64 // backoff sleeps while another client held the lease
+	HotMissWaits        uint64 // backoff sleeps while another client held the key (a lease, or meta's Z)
 	StaleServed         uint64 // stale values returned (hot miss with AcceptStale, or StaleWhileRefresh)
-	LeaseSetsStored     uint64 // lease-sets the server accepted
-	LeaseSetsRejected   uint64 // lease-sets answered NOT_STORED (the value was still returned)
+	LeaseSetsStored     uint64 // conditional writes after a fill the server accepted (lease-set; ms with the CAS on memcached)
+	LeaseSetsRejected   uint64 // those refused: the key was written or deleted meanwhile (the value was still returned)
 	Fallbacks           uint64 // hot-miss waits that ran out, or cache errors, handled by the fallback mode
 	BackgroundRefreshes uint64 // StaleWhileRefresh fills run after a stale value was returned
 	// Servers has one entry per configured server, in configuration order.
@@ -40,7 +40,7 @@ type Stats struct {
 // ServerHealth is one server's error counts and state.
 type ServerHealth struct {
 	Addr      string
-	Errors    uint64 // network failures not caused by a caller's context
+	Errors    uint64 // failures: network errors, and requests left unanswered for Config.Timeout
 	Ejections uint64 // times it was taken out of the ring
 	Ejected   bool   // out of the ring right now
 }

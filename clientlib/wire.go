@@ -34,6 +34,7 @@ func (cn *conn) flush() error {
 	if err := cn.w.Flush(); err != nil {
 		return cn.ioErr("write", err)
 	}
+	cn.sent = true
 	return nil
 }
 
