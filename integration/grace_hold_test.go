@@ -139,3 +139,32 @@ func waitStat(t *testing.T, rc *rawConn, name, want string) {
 		require.True(t, time.Now().Before(deadline), "stat %s never became %s", name, want)
 	}
 }
+
+// mg with N shares the key's lease with plain readers when grace or hold is on: while a plain reader
+// refills, the item N creates tells its creator that someone else refills (Z, no W); with neither mode
+// mg is memcached's (W) whoever holds the lease (doc/leases.md, "The meta protocol").
+func TestMetaVivifySharesTheLease(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		expired bool // the key expires first, so that grace has a copy
+		want    string
+	}{
+		{[]string{"--lease-window", "30s"}, false, "VA 0 W\r\n\r\n"},
+		{[]string{"--hold", "1s"}, false, "VA 0 Z\r\n\r\n"},
+		{[]string{"--grace", "30s"}, true, "VA 0 Z\r\n\r\n"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			d := startLeasecached(t, tc.args...)
+			a, b := dialRaw(t, d), dialRaw(t, d)
+			if tc.expired {
+				require.Equal(t, "STORED\r\nSTORED\r\n", ask(t, a, "set m 0 1 1\r\nx\r\nset probe 0 1 1\r\np\r\n"))
+				waitExpired(t, a, "probe")
+			}
+			assert.Equal(t, "END\r\n", ask(t, a, "get m\r\n"), "a plain reader misses (with a mode: it refills)")
+			if !tc.expired && len(tc.args) == 2 && tc.args[0] == "--lease-window" {
+				assert.True(t, strings.HasPrefix(ask(t, a, "lease-get m\r\n"), "LVALUE m "), "a lease-get holds the lease")
+			}
+			assert.Equal(t, tc.want, ask(t, b, "mg m v N30\r\n"))
+		})
+	}
+}

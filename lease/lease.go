@@ -160,6 +160,12 @@ func (t *Table) Claim(h uint64, now int64) (token uint64, granted bool) {
 	return token, true
 }
 
+// Valid reports whether the key hashed to h has a valid lease at now.
+func (t *Table) Valid(h uint64, now int64) bool {
+	e, ok := t.leases[h]
+	return ok && e.deadline > now
+}
+
 // Consume is a lease-set: it reports whether token is the key's current valid lease and, if so, uses it
 // up, so the same token cannot store twice. The owner stores the value only when this returns true, and
 // counts SetsStored / SetsRejected itself, since only it knows whether the store then succeeded.

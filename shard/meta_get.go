@@ -77,6 +77,13 @@ func (s *Store) MetaGet(dst, key []byte, req *MetaGetRequest) ([]byte, MetaGetRe
 			if res.Created {
 				exp = absExptime(op.Exptime, now)
 				won = true
+				if s.Herd() && sh.leases.Valid(h, s.nowNano()) {
+					// With grace or hold, the key's refiller holds its lease (a plain reader or a
+					// lease-get): the creator is told someone else refills (Z), as a second reader of
+					// the item would be (doc/leases.md, "Grace and hold").
+					won, res.TokenSent = false, true
+					b[offMeta] |= metaTokenSent
+				}
 			}
 		case ExpRecache:
 			// Only an item that expires before the recache time, and whose token nobody holds yet.
