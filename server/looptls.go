@@ -60,9 +60,8 @@ type loopTLS struct {
 
 	// Loop mode: touched only on the connection's event loop.
 	onLoop bool
-	cn     *conn  // nil until admitted
-	plain  []byte // plain[r:w]: decrypted input not yet consumed
-	r, w   int
+	cn     *conn       // nil until admitted
+	inbuf              // decrypted input not yet consumed
 	ls     *loopShared // the loop's: its tlsOut gathers the ciphertext crypto/tls writes during one call
 }
 
@@ -132,18 +131,7 @@ func (w tlsWire) SetWriteDeadline(t time.Time) error {
 
 // The Transport, over the plaintext buffer.
 
-func (lt *loopTLS) Peek(int) ([]byte, error) { return lt.plain[lt.r:lt.w], nil }
-func (lt *loopTLS) InboundBuffered() int     { return lt.w - lt.r }
-func (lt *loopTLS) OutboundBuffered() int    { return lt.gc.OutboundBuffered() }
-
-func (lt *loopTLS) Discard(n int) (int, error) {
-	n = min(n, lt.w-lt.r)
-	lt.r += n
-	if lt.r == lt.w {
-		lt.r, lt.w = 0, 0
-	}
-	return n, nil
-}
+func (lt *loopTLS) OutboundBuffered() int { return lt.gc.OutboundBuffered() }
 
 // Write encrypts p and hands the records to gnet, which sends what the socket takes and keeps the rest.
 func (lt *loopTLS) Write(p []byte) (int, error) {
@@ -190,21 +178,7 @@ func (lt *loopTLS) closeNotify() {
 // needs more bytes, or the error that ends the connection (a close_notify: io.EOF).
 func (lt *loopTLS) decrypt() error {
 	for {
-		if lt.r > 0 && lt.r == lt.w {
-			lt.r, lt.w = 0, 0
-		}
-		if len(lt.plain)-lt.w < streamReadMin {
-			if lt.r > 0 {
-				lt.w = copy(lt.plain, lt.plain[lt.r:lt.w])
-				lt.r = 0
-			}
-			if len(lt.plain)-lt.w < streamReadMin {
-				grown := make([]byte, max(2*len(lt.plain), lt.w+streamReadMin))
-				copy(grown, lt.plain[:lt.w])
-				lt.plain = grown
-			}
-		}
-		n, err := lt.tc.Read(lt.plain[lt.w:])
+		n, err := lt.tc.Read(lt.room())
 		lt.w += n
 		if err != nil {
 			if errors.Is(err, errWouldBlock) {
@@ -212,13 +186,6 @@ func (lt *loopTLS) decrypt() error {
 			}
 			return err
 		}
-	}
-}
-
-// shrink gives back a plaintext buffer a large request grew, once nothing is left in it.
-func (lt *loopTLS) shrink() {
-	if lt.w == 0 && len(lt.plain) > keepBufferCap/4 {
-		lt.plain = make([]byte, streamReadMin)
 	}
 }
 
@@ -289,7 +256,7 @@ func (s *Server) startLoopTLS(lt *loopTLS) bool {
 		lt.closeNotify()
 		return false
 	}
-	lt.plain = make([]byte, streamReadMin)
+	lt.buf = make([]byte, streamReadMin)
 	lt.cn = newConn(s, lt.ls)
 	s.openConn(lt.cn, c, c.Fd(), addrString(lt.remote), listenAddr(lt.local))
 	return true

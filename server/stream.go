@@ -32,25 +32,12 @@ const (
 
 // streamConn is one connection of the stream transport: the Transport its engine serves.
 type streamConn struct {
-	nc  net.Conn
-	cn  *conn
-	buf []byte // buf[r:w] is input received and not yet consumed
-	r   int
-	w   int
+	inbuf
+	nc net.Conn
+	cn *conn
 }
 
-func (sc *streamConn) Peek(int) ([]byte, error) { return sc.buf[sc.r:sc.w], nil }
-func (sc *streamConn) InboundBuffered() int     { return sc.w - sc.r }
-func (sc *streamConn) OutboundBuffered() int    { return 0 } // Write returns once the socket took everything
-
-func (sc *streamConn) Discard(n int) (int, error) {
-	n = min(n, sc.w-sc.r)
-	sc.r += n
-	if sc.r == sc.w {
-		sc.r, sc.w = 0, 0
-	}
-	return n, nil
-}
+func (sc *streamConn) OutboundBuffered() int { return 0 } // Write returns once the socket took everything
 
 // Write sends p before it returns. A failed write ends the connection, as a failed gnet write does: the
 // engine executes nothing more of its input (conn.closed).
@@ -65,33 +52,14 @@ func (sc *streamConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// fill reads what the connection has into the buffer, growing it when the engine left a request that
-// needs more room than is free. The engine leaves at most one incomplete request smaller than
-// bigRequestMin in the transport (it gathers larger ones itself), so the buffer stays below
-// bigRequestMin plus one read.
+// fill reads what the connection has into the buffer.
 func (sc *streamConn) fill() error {
-	if sc.r > 0 { // move the unconsumed input to the front
-		sc.w = copy(sc.buf, sc.buf[sc.r:sc.w])
-		sc.r = 0
-	}
-	if len(sc.buf)-sc.w < streamReadMin {
-		grown := make([]byte, max(2*len(sc.buf), sc.w+streamReadMin))
-		copy(grown, sc.buf[:sc.w])
-		sc.buf = grown
-	}
-	n, err := sc.nc.Read(sc.buf[sc.w:])
+	n, err := sc.nc.Read(sc.room())
 	sc.w += n
 	if n > 0 {
 		return nil // an error with data is seen again by the next read
 	}
 	return err
-}
-
-// shrink gives back a buffer a large request grew, once nothing is left in it.
-func (sc *streamConn) shrink() {
-	if sc.w == 0 && len(sc.buf) > keepBufferCap/4 {
-		sc.buf = make([]byte, streamReadMin)
-	}
 }
 
 // streamListeners are the stream transport's listeners and connections, for Stop.

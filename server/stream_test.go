@@ -30,7 +30,6 @@ func TestStreamTransport(t *testing.T) {
 		{"StopBeforeRunTLSOnly", TestStopBeforeRunTLSOnly},
 		{"AuthBcrypt", TestTLSAuthBcrypt},
 		{"CloseRightAfterHandshake", TestTLSCloseRightAfterHandshake},
-		{"HalfCloseRightAfterHandshake", TestTLSHalfCloseRightAfterHandshake},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, tt.f)
