@@ -106,7 +106,13 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		}
 		return gnet.Close
 	}
-	switch cn.serve(c) {
+	return afterServe(c, cn.serve(c))
+}
+
+// afterServe does what a serve call of c's engine asked of c: gnet's fork can pause reading it
+// (gnet.ReadPauser), and Wake serves it again after the loop's other connections.
+func afterServe(c gnet.Conn, action Action) gnet.Action {
+	switch action {
 	case Close:
 		return gnet.Close
 	case PauseRead:

@@ -288,15 +288,7 @@ func (s *Server) trafficTLS(c gnet.Conn, lt *loopTLS) gnet.Action {
 		}
 		return gnet.Close
 	}
-	switch action {
-	case PauseRead:
-		if p, ok := c.(gnet.ReadPauser); ok {
-			_ = p.PauseRead()
-		}
-	case ServeAgain:
-		_ = c.Wake(nil)
-	}
-	return gnet.None
+	return afterServe(c, action)
 }
 
 // closeTLS is OnClose for a TLS connection: it ends a handshake in progress.
