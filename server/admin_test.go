@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // stats cachedump and cache_memlimit, replies as memcached 1.6.18 gives them.
@@ -109,7 +111,7 @@ func TestSettingsNamesAndValues(t *testing.T) {
 		names = append(names, f[1])
 		values[f[1]] = f[2]
 	}
-	want := append(append([]string{}, memcachedSettings...), "lease_window", "stale_window", "grace", "hold")
+	want := append(append([]string{}, memcachedSettings...), "lease_window", "stale_window")
 	if strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Fatalf("names\n got %v\nwant %v", names, want)
 	}
@@ -129,5 +131,16 @@ func TestStatsHugePageBytes(t *testing.T) {
 	cn := newConn(newTestServer(t), nil)
 	if got, _ := feed(cn, &fakeConn{}, "stats\r\n"); !strings.Contains(got, "STAT huge_page_bytes 0\r\n") {
 		t.Errorf("no huge_page_bytes 0 in\n%s", got)
+	}
+}
+
+// With neither grace nor hold, `stats` and `stats settings` are as before the modes existed: none of their
+// lines (doc/leases.md, "Grace and hold").
+func TestHerdStatsOnlyWhenOn(t *testing.T) {
+	s := newTestServer(t)
+	got, _ := feed(newConn(s, nil), &fakeConn{}, "stats\r\nstats settings\r\n")
+	for _, name := range []string{"grace", "hold"} {
+		assert.NotContains(t, got, "STAT "+name, "a %s line with the mode off", name)
+		assert.NotContains(t, got, "_"+name+"_", "a %s line with the mode off", name)
 	}
 }

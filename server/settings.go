@@ -114,8 +114,12 @@ func (s *Server) appendSettingsStats(dst []byte) []byte {
 	dst = stat(dst, "memory_file", "(null)")
 	dst = stat(dst, "lease_window", s.cfg.LeaseWindow.String())
 	dst = stat(dst, "stale_window", s.cfg.StaleWindow.String())
-	dst = stat(dst, "grace", s.cfg.Grace.String())
-	dst = stat(dst, "hold", s.cfg.Hold.String())
+	if s.cfg.Grace > 0 {
+		dst = stat(dst, "grace", s.cfg.Grace.String())
+	}
+	if s.cfg.Hold > 0 {
+		dst = stat(dst, "hold", s.cfg.Hold.String())
+	}
 	return dst
 }
 

@@ -306,15 +306,19 @@ func (s *Server) appendGeneralStats(dst []byte) []byte {
 	dst = statUint(dst, "lease_invalidations", ss.Leases.Invalidations)
 	dst = statInt(dst, "lease_outstanding", int64(ss.LeasesHeld))
 	dst = statInt(dst, "lease_stale_items", ss.StaleItems)
-	dst = statUint(dst, "get_grace_hits", ss.Leases.GraceHits)
-	dst = statUint(dst, "grace_refills", ss.Leases.GraceRefills)
-	dst = statUint(dst, "grace_lease_lapses", ss.Leases.GraceLapses)
-	dst = statUint(dst, "hold_parked", st.hold.parked.Load())
-	dst = statUint(dst, "hold_filled", st.hold.filled.Load())
-	dst = statUint(dst, "hold_timeouts", st.hold.timeouts.Load())
-	dst = statUint(dst, "hold_cancelled", st.hold.cancelled.Load())
-	dst = statUint(dst, "hold_refused", st.hold.refused.Load())
-	dst = statInt(dst, "hold_waiting", s.store.Parked())
+	if s.cfg.Grace > 0 { // with neither mode, every reply is as before they existed
+		dst = statUint(dst, "get_grace_hits", ss.Leases.GraceHits)
+		dst = statUint(dst, "grace_refills", ss.Leases.GraceRefills)
+		dst = statUint(dst, "grace_lease_lapses", ss.Leases.GraceLapses)
+	}
+	if s.cfg.Hold > 0 {
+		dst = statUint(dst, "hold_parked", st.hold.parked.Load())
+		dst = statUint(dst, "hold_filled", st.hold.filled.Load())
+		dst = statUint(dst, "hold_timeouts", st.hold.timeouts.Load())
+		dst = statUint(dst, "hold_cancelled", st.hold.cancelled.Load())
+		dst = statUint(dst, "hold_refused", st.hold.refused.Load())
+		dst = statInt(dst, "hold_waiting", s.store.Parked())
+	}
 	dst = statInt(dst, "huge_page_bytes", ss.HugePageBytes)
 	return dst
 }
