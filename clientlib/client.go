@@ -35,9 +35,11 @@ type Client struct {
 	background sync.WaitGroup // revivals, capability probes, drains: Close interrupts them and waits
 }
 
-// NewFromAddrs is New with default settings for the given "host:port" addresses.
+// NewFromAddrs is New with default settings for the given "host:port" addresses, placing keys as
+// gomemcache's memcache.New does (Distribution Modulo), so that a service moving from gomemcache finds
+// its keys where they were. Use New with Distribution Ketama for consistent hashing.
 func NewFromAddrs(addrs ...string) (*Client, error) {
-	cfg := Config{}
+	cfg := Config{Distribution: Modulo}
 	for _, a := range addrs {
 		cfg.Servers = append(cfg.Servers, Server{Addr: a})
 	}

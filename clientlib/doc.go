@@ -10,7 +10,7 @@
 //     error, so errors.Is(err, context.DeadlineExceeded) works.
 //   - Keys are spread over servers by consistent hashing (ketama, placement compatible with
 //     libmemcached and twemproxy) or by gomemcache's crc32-modulo ServerList rule, for drop-in
-//     migrations. A server is ejected after FailureLimit consecutive failures (2 by default): network
+//     migrations: NewFromAddrs, the counterpart of gomemcache's memcache.New, uses the latter. A server is ejected after FailureLimit consecutive failures (2 by default): network
 //     errors, and requests it leaves unanswered for Config.Timeout (1 s), whether or not their callers
 //     waited that long, so a hung server is out of the ring about a second after it stopped. It is put
 //     back once it answers a probe again; callers whose keys live on other servers are never held up by it.

@@ -7,8 +7,9 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 )
 
-// TestModuloMatchesGomemcache: Distribution Modulo sends every key where gomemcache's ServerList
-// would, so a service can switch clients without remapping its cache.
+// TestModuloMatchesGomemcache: Distribution Modulo, and NewFromAddrs, gomemcache's constructor's
+// counterpart, send every key where gomemcache's ServerList would, so a service can switch clients without
+// remapping its cache.
 func TestModuloMatchesGomemcache(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 5, 8} {
 		t.Run(fmt.Sprint(n, " servers"), func(t *testing.T) {
@@ -29,14 +30,21 @@ func TestModuloMatchesGomemcache(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
+			fromAddrs, err := NewFromAddrs(addrs...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fromAddrs.Close()
 			for i := range 2000 {
 				key := fmt.Sprintf("key:%d:%x", i, i*7919)
 				want, err := ss.PickServer(key)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got, _ := c.ServerFor(key); got != want.String() {
-					t.Fatalf("%s: clientlib %s, gomemcache %s", key, got, want)
+				for name, c := range map[string]*Client{"New(Modulo)": c, "NewFromAddrs": fromAddrs} {
+					if got, _ := c.ServerFor(key); got != want.String() {
+						t.Fatalf("%s: %s picks %s, gomemcache %s", key, name, got, want)
+					}
 				}
 			}
 		})
