@@ -34,16 +34,11 @@ import (
 func TestPlainHerd(t *testing.T) {
 	requireLeases(t)
 	cfg := herdConfigFromEnv(t)
-	hold, holdWhy := herdHoldAvailable(t)
 	loadBefore := loadAverage()
 	for _, sc := range herdScenarios {
 		var results []herdRowResult
 		for _, row := range herdRows {
-			switch {
-			case cfg.short && row.shortEpisodes == 0, row.crash && sc.deleteEvery > 0:
-				continue
-			case row.hold && !hold:
-				results = append(results, herdRowResult{row: row, missing: holdWhy})
+			if cfg.short && row.shortEpisodes == 0 || row.crash && sc.deleteEvery > 0 {
 				continue
 			}
 			t.Run(sc.name+"/"+row.name, func(t *testing.T) {
@@ -114,7 +109,7 @@ type herdRow struct {
 	name   string
 	server string   // "memcached" or "leasecached"
 	args   []string // leasecached's, after the lease window
-	hold   bool     // needs --hold: against a daemon that refuses it (before issue 27's hold), "not available"
+	hold   bool     // runs with --hold: checked as hold rows are
 	crash  bool     // the first refiller of every expiry never sets (expire only)
 	// window is --lease-window when not herdLeaseWindow: the row shows what a grace no longer than the
 	// lease window does to a crashed refiller, and has no target.
@@ -140,30 +135,12 @@ func (row herdRow) leaseWindow() time.Duration {
 	return row.window
 }
 
-// herdHoldAvailable reports whether the daemon takes --hold; when it does not (it exits with status 1
-// and a one-line reason, as for any unknown flag), why. --version makes a daemon that takes it exit 0.
-func herdHoldAvailable(t *testing.T) (bool, string) {
-	requireLeasecached(t)
-	stdout, stderr, code := runOnce(t, leasecachedPath, "--hold", herdHold, "--version")
-	reason := strings.TrimSpace(stderr)
-	switch {
-	case code == 0:
-		return true, ""
-	case code == 1 && reason != "" && !strings.Contains(reason, "\n"):
-		return false, reason
-	}
-	t.Fatalf("leasecached --hold %s --version: exit status %d (stdout %q, stderr %q): want 0, or 1 with a one-line reason",
-		herdHold, code, stdout, stderr)
-	return false, ""
-}
-
 // herdRowResult is one row's measurements.
 type herdRowResult struct {
 	herdResult
-	row     herdRow
-	missing string            // why the row did not run
-	stats   map[string]string // the server's stats after the run
-	want    int               // expiries or deletes the short run waited for
+	row   herdRow
+	stats map[string]string // the server's stats after the run
+	want  int               // expiries or deletes the short run waited for
 }
 
 func runHerdRow(t *testing.T, sc herdScenario, row herdRow, cfg herdConfig) herdRowResult {
@@ -295,10 +272,6 @@ func logHerdTable(t *testing.T, sc herdScenario, cfg herdConfig, results []herdR
 		"refills", "per "+sc.cause, "reads", "hit p50/p99/max", "grace hit n p50/p99/max", "refill p50/p99/max",
 		"all p50/p99/max", "server counters")
 	for _, r := range results {
-		if r.missing != "" {
-			t.Logf("| %-28s | not available: %s |", r.row.name, r.missing)
-			continue
-		}
 		most := 0
 		for _, c := range r.causes {
 			most = max(most, c.refills)
