@@ -29,20 +29,18 @@ func (sh *shard) graceRead(h uint64, key []byte, now int64) (g []byte, refill bo
 	return g, false
 }
 
-// endGrace is a delete of key that found no live item: its grace copy, if any, stays a stale value for
-// lease-get (rule 4) but answers no plain read any more (read-after-delete is a miss).
-func (sh *shard) endGrace(h uint64, key []byte, now int64) {
-	if sh.st.graceSecs == 0 {
-		return
-	}
-	if ref, g := sh.findGhost(h, key, now); ref != slab.NilRef {
-		g[offMeta] |= metaStale
-	}
-}
+// endGrace is a delete of the key hashed to h: a grace copy it has stays a stale value for lease-get
+// (rule 4) but answers no plain read any more (read-after-delete is a miss). A delete that finds a live
+// item replaces any stale value anyway (toGhost).
+func (sh *shard) endGrace(h uint64) { sh.markGhosts(h, metaStale, 0) }
 
 // unclaimGhost is claimGhost undone: a write cancelled the refill lease of the key hashed to h, so the
-// next grant is not a lapse. Keys are matched by their 64-bit hash, as leases are (lease.Table).
-func (sh *shard) unclaimGhost(h uint64) {
+// next grant is not a lapse.
+func (sh *shard) unclaimGhost(h uint64) { sh.markGhosts(h, 0, metaTokenSent) }
+
+// markGhosts sets the meta bits set and clears clear on the stale values of the key hashed to h, when
+// grace is on. Keys are matched by their 64-bit hash, as leases are (lease.Table).
+func (sh *shard) markGhosts(h uint64, set, clear byte) {
 	if sh.st.graceSecs == 0 || sh.ghosts.count == 0 {
 		return
 	}
@@ -52,8 +50,9 @@ func (sh *shard) unclaimGhost(h uint64) {
 		if !ok {
 			return
 		}
-		if g := sh.chunk(ref); sh.hashOf(ref) == h {
-			g[offMeta] &^= metaTokenSent
+		if sh.hashOf(ref) == h {
+			g := sh.chunk(ref)
+			g[offMeta] = g[offMeta]&^clear | set
 		}
 	}
 }

@@ -59,7 +59,6 @@ func (s *Store) MetaDelete(key []byte, req *MetaDeleteRequest) Result {
 	sh.invalidateLeases(h, causeDelete)
 	ref, b := sh.find(h, key, now)
 	if ref == slab.NilRef {
-		sh.endGrace(h, key, now)
 		return NotFound
 	}
 	if req.HasCas && req.Cas != itemCas(b) {

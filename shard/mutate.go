@@ -125,10 +125,14 @@ func (sh *shard) overwrite(b []byte, id int, key, value []byte, flags, exp uint3
 
 // invalidateLeases applies leases.md rule 3: every change or removal of a key's value by a client
 // cancels its outstanding lease, flush_all cancels all. Evictions and expiries are not client writes and
-// leave leases alone (a refill in progress for an expired key is exactly what a lease is for).
+// leave leases alone (a refill in progress for an expired key is exactly what a lease is for). The same
+// writes end a hold (hold.go), and a delete a grace (rule 7, grace.go).
 func (sh *shard) invalidateLeases(h uint64, why cause) {
 	if len(sh.parked) > 0 {
-		sh.wakeParked(h, why) // the same writes end a hold (hold.go)
+		sh.wakeParked(h, why)
+	}
+	if why == causeDelete {
+		sh.endGrace(h)
 	}
 	if sh.leases.Len() == 0 {
 		return // every write calls this: a store that hands out no leases should not pay for the clock

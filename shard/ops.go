@@ -203,7 +203,6 @@ func (s *Store) Delete(key []byte) Result {
 	sh.invalidateLeases(h, causeDelete)
 	old, _ := sh.find(h, key, now)
 	if old == slab.NilRef {
-		sh.endGrace(h, key, now)
 		return NotFound
 	}
 	sh.mutate(h, old, slab.NilRef, causeDelete, now)
