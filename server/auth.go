@@ -1,6 +1,8 @@
 package server
 
 import (
+	"fmt"
+
 	"github.com/leasecached/leasecached/auth"
 	"github.com/leasecached/leasecached/protocol"
 )
@@ -37,18 +39,23 @@ type authConn struct {
 	pendingN int
 }
 
-// loadAuth loads cfg.AuthFile, if any, and registers its reload. A file that does not load makes Run fail.
+// loadAuth loads cfg.AuthFile and cfg.SASLFile, if set, and registers their reloads. A file that does not
+// load makes Run fail.
 func (s *Server) loadAuth() {
-	if s.cfg.AuthFile == "" {
-		return
+	load := func(path, what string) *auth.Verifier {
+		if path == "" || s.authErr != nil {
+			return nil
+		}
+		v, err := auth.NewVerifier(path)
+		if err != nil {
+			s.authErr = fmt.Errorf("%s: %w", what, err)
+			return nil
+		}
+		s.reloaders = append(s.reloaders, reloader{what: what, reload: v.Reload})
+		return v
 	}
-	v, err := auth.NewVerifier(s.cfg.AuthFile)
-	if err != nil {
-		s.authErr = err
-		return
-	}
-	s.auth = v
-	s.reloaders = append(s.reloaders, reloader{what: "-Y", reload: v.Reload})
+	s.auth = load(s.cfg.AuthFile, "-Y")
+	s.sasl = load(s.cfg.SASLFile, "--sasl-pwdb")
 }
 
 // newAuthConn is the state a new connection starts with: nil unless -Y is on.

@@ -36,8 +36,8 @@ func (s *Server) prefetchFirst(cs []gnet.Conn) {
 	n := 0
 	for _, c := range cs {
 		cn, ok := c.Context().(*conn)
-		if !ok || cn.sw.n > 0 || cn.need > 0 || cn.big.active() || cn.parked {
-			continue // the input continues a data block, not a request
+		if !ok || cn.sw.n > 0 || cn.need > 0 || cn.big.active() || cn.parked || cn.bin != nil || !cn.negotiated {
+			continue // the input continues a data block, not a text request (or may be binary: serve decides)
 		}
 		buf, _ := c.Peek(-1) // the connection's whole input: gnet batches only connections with none left over
 		m, err := cn.parser.Parse(buf, &cn.req)

@@ -147,6 +147,15 @@ func (cn *conn) serveBig(c Transport) (action Action, done bool) {
 			return Continue, false
 		}
 	}
+	if cn.bin != nil {
+		again, action := cn.serveBinaryGathered(cn.big.buf)
+		if again {
+			cn.big.whole = true
+			return Continue, false
+		}
+		cn.big.release()
+		return action, true
+	}
 	n, err := cn.parser.Parse(cn.big.buf, &cn.req)
 	switch {
 	case err != nil:

@@ -82,6 +82,10 @@ type conn struct {
 	dump    shard.DumpCursor
 	metaKey [protocol.KeyMaxLength]byte // me's base64-decoded key (flag b); the others decode in the parser
 	auth    *authConn                   // -Y, until the connection has authenticated (auth.go); nil otherwise
+	// negotiated is set once the connection's first byte chose its protocol (-B); bin is the binary
+	// protocol's state, nil on a text connection (binary.go).
+	negotiated bool
+	bin        *binConn
 	// parked: a get-family read of this connection waits for a refill (hold.go); nothing is executed until
 	// it wakes. hold is the connection's hold state, nil until its first grace or hold miss.
 	parked bool
@@ -146,6 +150,13 @@ func (cn *conn) serve(c Transport) Action {
 		}
 	}
 	buf, _ := c.Peek(-1)
+	if !cn.negotiated && len(buf) > 0 {
+		cn.negotiate(buf[0])
+	}
+	if cn.bin != nil { // binary.go
+		pos, action = cn.serveBinary(buf)
+		return cn.done(c, pos, action)
+	}
 	pre := cn.fast.takePreParsed()
 	if cn.auth != nil { // -Y, not yet authenticated (auth.go)
 		if pos, action = cn.serveAuth(c, buf); cn.auth != nil || action != Continue {

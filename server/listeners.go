@@ -61,7 +61,7 @@ func listenAddr(a net.Addr) string {
 // the daemon never mistakes such an end for a clean stop.
 func (s *Server) Run() error {
 	if s.authErr != nil {
-		return fmt.Errorf("-Y: %w", s.authErr)
+		return s.authErr
 	}
 	threads := s.cfg.Threads
 	if threads <= 0 {

@@ -61,7 +61,11 @@ type Config struct {
 	// TLS is the ssl_* settings, used when a listener has TLS set.
 	TLS tlsconf.Settings
 	// AuthFile is -Y: the text protocol's password file ("" : no authentication). See doc/design/auth.md.
-	AuthFile    string
+	AuthFile string
+	// Protocol is -B: which protocols a connection may speak (binary.go). SASLFile is --sasl-pwdb, set
+	// with -S: binary connections authenticate with SASL PLAIN against its users ("" : no SASL).
+	Protocol    Protocol
+	SASLFile    string
 	Threads     int
 	ConnLimit   int
 	MaxItemSize int
@@ -109,7 +113,8 @@ type Server struct {
 	stopOnce   sync.Once
 	umask      func()         // restores the process's umask after the unix sockets are made (listeners.go)
 	auth       *auth.Verifier // -Y's password file (auth.go); nil without -Y
-	authErr    error          // why -Y's file did not load: Run fails with it
+	sasl       *auth.Verifier // -S's password file (binary.go); nil without -S
+	authErr    error          // why -Y's or --sasl-pwdb's file did not load: Run fails with it
 }
 
 // New returns a server for cfg over store. The store's lifetime is the caller's.

@@ -44,8 +44,8 @@ func (s *Server) appendSettingsStats(dst []byte) []byte {
 	dst = statInt(dst, "reqs_per_event", reqsPerEvent)
 	dst = stat(dst, "cas_enabled", "yes")
 	dst = statInt(dst, "tcp_backlog", int64(listenBacklog()))
-	dst = stat(dst, "binding_protocol", "ascii")
-	dst = stat(dst, "auth_enabled_sasl", "no")
+	dst = stat(dst, "binding_protocol", s.cfg.Protocol.String())
+	dst = stat(dst, "auth_enabled_sasl", yesNo(s.cfg.SASLFile != ""))
 	dst = stat(dst, "auth_enabled_ascii", yesNoPath(s.cfg.AuthFile)) // memcached: the file, or no
 	dst = statInt(dst, "item_size_max", int64(s.cfg.MaxItemSize))
 	dst = stat(dst, "maxconns_fast", "yes")

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/leasecached/leasecached/server"
 )
@@ -116,6 +119,43 @@ func validate(cfg server.Config, memMB int64) error {
 	case int64(cfg.MaxItemSize) > cfg.MemoryLimit/2:
 		return fmt.Errorf("-I/--max-item-size %d: cannot be more than half the memory limit (%d bytes)",
 			cfg.MaxItemSize, cfg.MemoryLimit)
+	}
+	return nil
+}
+
+// protocolFlags reads -B, -S and --sasl-pwdb. As memcached: -S makes the protocol binary and -Y ascii, and
+// refuses an explicit -B that would let the other protocol in.
+func protocolFlags(c *cli.Context, cfg *server.Config) error {
+	proto, err := server.ParseProtocol(c.String("protocol"))
+	if err != nil {
+		return fmt.Errorf("-B/--protocol: %w", err)
+	}
+	explicit := c.IsSet("protocol")
+	sasl := c.Bool("enable-sasl")
+	switch {
+	case sasl && cfg.AuthFile != "":
+		return errors.New("-S and -Y: SASL is for the binary protocol, -Y for the text protocol; use one")
+	case sasl && explicit && proto != server.ProtocolBinary:
+		return errors.New("-S: You cannot allow the ASCII protocol while using SASL")
+	case cfg.AuthFile != "" && explicit && proto != server.ProtocolASCII:
+		return errors.New("-Y: You cannot allow the BINARY protocol while using ascii authentication tokens")
+	case sasl:
+		proto = server.ProtocolBinary
+	case cfg.AuthFile != "":
+		proto = server.ProtocolASCII
+	}
+	cfg.Protocol = proto
+	path := c.String("sasl-pwdb")
+	switch {
+	case sasl && path == "":
+		return errors.New("-S needs --sasl-pwdb FILE: the user:password lines SASL PLAIN checks")
+	case !sasl && path != "":
+		return errors.New("--sasl-pwdb is only read with -S")
+	case sasl:
+		if err := checkReadable(path); err != nil {
+			return fmt.Errorf("--sasl-pwdb: could not open %q for reading: %w", path, errors.Unwrap(err))
+		}
+		cfg.SASLFile = path
 	}
 	return nil
 }

@@ -69,6 +69,12 @@ func newApp() *cli.App {
 				Usage: "TLS on every TCP listener (except notls: ones); needs ssl_chain_cert"},
 			&cli.StringFlag{Name: "auth-file", Aliases: []string{"Y"},
 				Usage: "require text-protocol authentication with the user:password lines of `FILE` (memcached's -Y; re-read on SIGHUP)"},
+			&cli.StringFlag{Name: "protocol", Aliases: []string{"B"}, Value: "auto",
+				Usage: "protocols clients may speak: auto (the first byte decides), ascii or binary (memcached's -B)"},
+			&cli.BoolFlag{Name: "enable-sasl", Aliases: []string{"S"},
+				Usage: "require SASL PLAIN authentication of binary-protocol clients against --sasl-pwdb (implies -B binary)"},
+			&cli.StringFlag{Name: "sasl-pwdb",
+				Usage: "the user:password lines SASL checks, one a line, as -Y's `FILE` (re-read on SIGHUP)"},
 			&cli.StringSliceFlag{Name: "extended", Aliases: []string{"o"}, KeepSpace: true,
 				Usage: "memcached's extended options, key or key=value separated by commas; may repeat. " +
 					extendedUsage()},
@@ -243,6 +249,9 @@ func listenersFrom(c *cli.Context, opt func(string) (string, bool, error), cfg *
 		}
 		cfg.AuthFile = path
 	}
+	if err := protocolFlags(c, cfg); err != nil {
+		return err
+	}
 
 	listen := c.StringSlice("listen")
 	if sock := c.String("unix-socket"); c.IsSet("unix-socket") {
@@ -268,7 +277,7 @@ func listenersFrom(c *cli.Context, opt func(string) (string, bool, error), cfg *
 	if tlsOn && !anyTLS(cfg.Listeners) {
 		return errors.New("-Z: every -l entry is notls:, so no listener would use TLS")
 	}
-	if w := exposedWarning(entries, tlsOn, cfg.AuthFile != ""); w != "" {
+	if w := exposedWarning(entries, tlsOn, cfg.AuthFile != "" || cfg.SASLFile != ""); w != "" {
 		cfg.Logger.Print(w)
 	}
 	return nil

@@ -1,0 +1,590 @@
+package server
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/leasecached/leasecached/auth"
+	"github.com/leasecached/leasecached/protocol"
+	bp "github.com/leasecached/leasecached/protocol/binprot"
+	"github.com/leasecached/leasecached/shard"
+)
+
+// The binary protocol, as memcached 1.6.18 serves it (proto_bin.c): protocol/binprot reads and writes the
+// packets, this file executes them against the same store, stats and limits as the text protocol. A
+// connection speaks one protocol for its life, chosen by its first byte (-B). See doc/design/binary.md.
+
+// Protocol is -B: the protocols connections may speak.
+type Protocol uint8
+
+const (
+	ProtocolAuto   Protocol = iota // the first byte decides: 0x80 binary, anything else text
+	ProtocolASCII                  // text only: a 0x80 is a text protocol error
+	ProtocolBinary                 // binary only: a connection that does not start with 0x80 is closed
+)
+
+// ParseProtocol reads -B's value as memcached does.
+func ParseProtocol(s string) (Protocol, error) {
+	switch s {
+	case "auto":
+		return ProtocolAuto, nil
+	case "ascii":
+		return ProtocolASCII, nil
+	case "binary":
+		return ProtocolBinary, nil
+	}
+	return 0, fmt.Errorf("invalid value for binding protocol: %s -- should be one of auto, binary, or ascii", s)
+}
+
+// String is -B's value, and what `stats settings` reports as binding_protocol.
+func (p Protocol) String() string {
+	switch p {
+	case ProtocolASCII:
+		return "ascii"
+	case ProtocolBinary:
+		return "binary"
+	}
+	return "auto-negotiate"
+}
+
+// binConn is a binary connection's state; conn.bin is nil on a text connection.
+type binConn struct {
+	req bp.Request // the request being executed; its slices alias the input
+	// held is an error reply memcached sends only once the bytes it discards after it are gone
+	// (swallow.held points into it until then).
+	held []byte
+	// itemHeader is appendItemHeader bound once, for the store to call on a hit without a per-request
+	// closure; withKey tells it whether the request returns its key (GetK, GatK).
+	itemHeader shard.ValueHeader
+	withKey    bool
+	// SASL (-S): authed once a SASL_AUTH succeeded; started once one was made (SASL_STEP needs it);
+	// pending is the check of the SASL_AUTH at the front of the input, running on a checker goroutine.
+	authed, started bool
+	pending         *auth.Pending
+	// sent is how much of cn.out memcached would have written by now in this serve call. It writes its
+	// replies when the input runs out, after an error reply or a NOOP, and every reqs_per_event requests
+	// (authWindow); a request with a bad magic closes the connection at once, and what it had not written
+	// is lost.
+	sent int
+}
+
+// negotiate picks the protocol of a connection from its first byte, as memcached's -B does: with auto,
+// 0x80 selects binary and anything else text. It runs once, on the connection's first input.
+func (cn *conn) negotiate(first byte) {
+	cn.negotiated = true
+	proto := cn.srv.cfg.Protocol
+	switch {
+	case cn.srv.sasl != nil: // SASL is binary only, and -Y text only (cmd/leasecached enforces both)
+		proto = ProtocolBinary
+	case cn.srv.auth != nil:
+		proto = ProtocolASCII
+	}
+	if proto == ProtocolASCII || proto == ProtocolAuto && first != bp.MagicRequest {
+		return
+	}
+	bc := &binConn{authed: cn.srv.sasl == nil}
+	bc.itemHeader = bc.appendItemHeader
+	cn.bin = bc
+}
+
+// appendItemHeader is a shard.ValueHeader: the reply header of a get hit for the request being executed.
+func (bc *binConn) appendItemHeader(dst, key []byte, flags uint32, n int, cas uint64, _ bool) []byte {
+	return bp.AppendItemHeader(dst, &bc.req.Header, key, bc.withKey, flags, n, cas)
+}
+
+// serveBinary serves the binary requests at the front of buf, as serve does text ones, and returns how much
+// of buf it consumed and what the transport must do.
+func (cn *conn) serveBinary(buf []byte) (int, Action) {
+	bc := cn.bin
+	bc.sent = 0
+	pos := 0
+	for served := 1; pos < len(buf) && !cn.closed && !cn.blocked; served++ {
+		if cn.sw.n > 0 {
+			k, held := cn.sw.take(buf[pos:])
+			pos += k
+			cn.out = append(cn.out, held...)
+			continue
+		}
+		n, out := cn.binRequest(buf[pos:])
+		switch out {
+		case binWait, binSuspended:
+			return pos, Continue
+		case binGathering:
+			return len(buf), Continue
+		case binClose:
+			return pos + n, Close
+		case binBadMagic:
+			cn.out = cn.out[:min(bc.sent, len(cn.out))]
+			return pos, Close
+		}
+		pos += n
+		if served == authFirstWindow || served > authFirstWindow && (served-authFirstWindow)%authWindow == 0 {
+			bc.sent = len(cn.out) // memcached's reqs_per_event, as with -Y (auth.go)
+		}
+		if len(cn.out) >= flushThreshold {
+			cn.flush(cn.gc)
+			bc.sent = 0
+		}
+	}
+	return pos, Continue
+}
+
+// binOutcome is what binRequest did with the front of the input.
+type binOutcome uint8
+
+const (
+	binDone      binOutcome = iota // n bytes were consumed
+	binWait                        // the request is incomplete: cn.need says how long it is
+	binGathering                   // a large request is being gathered (bigreq.go): all the input was taken
+	binSuspended                   // the request waits (a SASL check): it stays in the input
+	binClose                       // n bytes were consumed, and the connection closes after its replies
+	binBadMagic                    // not a request: the connection closes, replies memcached had not sent lost
+)
+
+// binRequest serves the request at the front of in, following dispatch_bin_command's order: the header,
+// then the lengths, the SASL gate, the command's own length rules, and for a command with a value, the
+// item size, before the value has arrived.
+func (cn *conn) binRequest(in []byte) (int, binOutcome) {
+	if len(in) < bp.HeaderLen {
+		cn.need = bp.HeaderLen
+		return 0, binWait
+	}
+	h := bp.ReadHeader(in)
+	if h.Magic != bp.MagicRequest {
+		return 0, binBadMagic
+	}
+	prefix := h.Prefix()
+	if len(in) < prefix {
+		cn.need = prefix
+		return 0, binWait
+	}
+	bc := cn.bin
+	switch {
+	case !h.LengthsFit():
+		cn.out = bp.AppendError(cn.out, &h, bp.StatusUnknownCommand)
+		return prefix, binClose
+	case !bc.authed && !saslFree(h.Opcode):
+		cn.out = bp.AppendError(cn.out, &h, bp.StatusAuthError)
+		return prefix, binClose
+	}
+	switch h.Check() {
+	case bp.Invalid:
+		cn.out = bp.AppendError(cn.out, &h, bp.StatusEINVAL)
+		return prefix, binClose
+	case bp.Unknown:
+		return prefix, cn.binRefuse(&h, bp.StatusUnknownCommand, h.SwallowUnknown())
+	}
+	if !h.HasValue() {
+		bc.req.Slice(h, in)
+		return prefix, cn.execBinary()
+	}
+	if status, ok := cn.binValueFits(&h, in); !ok {
+		return prefix, cn.binRefuse(&h, status, h.ValueLen())
+	}
+	total := bp.HeaderLen + int(h.BodyLen)
+	if len(in) < total {
+		switch {
+		case total < bigRequestMin:
+			cn.need = total
+			return 0, binWait
+		case cn.big.start(cn.srv, in, total):
+			return 0, binGathering
+		}
+		// No room in the gathering budget: memcached's answer when it cannot allocate the item.
+		return prefix, cn.binRefuse(&h, bp.StatusENOMEM, h.ValueLen())
+	}
+	bc.req.Slice(h, in)
+	out := cn.execBinary()
+	if out == binSuspended {
+		return 0, out
+	}
+	return total, out
+}
+
+// serveBinaryGathered executes the large request gathered whole in buf (bigreq.go), and reports whether it
+// must be executed again later (a SASL check in progress) and whether the connection closes.
+func (cn *conn) serveBinaryGathered(buf []byte) (again bool, action Action) {
+	cn.bin.req.Slice(bp.ReadHeader(buf), buf)
+	switch cn.execBinary() {
+	case binSuspended:
+		return true, Continue
+	case binClose:
+		return false, Close
+	}
+	return false, Continue
+}
+
+// saslFree reports whether a connection may send op before it has authenticated (memcached's
+// authenticated()).
+func saslFree(op bp.Opcode) bool {
+	switch op {
+	case bp.OpSASLListMechs, bp.OpSASLAuth, bp.OpSASLStep, bp.OpVersion:
+		return true
+	}
+	return false
+}
+
+// binValueFits applies memcached's item allocation to a command's value before the value has arrived
+// (in holds the request's prefix), and names the error status when it does not fit. A set that does not
+// fit also drops the key's value: memcached unlinks it rather than keep a stale one.
+func (cn *conn) binValueFits(h *bp.Header, in []byte) (bp.Status, bool) {
+	vlen, key, limit := h.ValueLen(), int(h.KeyLen), cn.srv.cfg.MaxItemSize
+	switch op := h.Opcode.Base(); op {
+	case bp.OpSASLAuth, bp.OpSASLStep:
+		switch {
+		case cn.srv.sasl == nil:
+			return bp.StatusUnknownCommand, false // SASL is off: an unknown command, its value swallowed
+		case key > saslMaxMechLen:
+			return bp.StatusEINVAL, false
+		case protocol.ItemSize(key, vlen, 0) > limit/2: // memcached refuses a chunked item here
+			return bp.StatusENOMEM, false
+		}
+	case bp.OpAppend, bp.OpPrepend:
+		if protocol.ItemSize(key, vlen, 0) > limit {
+			return bp.StatusE2BIG, false
+		}
+	default: // set, add, replace: the flags are the first 4 bytes of the extras
+		flags := binary.BigEndian.Uint32(in[bp.HeaderLen:])
+		if protocol.ItemSize(key, vlen, flags) > limit {
+			if op == bp.OpSet {
+				cn.srv.store.Discard(in[bp.HeaderLen+int(h.ExtLen) : h.Prefix()])
+			}
+			return bp.StatusE2BIG, false // memcached counts no store_too_large here
+		}
+	}
+	return 0, true
+}
+
+// binRefuse answers h with status once the swallow bytes after its prefix have been discarded, as
+// memcached's write_bin_error with a swallow count does.
+func (cn *conn) binRefuse(h *bp.Header, status bp.Status, swallow int) binOutcome {
+	bc := cn.bin
+	if swallow <= 0 {
+		cn.out = bp.AppendError(cn.out, h, status)
+		bc.sent = len(cn.out)
+		return binDone
+	}
+	bc.held = bp.AppendError(bc.held[:0], h, status)
+	cn.sw.n, cn.sw.held = swallow, bc.held
+	return binDone
+}
+
+// binSuccess appends a success reply unless the request is quiet (write_bin_response).
+func (cn *conn) binSuccess(body []byte, cas uint64) {
+	if !cn.bin.req.Opcode.Quiet() {
+		cn.out = bp.AppendSimple(cn.out, &cn.bin.req.Header, body, cas)
+	}
+}
+
+// binError appends an error reply, which memcached writes at once (write_bin_error).
+func (cn *conn) binError(s bp.Status) {
+	cn.out = bp.AppendError(cn.out, &cn.bin.req.Header, s)
+	cn.bin.sent = len(cn.out)
+}
+
+// execBinary executes cn.bin.req, whose prefix (and value, if it has one) is whole and valid.
+func (cn *conn) execBinary() binOutcome {
+	r := &cn.bin.req
+	switch r.Opcode.Base() {
+	case bp.OpGet, bp.OpGetK:
+		cn.binGet()
+	case bp.OpTouch, bp.OpGat, bp.OpGatK:
+		cn.binTouch()
+	case bp.OpSet, bp.OpAdd, bp.OpReplace, bp.OpAppend, bp.OpPrepend:
+		cn.binStore()
+	case bp.OpDelete:
+		cn.binDelete()
+	case bp.OpIncrement, bp.OpDecrement:
+		cn.binArith()
+	case bp.OpFlush:
+		var delay uint32
+		if len(r.Extras) == 4 {
+			delay = r.Uint32(0)
+		}
+		cn.local[statCmdFlush]++
+		cn.srv.store.FlushAll(int64(delay))
+		cn.binSuccess(nil, 0)
+	case bp.OpNoop: // written at once, with everything before it
+		cn.binSuccess(nil, 0)
+		cn.bin.sent = len(cn.out)
+	case bp.OpVersion:
+		cn.binSuccess(binVersion, 0)
+	case bp.OpQuit:
+		cn.binSuccess(nil, 0)
+		return binClose
+	case bp.OpStat:
+		cn.binStats()
+	case bp.OpSASLListMechs:
+		if cn.srv.sasl == nil {
+			cn.binError(bp.StatusUnknownCommand)
+			break
+		}
+		cn.binSuccess(saslMechs, 0)
+	case bp.OpSASLAuth, bp.OpSASLStep:
+		return cn.binSASL()
+	}
+	return binDone
+}
+
+var binVersion = []byte(ProtocolVersion)
+
+// binGet is GET, GETQ, GETK and GETKQ: a hit is always answered; a miss is, unless the request is quiet.
+func (cn *conn) binGet() {
+	bc := cn.bin
+	r := &bc.req
+	bc.withKey = r.Opcode.Base() == bp.OpGetK
+	store := cn.srv.store
+	n := len(cn.out)
+	var ok bool
+	cn.out, ok = store.AppendGetHashed(cn.out, r.Key, shard.HashOf(r.Key), false, bc.itemHeader)
+	if ok {
+		// The store ends every value with the text protocol's "\r\n", which a binary reply does not carry.
+		cn.out = cn.out[:len(cn.out)-2]
+	} else {
+		cn.out = cn.out[:n]
+		if !r.Opcode.Quiet() {
+			cn.binMiss()
+		}
+	}
+	cn.local[statCmdGet]++
+	cn.countHit(ok, statGetHits, statGetMisses)
+	cn.srv.detail.record(r.Key, prefixGet, ok)
+}
+
+// binMiss answers a get or gat miss: an error without the key (written at once), or with it.
+func (cn *conn) binMiss() {
+	bc := cn.bin
+	if !bc.withKey {
+		cn.binError(bp.StatusKeyENOENT)
+		return
+	}
+	cn.out = bp.AppendMiss(cn.out, &bc.req.Header, bc.req.Key, true)
+}
+
+// binTouch is TOUCH, GAT, GATQ, GATK and GATKQ. A touch hit answers the flags and CAS without the value.
+func (cn *conn) binTouch() {
+	bc := cn.bin
+	r := &bc.req
+	op := r.Opcode.Base()
+	bc.withKey = op == bp.OpGatK
+	var info shard.Info
+	var ok bool
+	cn.scratch, info, ok = cn.srv.store.GetAndTouch(cn.scratch[:0], r.Key, int64(r.Uint32(0)))
+	cn.local[statCmdTouch]++
+	cn.countHit(ok, statTouchHits, statTouchMisses)
+	switch {
+	case ok && op == bp.OpTouch:
+		cn.out = bp.AppendItemHeader(cn.out, &r.Header, r.Key, false, info.Flags, 0, info.Cas)
+	case ok:
+		cn.out = bp.AppendItemHeader(cn.out, &r.Header, r.Key, bc.withKey, info.Flags, len(cn.scratch), info.Cas)
+		cn.out = append(cn.out, cn.scratch...)
+	case !r.Opcode.Quiet():
+		cn.binMiss()
+	}
+}
+
+// binModes maps each binary store command to the store's mode. A non-zero CAS makes set, add and replace a
+// compare-and-swap (memcached's NREAD_CAS); append and prepend compare it.
+var binModes = [...]shard.Mode{
+	bp.OpSet:     shard.ModeSet,
+	bp.OpAdd:     shard.ModeAdd,
+	bp.OpReplace: shard.ModeReplace,
+	bp.OpAppend:  shard.ModeAppend,
+	bp.OpPrepend: shard.ModePrepend,
+}
+
+// binStore is SET, ADD, REPLACE, APPEND, PREPEND and their quiet forms.
+func (cn *conn) binStore() {
+	r := &cn.bin.req
+	op := r.Opcode.Base()
+	req := shard.MetaSetRequest{Mode: binModes[op], Cas: r.Cas}
+	if op == bp.OpSet || op == bp.OpAdd || op == bp.OpReplace {
+		req.Flags, req.Exptime = r.Uint32(0), int64(r.Uint32(4))
+		if r.Cas != 0 {
+			req.Mode = shard.ModeCas
+		}
+	}
+	cn.local[statCmdSet]++
+	cn.srv.detail.record(r.Key, prefixSet, false)
+	res, cas := cn.srv.store.MetaSet(r.Key, r.Value, &req)
+	if req.Mode == shard.ModeCas {
+		cn.countCas(res)
+	}
+	switch res {
+	case shard.Stored:
+		cn.binSuccess(nil, cas)
+	case shard.NoMemory:
+		cn.binError(bp.StatusENOMEM)
+	case shard.Exists:
+		cn.binError(bp.StatusKeyEEXISTS)
+	case shard.NotFound:
+		cn.binError(bp.StatusKeyENOENT)
+	default: // not stored: what complete_update_bin makes of it
+		switch req.Mode {
+		case shard.ModeAdd:
+			cn.binError(bp.StatusKeyEEXISTS)
+		case shard.ModeReplace:
+			cn.binError(bp.StatusKeyENOENT)
+		default:
+			cn.binError(bp.StatusNotStored)
+		}
+	}
+}
+
+// binDelete is DELETE and DELETEQ, with the CAS compared when non-zero.
+func (cn *conn) binDelete() {
+	r := &cn.bin.req
+	cn.srv.detail.record(r.Key, prefixDel, false)
+	res := cn.srv.store.MetaDelete(r.Key, &shard.MetaDeleteRequest{HasCas: r.Cas != 0, Cas: r.Cas})
+	switch res {
+	case shard.Deleted:
+		cn.local[statDeleteHits]++
+		cn.binSuccess(nil, 0)
+	case shard.Exists:
+		cn.binError(bp.StatusKeyEEXISTS)
+	default:
+		cn.local[statDeleteMisses]++
+		cn.binError(bp.StatusKeyENOENT)
+	}
+}
+
+// binArith is INCREMENT and DECREMENT and their quiet forms: a miss creates the key with the initial value
+// unless the expiry is binprot.NoCreate; the CAS is compared when non-zero.
+func (cn *conn) binArith() {
+	r := &cn.bin.req
+	incr := r.Opcode.Base() == bp.OpIncrement
+	exp := r.Uint32(16)
+	req := shard.MetaArithRequest{Incr: incr, Delta: r.Uint64(0), Cas: r.Cas, Vivify: exp != bp.NoCreate, Initial: r.Uint64(8)}
+	if req.Vivify {
+		req.Ops.Add(shard.ExpVivify, int64(exp))
+	}
+	res := cn.srv.store.MetaArith(r.Key, &req)
+	hitStat, missStat := statDecrHits, statDecrMisses
+	if incr {
+		hitStat, missStat = statIncrHits, statIncrMisses
+	}
+	switch res.Result {
+	case shard.Stored:
+		if !res.Created {
+			cn.local[hitStat]++
+		}
+		if !r.Opcode.Quiet() {
+			cn.out = bp.AppendCounter(cn.out, &r.Header, res.Value, res.Cas)
+		}
+	case shard.NotFound:
+		cn.local[missStat]++
+		cn.binError(bp.StatusKeyENOENT)
+	case shard.NonNumeric:
+		cn.binError(bp.StatusDeltaBadval)
+	case shard.Exists:
+		cn.binError(bp.StatusKeyEEXISTS)
+	default:
+		cn.binError(bp.StatusENOMEM)
+	}
+}
+
+// binStats is STAT: the text protocol's stats, one packet each (name as key, value as value), then an
+// empty packet. memcached matches the group names reset, settings and detail by prefix, the others whole.
+func (cn *conn) binStats() {
+	r := &cn.bin.req
+	group := r.Key
+	var lines []byte
+	s := cn.srv
+	switch {
+	case len(group) == 0:
+		merge(&cn.local, cn.shared().counts)
+		lines = s.appendGeneralStats(nil)
+	case bytes.HasPrefix(group, []byte("reset")):
+		cn.local = counters{}
+		s.stats.reset()
+		s.store.ResetStats()
+		s.detail.reset()
+	case bytes.HasPrefix(group, []byte("settings")):
+		lines = s.appendSettingsStats(nil)
+	case bytes.HasPrefix(group, []byte("detail")):
+		switch arg := group[len("detail"):]; {
+		case bytes.HasPrefix(arg, []byte(" dump")):
+			dump := append(s.detail.appendDump(nil), protocol.ReplyEnd...)
+			cn.out = bp.AppendStat(cn.out, &r.Header, []byte("detailed"), dump)
+		case bytes.HasPrefix(arg, []byte(" on")):
+			s.detail.on.Store(true)
+		case bytes.HasPrefix(arg, []byte(" off")):
+			s.detail.on.Store(false)
+		default:
+			cn.binError(bp.StatusKeyENOENT)
+			return
+		}
+	case string(group) == "items":
+		lines = s.appendItemStats(nil)
+	case string(group) == "slabs":
+		lines = s.appendSlabStats(nil)
+	case string(group) == "sizes":
+		lines = stat(nil, "sizes_status", "disabled")
+	default:
+		cn.binError(bp.StatusKeyENOENT)
+		return
+	}
+	for len(lines) > 0 {
+		var line []byte
+		line, lines, _ = bytes.Cut(lines, []byte("\r\n"))
+		name, value, _ := bytes.Cut(bytes.TrimPrefix(line, []byte("STAT ")), []byte(" "))
+		cn.out = bp.AppendStat(cn.out, &r.Header, name, value)
+	}
+	cn.out = bp.AppendStat(cn.out, &r.Header, nil, nil)
+}
+
+// SASL (-S): PLAIN only, checked against --sasl-pwdb's users with -Y's checker (auth.Verifier).
+const saslMaxMechLen = 32 // memcached's MAX_SASL_MECH_LEN
+
+var (
+	saslMechs         = []byte("PLAIN")
+	saslAuthenticated = []byte("Authenticated")
+)
+
+// binSASL is SASL_AUTH and SASL_STEP with -S on. PLAIN takes one step: SASL_AUTH carries the credentials
+// ("authzid\0user\0password", the authzid empty or the user); SASL_STEP has nothing to continue and fails.
+// A check that runs on a checker goroutine (bcrypt) leaves the request at the front of the input until its
+// answer is in.
+func (cn *conn) binSASL() binOutcome {
+	bc := cn.bin
+	r := &bc.req
+	ok := false
+	if bc.pending != nil {
+		var done bool
+		if ok, done = bc.pending.Result(); !done {
+			return binSuspended
+		}
+		bc.pending = nil
+	} else if r.Opcode == bp.OpSASLAuth {
+		user, pass, parsed := parsePlain(r.Value)
+		bc.started = true
+		if string(r.Key) == "PLAIN" && parsed {
+			var p *auth.Pending
+			if ok, p = cn.srv.sasl.Check(user, pass, wakerOf(cn.gc)); p != nil {
+				bc.pending = p
+				return binSuspended
+			}
+		}
+	}
+	cn.local[statAuthCmds]++
+	if !ok {
+		cn.local[statAuthErrors]++
+		cn.binError(bp.StatusAuthError)
+		return binDone
+	}
+	bc.authed = true
+	cn.binSuccess(saslAuthenticated, 0)
+	return binDone
+}
+
+// parsePlain splits a PLAIN response (RFC 4616) into its user and password. An authorization identity
+// other than the user is refused: nobody may act as someone else.
+func parsePlain(b []byte) (user, pass []byte, ok bool) {
+	authz, rest, ok1 := bytes.Cut(b, []byte{0})
+	user, pass, ok2 := bytes.Cut(rest, []byte{0})
+	if !ok1 || !ok2 || len(user) == 0 || bytes.IndexByte(pass, 0) >= 0 || len(authz) > 0 && !bytes.Equal(authz, user) {
+		return nil, nil, false
+	}
+	return user, pass, true
+}
