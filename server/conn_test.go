@@ -45,15 +45,22 @@ func (f *fakeConn) OutboundBuffered() int {
 // maxWakes bounds how often serveWoken serves a connection again that asked for it.
 const maxWakes = 100_000
 
-func newTestServer(t testing.TB) *Server {
+func newTestServer(t testing.TB) *Server { return newTestServerConfig(t, nil) }
+
+// newTestServerConfig is newTestServer with its configuration changed by edit (when not nil).
+func newTestServerConfig(t testing.TB, edit func(*Config)) *Server {
 	t.Helper()
 	store, err := shard.New(shard.Config{MemoryLimit: 64 << 20, ReclaimInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(store.Close)
-	return New(Config{Listen: "127.0.0.1", Port: 1, Threads: 1, ConnLimit: 10, MaxItemSize: 1 << 20,
-		MemoryLimit: 64 << 20, Logger: log.New(io.Discard, "", 0)}, store)
+	cfg := Config{Listen: "127.0.0.1", Port: 1, Threads: 1, ConnLimit: 10, MaxItemSize: 1 << 20,
+		MemoryLimit: 64 << 20, Logger: log.New(io.Discard, "", 0)}
+	if edit != nil {
+		edit(&cfg)
+	}
+	return New(cfg, store)
 }
 
 // feed sends input to a connection in the given pieces, one read event each, and returns all replies and

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/leasecached/leasecached/server"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/urfave/cli/v2"
+
+	"github.com/leasecached/leasecached/server"
 )
 
 func TestParseSize(t *testing.T) {
@@ -139,5 +143,49 @@ func TestGraceWarning(t *testing.T) {
 		if (w != "") != tc.warn || strings.Contains(w, "\n") {
 			t.Errorf("grace %s, window %s: warning %q", tc.grace, tc.window, w)
 		}
+	}
+}
+
+// -B, -S and --sasl-pwdb: memcached's rules (-S implies binary, -Y ascii; an explicit -B that lets the other
+// protocol in is refused) and ours (-S needs --sasl-pwdb).
+func TestProtocolFlags(t *testing.T) {
+	pw := t.TempDir() + "/pw"
+	require.NoError(t, os.WriteFile(pw, []byte("u:p\n"), 0o600))
+	cases := []struct {
+		args  []string
+		proto server.Protocol
+		sasl  string
+		err   string
+	}{
+		{nil, server.ProtocolAuto, "", ""},
+		{[]string{"-B", "ascii"}, server.ProtocolASCII, "", ""},
+		{[]string{"--protocol", "binary"}, server.ProtocolBinary, "", ""},
+		{[]string{"-B", "udp"}, 0, "", "invalid value for binding protocol"},
+		{[]string{"-S", "--sasl-pwdb", pw}, server.ProtocolBinary, pw, ""},
+		{[]string{"-S", "-B", "binary", "--sasl-pwdb", pw}, server.ProtocolBinary, pw, ""},
+		{[]string{"-S", "-B", "auto", "--sasl-pwdb", pw}, 0, "", "cannot allow the ASCII protocol while using SASL"},
+		{[]string{"-S"}, 0, "", "-S needs --sasl-pwdb"},
+		{[]string{"--sasl-pwdb", pw}, 0, "", "only read with -S"},
+		{[]string{"-S", "--sasl-pwdb", pw + ".missing"}, 0, "", "could not open"},
+		{[]string{"-Y", pw}, server.ProtocolASCII, "", ""},
+		{[]string{"-Y", pw, "-B", "auto"}, 0, "", "cannot allow the BINARY protocol"},
+		{[]string{"-Y", pw, "-S", "--sasl-pwdb", pw}, 0, "", "use one"},
+	}
+	for _, tc := range cases {
+		app := newApp()
+		var got server.Config
+		app.Action = func(c *cli.Context) error {
+			var err error
+			got, err = configFrom(c, 0)
+			return err
+		}
+		err := app.Run(append([]string{"leasecached"}, tc.args...))
+		if tc.err != "" {
+			require.ErrorContains(t, err, tc.err, "%v", tc.args)
+			continue
+		}
+		require.NoError(t, err, "%v", tc.args)
+		assert.Equal(t, tc.proto, got.Protocol, "%v", tc.args)
+		assert.Equal(t, tc.sasl, got.SASLFile, "%v", tc.args)
 	}
 }
