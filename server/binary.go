@@ -336,8 +336,12 @@ func (cn *conn) binGet() {
 	bc.withKey = r.Opcode.Base() == bp.OpGetK
 	store := cn.srv.store
 	n := len(cn.out)
+	k := shard.HashOf(r.Key)
 	var ok bool
-	cn.out, ok = store.AppendGetHashed(cn.out, r.Key, shard.HashOf(r.Key), false, bc.itemHeader)
+	cn.out, ok = store.AppendGetHashed(cn.out, r.Key, k, false, bc.itemHeader)
+	if !ok {
+		ok = cn.binGrace(k)
+	}
 	if ok {
 		// The store ends every value with the text protocol's "\r\n", which a binary reply does not carry.
 		cn.out = cn.out[:len(cn.out)-2]
@@ -350,6 +354,20 @@ func (cn *conn) binGet() {
 	cn.local[statCmdGet]++
 	cn.countHit(ok, statGetHits, statGetMisses)
 	cn.srv.detail.record(r.Key, prefixGet, ok)
+}
+
+// binGrace serves a get or gat of the key hashed k that found no live item, with --grace or --hold on:
+// a grace copy answers as a hit (its value block appended, "\r\n" included, as AppendGet's), and the
+// first reader claims the refill. A binary read is never parked (--hold): it misses, as without hold,
+// while the reader that claimed the refill refills.
+func (cn *conn) binGrace(k shard.Hashed) bool {
+	store := cn.srv.store
+	if !store.Herd() {
+		return false
+	}
+	var out shard.MissOutcome
+	cn.out, out = store.AppendMiss(cn.out, cn.bin.req.Key, k, false, cn.bin.itemHeader, nil)
+	return out == shard.MissHit || out == shard.MissGrace
 }
 
 // binMiss answers a get or gat miss: an error without the key (written at once), or with it.
@@ -371,6 +389,17 @@ func (cn *conn) binTouch() {
 	var info shard.Info
 	var ok bool
 	cn.scratch, info, ok = cn.srv.store.GetAndTouch(cn.scratch[:0], r.Key, int64(r.Uint32(0)))
+	if !ok && op != bp.OpTouch { // a gat gets a grace copy, untouched, as in the text protocol
+		if ok = cn.binGrace(shard.HashOf(r.Key)); ok {
+			cn.out = cn.out[:len(cn.out)-2]
+		}
+		cn.local[statCmdTouch]++
+		cn.countHit(ok, statTouchHits, statTouchMisses)
+		if !ok && !r.Opcode.Quiet() {
+			cn.binMiss()
+		}
+		return
+	}
 	cn.local[statCmdTouch]++
 	cn.countHit(ok, statTouchHits, statTouchMisses)
 	switch {
