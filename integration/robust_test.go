@@ -3,7 +3,9 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -139,6 +141,9 @@ func TestSlowReaders(t *testing.T) {
 		{"lease-get naming the key 1000 times", "lease-get" + strings.Repeat(" big", 1000) + "\r\n"},
 		{"metadump over 100k items", "lru_crawler metadump all\r\n"},
 		{"stats cachedump", "stats cachedump 1 0\r\nstats cachedump 2 0\r\n"},
+		{"binary GETK of a 500 KB value", robustBinPacket(0x0c, "big", "", 0)},
+		{"binary quiet GETKQ closed by NOOP", strings.Repeat(robustBinPacket(0x0d, "big", "", 0), 10) + robustBinPacket(0x0a, "", "", 0)},
+		{"binary STAT", robustBinPacket(0x10, "", "", 0)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -291,9 +296,37 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 // TestHalfSentSets: hundreds of connections that each send most of a 1 MB set and stall hold memory
 // within the gathering budget (half of -m) in total, not a megabyte each (877 MiB at -m 64 before),
 // the ones that find no room are refused in memcached's words with the connection kept, and a checker is
-// served throughout. Each connection then finishes its set: the ones that were admitted store it.
+// served throughout. Each connection then finishes its set: the ones that were admitted store it. The
+// same for binary SETs: refused with ENOMEM.
 func TestHalfSentSets(t *testing.T) {
-	const conns, size, sent = 300, 1000_000, 900_000
+	const size = 1000_000
+	noop := robustBinPacket(0x0a, "", "", 0)
+	noopReply := "\x81" + noop[1:] // status 0, opaque 0, CAS 0: the request's header with the response magic
+	cases := []struct {
+		name            string
+		head            func(i int) string // what precedes the value
+		tail            string             // what follows it
+		sentinel, until []byte             // a request sent after it, and its reply
+		stored, refused string
+	}{
+		{"text", func(i int) string { return fmt.Sprintf("set half:%d 0 0 %d\r\n", i, size) }, "\r\n", sentinelCmd, sentinelReply,
+			"STORED\r\nMN\r\n", "SERVER_ERROR out of memory storing object\r\nMN\r\n"},
+		{"binary", func(i int) string {
+			p := robustBinPacket(0x11, fmt.Sprintf("half:%d", i), "\x00\x00\x00\x00\x00\x00\x00\x00", size) // SETQ
+			return p[:len(p)-size]
+		}, "", []byte(noop), []byte(noopReply),
+			noopReply, // a quiet set that stored answers nothing
+			"\x81\x11\x00\x00\x00\x00\x00\x82\x00\x00\x00\x0d" + strings.Repeat("\x00", 12) + "Out of memory" + noopReply},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			halfSentSets(t, size, tc.head, tc.tail, tc.sentinel, tc.until, tc.stored, tc.refused)
+		})
+	}
+}
+
+func halfSentSets(t *testing.T, size int, head func(int) string, tail string, sentinel, until []byte, storedReply, refusedReply string) {
+	const conns, sent = 300, 900_000
 	// growthBound: the gathering budget (32 MiB at -m 64), the daemon's own slack, and what a few hundred
 	// connections cost (well under 10 KB each when idle).
 	const growthBound = 32<<20 + 32<<20
@@ -307,7 +340,7 @@ func TestHalfSentSets(t *testing.T) {
 	for i := range conns {
 		rc := dialRaw(t, d)
 		_ = rc.c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		_, err := fmt.Fprintf(rc.c, "set half:%d 0 0 %d\r\n", i, size)
+		_, err := io.WriteString(rc.c, head(i))
 		require.NoError(t, err)
 		_, err = rc.c.Write(body[:sent])
 		require.NoError(t, err)
@@ -319,11 +352,11 @@ func TestHalfSentSets(t *testing.T) {
 	assert.Less(t, grown, int64(growthBound))
 	stored, refused := 0, 0
 	for i, rc := range cs {
-		rep := rc.exchange(append(append(body[sent:], "\r\n"...), sentinelCmd...), wholeWrite, sentinelReply, defaultReplyTimeout)
+		rep := rc.exchange(append(append(body[sent:], tail...), sentinel...), wholeWrite, until, defaultReplyTimeout)
 		switch string(rep.data) {
-		case "STORED\r\nMN\r\n":
+		case storedReply:
 			stored++
-		case "SERVER_ERROR out of memory storing object\r\nMN\r\n":
+		case refusedReply:
 			refused++
 		default:
 			t.Errorf("connection %d: %q (closed %v)", i, truncate(rep.data, 200), rep.closed)
@@ -372,4 +405,12 @@ func TestEndlessLines(t *testing.T) {
 	ck.verify(t)
 	t.Logf("%d connections each sending a 1.9 MB line that does not end: RSS grew by %.1f MiB at most", conns, mib(grown))
 	assert.Less(t, grown, int64(growthBound))
+}
+
+// robustBinPacket is a binary request: opcode op, key, extras ext and a value of vlen 'x' bytes, opaque 0.
+func robustBinPacket(op byte, key, ext string, vlen int) string {
+	b := []byte{0x80, op, byte(len(key) >> 8), byte(len(key)), byte(len(ext)), 0, 0, 0}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(key)+len(ext)+vlen))
+	b = append(b, make([]byte, 12)...)
+	return string(b) + ext + key + strings.Repeat("x", vlen)
 }
