@@ -108,7 +108,12 @@ func (cn *conn) serveBinary(buf []byte) (int, Action) {
 		}
 		n, out := cn.binRequest(buf[pos:])
 		switch out {
-		case binWait, binSuspended:
+		case binSuspended: // a SASL check: what arrives meanwhile waits, up to -Y's bound (auth.go)
+			if len(buf)-pos > authPendingInput {
+				return pos, Close
+			}
+			return pos, Continue
+		case binWait:
 			return pos, Continue
 		case binGathering:
 			return len(buf), Continue
@@ -395,6 +400,7 @@ func (cn *conn) binTouch() {
 		}
 		cn.local[statCmdTouch]++
 		cn.countHit(ok, statTouchHits, statTouchMisses)
+		cn.srv.detail.record(r.Key, prefixGet, ok)
 		if !ok && !r.Opcode.Quiet() {
 			cn.binMiss()
 		}
@@ -402,6 +408,7 @@ func (cn *conn) binTouch() {
 	}
 	cn.local[statCmdTouch]++
 	cn.countHit(ok, statTouchHits, statTouchMisses)
+	cn.srv.detail.record(r.Key, prefixGet, ok)
 	switch {
 	case ok && op == bp.OpTouch:
 		cn.out = bp.AppendItemHeader(cn.out, &r.Header, r.Key, false, info.Flags, 0, info.Cas)
