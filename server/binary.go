@@ -244,6 +244,10 @@ func (cn *conn) binValueFits(h *bp.Header, in []byte) (bp.Status, bool) {
 			return bp.StatusEINVAL, false
 		case protocol.ItemSize(key, vlen, 0) > limit/2: // memcached refuses a chunked item here
 			return bp.StatusENOMEM, false
+		case bp.HeaderLen+int(h.BodyLen) >= bigRequestMin:
+			// Never gathered: a gathered request has no bound on the input behind it while its check
+			// runs. PLAIN credentials are far shorter (doc/design/binary.md).
+			return bp.StatusENOMEM, false
 		}
 	case bp.OpAppend, bp.OpPrepend:
 		if protocol.ItemSize(key, vlen, 0) > limit {
