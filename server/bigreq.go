@@ -148,11 +148,7 @@ func (cn *conn) serveBig(c Transport) (action Action, done bool) {
 		}
 	}
 	if cn.bin != nil {
-		again, action := cn.serveBinaryGathered(cn.big.buf)
-		if again {
-			cn.big.whole = true
-			return Continue, false
-		}
+		action = cn.serveBinaryGathered(cn.big.buf)
 		cn.big.release()
 		return action, true
 	}

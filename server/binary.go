@@ -207,17 +207,14 @@ func (cn *conn) binRequest(in []byte) (int, binOutcome) {
 	return total, out
 }
 
-// serveBinaryGathered executes the large request gathered whole in buf (bigreq.go), and reports whether it
-// must be executed again later (a SASL check in progress) and whether the connection closes.
-func (cn *conn) serveBinaryGathered(buf []byte) (again bool, action Action) {
+// serveBinaryGathered executes the large request gathered whole in buf (bigreq.go). It is a store: a SASL
+// request, the only kind that can be suspended, is never gathered (binValueFits).
+func (cn *conn) serveBinaryGathered(buf []byte) Action {
 	cn.bin.req.Slice(bp.ReadHeader(buf), buf)
-	switch cn.execBinary() {
-	case binSuspended:
-		return true, Continue
-	case binClose:
-		return false, Close
+	if cn.execBinary() == binClose {
+		return Close
 	}
-	return false, Continue
+	return Continue
 }
 
 // saslFree reports whether a connection may send op before it has authenticated (memcached's
