@@ -448,25 +448,31 @@ func (cn *conn) binStore() {
 	if req.Mode == shard.ModeCas {
 		cn.countCas(res)
 	}
-	switch res {
-	case shard.Stored:
+	switch {
+	case res == shard.Stored:
 		cn.binSuccess(nil, cas)
-	case shard.NoMemory:
-		cn.binError(bp.StatusENOMEM)
-	case shard.Exists:
+	case res == shard.NotStored && req.Mode == shard.ModeAdd: // what complete_update_bin makes of it
 		cn.binError(bp.StatusKeyEEXISTS)
-	case shard.NotFound:
+	case res == shard.NotStored && req.Mode == shard.ModeReplace:
 		cn.binError(bp.StatusKeyENOENT)
-	default: // not stored: what complete_update_bin makes of it
-		switch req.Mode {
-		case shard.ModeAdd:
-			cn.binError(bp.StatusKeyEEXISTS)
-		case shard.ModeReplace:
-			cn.binError(bp.StatusKeyENOENT)
-		default:
-			cn.binError(bp.StatusNotStored)
-		}
+	default:
+		cn.binError(binStatus(res))
 	}
+}
+
+// binStatus is the error status of a store result that is not a success.
+func binStatus(res shard.Result) bp.Status {
+	switch res {
+	case shard.Exists:
+		return bp.StatusKeyEEXISTS
+	case shard.NotFound:
+		return bp.StatusKeyENOENT
+	case shard.NonNumeric:
+		return bp.StatusDeltaBadval
+	case shard.NoMemory:
+		return bp.StatusENOMEM
+	}
+	return bp.StatusNotStored
 }
 
 // binDelete is DELETE and DELETEQ, with the CAS compared when non-zero.
@@ -478,12 +484,11 @@ func (cn *conn) binDelete() {
 	case shard.Deleted:
 		cn.local[statDeleteHits]++
 		cn.binSuccess(nil, 0)
-	case shard.Exists:
-		cn.binError(bp.StatusKeyEEXISTS)
-	default:
+		return
+	case shard.NotFound:
 		cn.local[statDeleteMisses]++
-		cn.binError(bp.StatusKeyENOENT)
 	}
+	cn.binError(binStatus(res))
 }
 
 // binArith is INCREMENT and DECREMENT and their quiet forms: a miss creates the key with the initial value
@@ -509,16 +514,11 @@ func (cn *conn) binArith() {
 		if !r.Opcode.Quiet() {
 			cn.out = bp.AppendCounter(cn.out, &r.Header, res.Value, res.Cas)
 		}
+		return
 	case shard.NotFound:
 		cn.local[missStat]++
-		cn.binError(bp.StatusKeyENOENT)
-	case shard.NonNumeric:
-		cn.binError(bp.StatusDeltaBadval)
-	case shard.Exists:
-		cn.binError(bp.StatusKeyEEXISTS)
-	default:
-		cn.binError(bp.StatusENOMEM)
 	}
+	cn.binError(binStatus(res.Result))
 }
 
 // binStats is STAT: the text protocol's stats, one packet each (name as key, value as value), then an
