@@ -343,8 +343,12 @@ func (p *binParser) check(chunk []byte) {
 		}
 		n := min(len(seg), len(chunk))
 		if string(seg[:n]) != string(chunk[:n]) {
-			p.bad, p.badOff = true, off
-			p.badBytes = p.badBytesBuf[:copy(p.badBytesBuf[:], chunk)]
+			j := 0
+			for seg[j] == chunk[j] {
+				j++
+			}
+			p.bad, p.badOff = true, off+j
+			p.badBytes = p.badBytesBuf[:copy(p.badBytesBuf[:], chunk[j:])]
 			return
 		}
 		chunk, off = chunk[n:], off+n
@@ -358,7 +362,7 @@ func (p *binParser) endBody() {
 		return
 	}
 	if p.bad {
-		p.fail("hit of opcode 0x%02x for key %s: body byte %d on differs from what was stored (flags, key, value): %x... (header %x)",
+		p.fail("hit of opcode 0x%02x for key %s: body byte %d on differs from what was stored (flags, key, value), from there %x (header %x)",
 			p.current.op, p.ks.appendKey(nil, p.current.idx), p.badOff, p.badBytes, p.cur.raw)
 		return
 	}
