@@ -3,7 +3,11 @@ package load
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"time"
 )
 
 // memcached's binary protocol, the part the generator speaks (-binary): GET for single gets, GETKQ for
@@ -367,4 +371,43 @@ func (p *binParser) endBody() {
 		return
 	}
 	p.hits++
+}
+
+// binOpVersion is the opcode BinaryPing asks with.
+const binOpVersion = 0x0b
+
+// binPingOpaque is BinaryPing's opaque ("bin!"), which the reply must echo.
+const binPingOpaque = 0x62696e21
+
+// BinaryPing checks that the server at addr speaks the binary protocol: a VERSION request must get a
+// VERSION reply with status OK, the opaque echoed and a version string, within timeout. A server that
+// speaks only text waits for a line end that never comes: that is a timeout, said as such. The error
+// carries the bytes the server sent.
+func BinaryPing(addr string, timeout time.Duration) error {
+	c, err := dialConn(addr, timeout, nil)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(timeout)); err != nil {
+		return err
+	}
+	if _, err := c.Write(appendBinHeader(nil, binOpVersion, 0, 0, 0, binPingOpaque)); err != nil {
+		return fmt.Errorf("binary VERSION: %w", err)
+	}
+	var buf [binHeaderLen + 256]byte
+	n, err := io.ReadAtLeast(c, buf[:], binHeaderLen)
+	if err != nil {
+		if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+			return fmt.Errorf("binary VERSION (80 0b ..., opaque %08x): no reply in %v (a text-only server waits for a line end)",
+				binPingOpaque, timeout)
+		}
+		return fmt.Errorf("binary VERSION: %d bytes of reply (%x): %w", n, buf[:n], err)
+	}
+	h := parseBinHeader(buf[:])
+	if h.magic != binResMagic || h.op != binOpVersion || h.status != binStatusOK || h.opaque != binPingOpaque ||
+		h.keyLen != 0 || h.extLen != 0 || h.bodyLen == 0 || h.bodyLen > 256 {
+		return fmt.Errorf("binary VERSION: reply %x, want 81 0b, status OK, opaque %08x and a version", buf[:n], binPingOpaque)
+	}
+	return nil
 }

@@ -89,6 +89,8 @@ type Result struct {
 	// with errors has no valid numbers.
 	Errors      uint64 `json:"errors"`
 	ErrorSample string `json:"error_sample,omitempty"`
+	// Failed, set by the harness, says why a run has no numbers: it ended in an error, or counted Errors.
+	Failed string `json:"failed,omitempty"`
 
 	LatencyPer string  `json:"latency_per"` // "request" or "batch of N"
 	P50us      float64 `json:"p50_us"`
