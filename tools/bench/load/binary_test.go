@@ -1,10 +1,15 @@
 package load
 
 import (
+	"bufio"
+	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"io"
 	"math/rand/v2"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -325,6 +330,100 @@ func TestBinaryGenConn(t *testing.T) {
 			if tc.getRatio == 1 {
 				assert.Equal(t, uint64(21*16*tc.multiGet), c.bin.hits, "every key hits")
 			}
+		})
+	}
+}
+
+// binaryFake is a binary-protocol server for the transport: it answers GET and GETKQ with the value the
+// generator's value source gives each key (so every reply checks out), SET with a CAS and NOOP, and writes
+// its replies in pieces of 1 to maxPiece bytes, so that headers and values are split anywhere between the
+// generator's reads.
+func binaryFake(t *testing.T, valueSize, maxPiece int) string {
+	t.Helper()
+	vs, err := newValueSource(valueSize)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for n := uint64(0); ; n++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				r := rand.New(rand.NewPCG(n, 5))
+				br := bufio.NewReader(c)
+				var h [binHeaderLen]byte
+				var out []byte
+				for {
+					if _, err := io.ReadFull(br, h[:]); err != nil {
+						return
+					}
+					body := make([]byte, binary.BigEndian.Uint32(h[8:]))
+					if _, err := io.ReadFull(br, body); err != nil {
+						return
+					}
+					op, opaque := h[1], binary.BigEndian.Uint32(h[12:])
+					key := body[int(h[4]) : int(h[4])+int(binary.BigEndian.Uint16(h[2:]))]
+					i, _ := KeyNumber(key)
+					switch op {
+					case binOpGet, binOpGetKQ:
+						var flags [4]byte
+						binary.BigEndian.PutUint32(flags[:], vs.flags(i))
+						if op == binOpGet {
+							key = nil
+						}
+						out = appendBinReply(out, op, binStatusOK, opaque, 1, flags[:], key, vs.value(i))
+					case binOpSet:
+						out = appendBinReply(out, op, binStatusOK, opaque, 1, nil, nil, nil)
+					default:
+						out = appendBinReply(out, op, binStatusOK, opaque, 0, nil, nil, nil)
+					}
+					if br.Buffered() > 0 && op == binOpGetKQ {
+						continue // the rest of a quiet batch is here: answer it with the NOOP
+					}
+					for len(out) > 0 {
+						k := min(len(out), 1+r.IntN(maxPiece))
+						if _, err := c.Write(out[:k]); err != nil {
+							return
+						}
+						out = out[k:]
+					}
+				}
+			})
+		}
+	})
+	return ln.Addr().String()
+}
+
+// The transport with the binary protocol: replies split anywhere between reads, values larger than a read
+// buffer, quiet batches; every reply checked, none wrong, every key a hit.
+func TestBinaryTransport(t *testing.T) {
+	tests := []struct {
+		name                string
+		pipeline, multiGet  int
+		getRatio            float64
+		valueSize, maxPiece int
+	}{
+		{"p1 get, small pieces", 1, 1, 1, 100, 7},
+		{"p16 sets and gets", 16, 1, 0.5, 100, 300},
+		{"p8 getkq x10", 8, 10, 1, 100, 50},
+		{"p4 mixed, 20 KB values in small pieces", 4, 3, 0.7, 20000, 999},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := binaryFake(t, tc.valueSize, tc.maxPiece)
+			r, err := Run(context.Background(), Config{Addr: addr, Conns: 3, Pipeline: tc.pipeline, MultiGet: tc.multiGet,
+				GetRatio: tc.getRatio, ValueSize: tc.valueSize, KeySize: 14, Keys: 1000, Dist: "uniform",
+				Duration: 150 * time.Millisecond, GetCmd: "get", Seed: 1, Binary: true})
+			require.NoError(t, err)
+			assert.Zero(t, r.Errors, r.ErrorSample)
+			assert.NotZero(t, r.Requests)
+			assert.Equal(t, r.GetKeys, r.Hits)
+			assert.Equal(t, r.Requests, r.Sets+r.GetKeys/uint64(tc.multiGet))
 		})
 	}
 }

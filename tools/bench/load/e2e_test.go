@@ -80,6 +80,9 @@ func TestAgainstMemcached(t *testing.T) {
 		})
 	}
 
+	if err := BinaryPing(addr, time.Second); err != nil {
+		t.Errorf("memcached's binary VERSION: %v", err)
+	}
 	// The binary protocol on the same server (memcached's -B auto: the first byte 0x80 selects it), on the
 	// keys the text runs above prefilled and set: every reply checked, none wrong.
 	binLoads := []struct {
