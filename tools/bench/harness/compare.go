@@ -47,8 +47,8 @@ type workload struct {
 	ValueSize int
 	Dist      string
 	GetCmd    string
-	// Binary speaks memcached's binary protocol (the binary table): a run that fails, or counts a wrong
-	// reply, makes the row's cell FAILED instead of ending the comparison.
+	// Binary speaks memcached's binary protocol (the binary table): a run that fails, counts a wrong reply
+	// or misses a stored key makes the row's cell FAILED instead of ending the comparison (runTolerant).
 	Binary bool
 }
 
@@ -312,9 +312,10 @@ func calibrate(ctx context.Context, ws []workload, servers []*runningServer, o c
 }
 
 // runTolerant is one load run of w against s. For a text workload it is load.Run. For a binary one
-// (w.Binary) a run that ends in an error, counts wrong replies or misses a key is the cell's failure: it is recorded in
-// res (a result whose Failed says why), logged with its JSON line, and runTolerant returns nil and no
-// error, so the comparison goes on and the row shows FAILED. A cancelled run is an error either way.
+// (w.Binary) a run that ends in an error, counts wrong replies or misses a key is the cell's failure: it
+// is recorded in res (a result whose Failed says why), logged with its JSON line, and runTolerant returns
+// nil and no error, so the comparison goes on and the row shows FAILED. A cancelled run is an error
+// either way.
 func runTolerant(ctx context.Context, w workload, s *runningServer, cfg load.Config, tag string, res matrixResults,
 	jsonOut io.Writer) (*load.Result, error) {
 	r, err := load.Run(ctx, cfg)
