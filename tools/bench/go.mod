@@ -7,6 +7,13 @@ require (
 	golang.org/x/sys v0.30.0
 )
 
+require (
+	github.com/davecgh/go-spew v1.1.1 // indirect
+	github.com/pmezard/go-difflib v1.0.0 // indirect
+	github.com/stretchr/testify v1.11.1
+	gopkg.in/yaml.v3 v3.0.1 // indirect
+)
+
 // The load tool is a module of its own, so that the root module's `go test ./...` builds no part of it. It
 // uses the root's internal/testdaemon; the root module needs gnet, replaced by the patched copy there.
 replace github.com/leasecached/leasecached => ../..

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,8 +33,8 @@ const (
 	leaseReps = 5
 	// compareWarmup is the discarded run against each server before the measured ones.
 	compareWarmup = time.Second
-	// compareMaxTime bounds the whole comparison, whatever the flags ask: make bench with a third server
-	// and the TLS rows (about 29 minutes by estimateCompare) must fit.
+	// compareMaxTime bounds the whole comparison, whatever the flags ask: make bench with a third server,
+	// the TLS rows and the binary rows (about 38.5 minutes by estimateCompare) must fit.
 	compareMaxTime = 40 * time.Minute
 )
 
@@ -46,6 +47,9 @@ type workload struct {
 	ValueSize int
 	Dist      string
 	GetCmd    string
+	// Binary speaks memcached's binary protocol (the binary table): a run that fails, counts a wrong reply
+	// or misses a stored key makes the row's cell FAILED instead of ending the comparison (runTolerant).
+	Binary bool
 }
 
 func compareWorkloads() []workload {
@@ -55,6 +59,24 @@ func compareWorkloads() []workload {
 // tlsWorkloads are the rows of the TLS table (issue 26): 90/10 with 100-byte and 4 KB values at pipeline
 // 1 and 16, on the same key sets as the plaintext rows.
 func tlsWorkloads() []workload { return atPipelines("TLS ", mix90Small, mix90Large) }
+
+// binaryWorkloads are the rows of the binary table (issue 25): GET hits, SETs and 10-key multi-gets as
+// GETKQ x10 closed by a NOOP (as Dalli and libmemcached fetch many keys), 100-byte values, at pipeline 1
+// and 16, on the 100-byte key set.
+func binaryWorkloads() []workload {
+	ws := atPipelines("bin ", binGet, binSet, binGetX10)
+	for i := range ws {
+		ws[i].Binary = true
+	}
+	return ws
+}
+
+// The binary table's rows: every get hits (the key set is prefilled); the sets write each key's own value.
+var (
+	binGet    = workload{Name: "get 100B", MultiGet: 1, GetRatio: 1, ValueSize: smallValue, Dist: "uniform"}
+	binSet    = workload{Name: "set 100B", MultiGet: 1, GetRatio: 0, ValueSize: smallValue, Dist: "uniform"}
+	binGetX10 = workload{Name: "getkq x10 100B", MultiGet: 10, GetRatio: 1, ValueSize: smallValue, Dist: "uniform"}
+)
 
 // The rows the tables share, before atPipelines gives them a depth.
 var (
@@ -97,7 +119,8 @@ func (w workload) config(s *runningServer, d time.Duration, seed uint64) load.Co
 	}
 	return load.Config{Addr: s.addr, Conns: compareConns, Pipeline: w.Pipeline, MultiGet: w.MultiGet,
 		GetRatio: w.GetRatio, ValueSize: w.ValueSize, KeySize: compareKeySize, Keys: compareKeys, KeyBase: base,
-		Dist: w.Dist, ZipfS: compareZipfS, Duration: d, GetCmd: w.GetCmd, ServerPID: s.pid, Seed: seed, TLS: s.tls}
+		Dist: w.Dist, ZipfS: compareZipfS, Duration: d, GetCmd: w.GetCmd, ServerPID: s.pid, Seed: seed, TLS: s.tls,
+		Binary: w.Binary}
 }
 
 type compareOptions struct {
@@ -118,6 +141,9 @@ type compareOptions struct {
 	// leasecached out); tlsThird adds a third TLS server.
 	tls, tlsOnly             bool
 	tlsLeasecached, tlsThird string
+	// binary adds the binary table: binaryWorkloads against the plaintext table's servers (not the ceiling
+	// responders, which speak text only). binaryOnly runs that table alone, on servers of its own.
+	binary, binaryOnly bool
 }
 
 // tlsNone as -tls-leasecached leaves leasecached out of the TLS table.
@@ -213,8 +239,11 @@ const calibrationRounds = 2
 // measured runs then use only that count, so a table figure is a plain median, not the better of two noisy
 // ones, which would flatter whichever server the choice is closer for. Calibration runs are logged (label
 // "calibration:") but never reported.
+//
+// A binary workload's run that fails is recorded in res as its cell's failure (runTolerant), and that
+// server is not calibrated further on it.
 func calibrate(ctx context.Context, ws []workload, servers []*runningServer, o compareOptions,
-	jsonOut io.Writer) (genPlan, error) {
+	jsonOut io.Writer, res matrixResults) (genPlan, error) {
 	plan := genPlan{}
 	warm := false
 	for _, w := range ws {
@@ -231,7 +260,11 @@ func calibrate(ctx context.Context, ws []workload, servers []*runningServer, o c
 			// (memory faulted in, caches cold), for every server: it would count against whichever thread
 			// count ran first. One unreported run per server absorbs it.
 			for _, s := range servers {
-				if _, err := load.Run(ctx, w.config(s, min(o.duration, compareCalibration), 0)); err != nil {
+				if res.failure(w.Name, s.name) != "" {
+					continue
+				}
+				cfg := w.config(s, min(o.duration, compareCalibration), 0)
+				if _, err := runTolerant(ctx, w, s, cfg, "calibration warm-up: ", res, jsonOut); err != nil {
 					return nil, fmt.Errorf("calibration warm-up: %s, %s: %w", w.Name, s.name, err)
 				}
 			}
@@ -248,11 +281,17 @@ func calibrate(ctx context.Context, ws []workload, servers []*runningServer, o c
 					g = choices[len(choices)-1-i]
 				}
 				for _, s := range servers {
+					if res.failure(w.Name, s.name) != "" {
+						continue
+					}
 					cfg := w.config(s, min(o.duration, compareCalibration), 0)
 					cfg.GenThreads = g
-					r, err := load.Run(ctx, cfg)
+					r, err := runTolerant(ctx, w, s, cfg, "calibration: ", res, jsonOut)
 					if err != nil {
 						return nil, fmt.Errorf("calibration: %s, %s, %d generator threads: %w", w.Name, s.name, g, err)
+					}
+					if r == nil {
+						continue // a binary cell that failed: recorded in res
 					}
 					r.Label, r.Server = "calibration: "+w.Name, s.name
 					logRun(jsonOut, "calibration", w, s, g, r)
@@ -272,6 +311,44 @@ func calibrate(ctx context.Context, ws []workload, servers []*runningServer, o c
 	return plan, nil
 }
 
+// runTolerant is one load run of w against s. For a text workload it is load.Run. For a binary one
+// (w.Binary) a run that ends in an error, counts wrong replies or misses a key is the cell's failure: it
+// is recorded in res (a result whose Failed says why), logged with its JSON line, and runTolerant returns
+// nil and no error, so the comparison goes on and the row shows FAILED. A cancelled run is an error
+// either way.
+func runTolerant(ctx context.Context, w workload, s *runningServer, cfg load.Config, tag string, res matrixResults,
+	jsonOut io.Writer) (*load.Result, error) {
+	r, err := load.Run(ctx, cfg)
+	if !w.Binary || ctx.Err() != nil {
+		return r, err
+	}
+	f := r
+	switch {
+	case err != nil:
+		f = &load.Result{Mode: "load", Config: cfg, Failed: err.Error()}
+	case r.Errors > 0:
+		f.Failed = fmt.Sprintf("%d wrong replies; the first: %s", r.Errors, r.ErrorSample)
+	case r.Hits < r.GetKeys:
+		// Every key was written before the table, and its sets write the same values: a miss is a lost item
+		// or a reply the server never sent (a GETKQ miss is silent).
+		f.Failed = fmt.Sprintf("%d of %d gets missed keys that were stored", r.GetKeys-r.Hits, r.GetKeys)
+	default:
+		return r, nil
+	}
+	recordFailure(w, s, tag, f, res, jsonOut)
+	return nil, nil
+}
+
+// recordFailure records f as the failure of w's cell on s, and logs it.
+func recordFailure(w workload, s *runningServer, tag string, f *load.Result, res matrixResults, jsonOut io.Writer) {
+	f.Label, f.Server = tag+w.Name, s.name
+	res.add(w.Name, s.name, f)
+	fmt.Fprintf(os.Stderr, "[%sFAILED] %-26s %-12s %s\n", tag, w.Name, s.name, f.Failed)
+	if b, err := json.Marshal(f); err == nil {
+		fmt.Fprintf(jsonOut, "%s\n", b)
+	}
+}
+
 // logRun prints one run's progress line and appends its JSON line.
 func logRun(jsonOut io.Writer, tag string, w workload, s *runningServer, g int, r *load.Result) {
 	fmt.Fprintf(os.Stderr, "[%s] %-26s %-12s %9.0f ops/s  p99 %7.0fus  server %5.2f us/op  generator %d thr %.2f cores\n",
@@ -285,10 +362,17 @@ func logRun(jsonOut io.Writer, tag string, w workload, s *runningServer, g int, 
 // servers is the number of servers of the plaintext tables.
 func estimateCompare(o compareOptions, servers int) time.Duration {
 	var est time.Duration
+	if o.binaryOnly {
+		return estimateMatrix(o, binaryWorkloads(), o.binaryServerCount())
+	}
 	if !o.tlsOnly {
 		est = estimateMatrix(o, compareWorkloads(), servers)
 		if !o.skipLease {
 			est += time.Duration(max(o.reps, leaseReps)*len(leaseWorkloads())) * (o.duration + time.Second)
+		}
+		if o.binary { // on the plaintext table's servers: no start or fill of its own
+			est += estimateMatrix(o, binaryWorkloads(), o.binaryServerCount()) -
+				time.Duration(o.binaryServerCount())*perServerSetup
 		}
 	}
 	if o.tls {
@@ -297,10 +381,21 @@ func estimateCompare(o compareOptions, servers int) time.Duration {
 	return est
 }
 
+// perServerSetup is roughly how long starting, filling and warming up one server takes.
+const perServerSetup = 30 * time.Second
+
+// binaryServerCount is the number of servers of the binary table: memcached, leasecached, and the third.
+func (o compareOptions) binaryServerCount() int {
+	if o.third != "" {
+		return 3
+	}
+	return 2
+}
+
 // estimateMatrix is roughly how long starting and filling servers servers, calibrating and running ws
 // against them takes.
 func estimateMatrix(o compareOptions, ws []workload, servers int) time.Duration {
-	const perRun, perServer = time.Second, 30 * time.Second
+	const perRun, perServer = time.Second, perServerSetup
 	runs, calib := o.reps*len(ws)*servers, 0
 	for _, w := range ws {
 		if n := len(o.genChoices(w)); n > 1 {
@@ -343,11 +438,20 @@ func CompareMain(ctx context.Context, args []string, out io.Writer) error {
 		`leasecached's command in the TLS table ({cert} {key} and the placeholders of -third; default: its plaintext `+
 			`command with`+tlsFlags+`); "none" leaves it out`)
 	fs.StringVar(&o.tlsThird, "tls-third", "", `a third server in the TLS table, e.g. "memcached -p {port} -u root`+tlsFlags+`"`)
+	fs.BoolVar(&o.binary, "binary", true, "add the binary table: the binary protocol against the plaintext table's "+
+		"servers, GET hits, SETs and 10-key GETKQ+NOOP multi-gets, 100 B, at pipeline 1 and 16")
+	fs.BoolVar(&o.binaryOnly, "binary-only", false, "run the binary table alone")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if o.tlsOnly && o.binaryOnly {
+		return fmt.Errorf("compare: -tls-only and -binary-only: choose one")
+	}
 	if o.tlsOnly {
 		o.tls = true
+	}
+	if o.binaryOnly {
+		o.binary = true
 	}
 	if *quick {
 		o.reps, o.duration = 1, 1500*time.Millisecond
@@ -389,6 +493,9 @@ func runCompare(ctx context.Context, o compareOptions, out io.Writer) error {
 		}
 		defer f.Close()
 		jsonOut = f
+	}
+	if o.binaryOnly {
+		return compareBinaryOnly(ctx, o, logDir, jsonOut, out)
 	}
 	var tlsSpecs []serverSpec
 	if o.tls {
@@ -502,7 +609,7 @@ func comparePlain(ctx context.Context, o compareOptions, logDir string, jsonOut,
 	}
 
 	ws := compareWorkloads()
-	results, err := measure(ctx, ws, servers, o, jsonOut)
+	results, err := measure(ctx, ws, servers, o, jsonOut, nil)
 	if err != nil {
 		return err
 	}
@@ -523,13 +630,31 @@ func comparePlain(ctx context.Context, o compareOptions, logDir string, jsonOut,
 		lw := leaseWorkloads()
 		lo := o
 		lo.reps = max(o.reps, leaseReps)
-		lres, err := runMatrix(ctx, lw, []*runningServer{lc}, lo, defaultGen, jsonOut)
+		lres, err := runMatrix(ctx, lw, []*runningServer{lc}, lo, defaultGen, jsonOut, nil)
 		if err != nil {
 			return err
 		}
 		printLeaseTable(out, lw, lres)
 	}
+	if o.binary {
+		return binaryTable(ctx, o, caches, false, jsonOut, out)
+	}
 	return nil
+}
+
+// compareBinaryOnly is -binary-only: memcached, leasecached (and a third server) started, filled and
+// warmed up as for the plaintext table, then the binary table alone.
+func compareBinaryOnly(ctx context.Context, o compareOptions, logDir string, jsonOut, out io.Writer) error {
+	specs := []serverSpec{memcachedSpec(o.memcached), leasecachedSpec(o.leasecached)}
+	if o.third != "" {
+		specs = append(specs, serverSpec{Name: "third", Command: o.third})
+	}
+	servers, err := startServers(ctx, specs, o, logDir)
+	defer stopServers(servers)
+	if err != nil {
+		return err
+	}
+	return binaryTable(ctx, o, servers, true, jsonOut, out)
 }
 
 // compareTLS is the TLS table: the servers of specs (memcached -Z first) filled, warmed, calibrated and
@@ -542,7 +667,7 @@ func compareTLS(ctx context.Context, o compareOptions, specs []serverSpec, logDi
 		return err
 	}
 	ws := tlsWorkloads()
-	results, err := measure(ctx, ws, servers, o, jsonOut)
+	results, err := measure(ctx, ws, servers, o, jsonOut, nil)
 	if err != nil {
 		return err
 	}
@@ -570,6 +695,16 @@ func (m matrixResults) add(w, s string, r *load.Result) {
 	m[w][s] = append(m[w][s], r)
 }
 
+// failure is why workload w's cell on server s failed, "" when none of its runs did.
+func (m matrixResults) failure(w, s string) string {
+	for _, r := range m[w][s] {
+		if r.Failed != "" {
+			return r.Failed
+		}
+	}
+	return ""
+}
+
 // genThreadsOf is the generator thread count of runs (0 when there are none): runMatrix uses one count
 // per workload and server.
 func genThreadsOf(runs []*load.Result) int {
@@ -581,37 +716,57 @@ func genThreadsOf(runs []*load.Result) int {
 
 // measure calibrates the generator for ws on servers and runs the matrix: what every table does once its
 // servers are up.
+// Failures of binary cells found before (res, which may be nil) and during calibration are kept in the
+// results.
 func measure(ctx context.Context, ws []workload, servers []*runningServer, o compareOptions,
-	jsonOut io.Writer) (matrixResults, error) {
-	plan, err := calibrate(ctx, ws, servers, o, jsonOut)
+	jsonOut io.Writer, res matrixResults) (matrixResults, error) {
+	if res == nil {
+		res = matrixResults{}
+	}
+	plan, err := calibrate(ctx, ws, servers, o, jsonOut, res)
 	if err != nil {
 		return nil, err
 	}
-	return runMatrix(ctx, ws, servers, o, plan.threads, jsonOut)
+	return runMatrix(ctx, ws, servers, o, plan.threads, jsonOut, res)
 }
 
 // runMatrix runs every workload against every server, with the generator threads threads gives, reps
 // times, interleaved (rep, workload, server) so that drift on the machine (thermal, other tenants) spreads
-// over all servers alike.
+// over all servers alike. It adds to res (nil: new results). A binary cell that fails (runTolerant), or
+// has failed before, is not run again: its row says FAILED.
 func runMatrix(ctx context.Context, ws []workload, servers []*runningServer, o compareOptions,
-	threads func(workload, *runningServer) int, jsonOut io.Writer) (matrixResults, error) {
-	res := matrixResults{}
+	threads func(workload, *runningServer) int, jsonOut io.Writer, res matrixResults) (matrixResults, error) {
+	if res == nil {
+		res = matrixResults{}
+	}
 	total := o.reps * len(ws) * len(servers)
 	n := 0
 	for rep := 0; rep < o.reps; rep++ {
 		for _, w := range ws {
 			for _, s := range servers {
-				if !s.alive() {
-					return nil, fmt.Errorf("%s exited during the benchmark (log %s): %s", s.name, s.logPath,
-						lastLines(s.logSince(0), 5))
-				}
 				n++
+				if res.failure(w.Name, s.name) != "" {
+					continue
+				}
+				if !s.alive() {
+					exited := fmt.Sprintf("%s exited during the benchmark (log %s): %s", s.name, s.logPath,
+						lastLines(s.logSince(0), 5))
+					if !w.Binary {
+						return nil, errors.New(exited)
+					}
+					recordFailure(w, s, "", &load.Result{Mode: "load", Config: w.config(s, o.duration, 0), Failed: exited},
+						res, jsonOut)
+					continue
+				}
 				g := threads(w, s)
 				cfg := w.config(s, o.duration, uint64(rep+1))
 				cfg.GenThreads = g
-				r, err := load.Run(ctx, cfg)
+				r, err := runTolerant(ctx, w, s, cfg, "", res, jsonOut)
 				if err != nil {
 					return nil, fmt.Errorf("%s, %s, %d generator threads: %w", w.Name, s.name, g, err)
+				}
+				if r == nil {
+					continue // a binary cell that failed: recorded in res
 				}
 				r.Label, r.Server = w.Name, s.name
 				logRun(jsonOut, fmt.Sprintf("%d/%d", n, total), w, s, g, r)
@@ -710,6 +865,75 @@ func printTLSTable(out io.Writer, o compareOptions, ws []workload, servers []*ru
 	printMatrixTable(out, ws, servers, res)
 }
 
+// binaryPingTimeout bounds the binary VERSION exchange that tells, before the binary table, whether a
+// server speaks the binary protocol at all.
+const binaryPingTimeout = 2 * time.Second
+
+// binaryTable runs the binary table against servers (started, filled and warmed up) and prints it; started
+// says whether they were started for it (-binary-only) or are the plaintext table's. A server that does
+// not answer a binary VERSION is not run: every one of its cells is FAILED with the reason.
+func binaryTable(ctx context.Context, o compareOptions, servers []*runningServer, started bool, jsonOut,
+	out io.Writer) error {
+	note := machineNote()
+	ws := binaryWorkloads()
+	res := matrixResults{}
+	for _, s := range servers {
+		if err := load.BinaryPing(s.addr, binaryPingTimeout); err != nil {
+			for _, w := range ws {
+				recordFailure(w, s, "", &load.Result{Mode: "load", Config: w.config(s, o.duration, 0),
+					Failed: "does not speak the binary protocol: " + err.Error()}, res, jsonOut)
+			}
+		}
+	}
+	res, err := measure(ctx, ws, servers, o, jsonOut, res)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\n%s\n", note)
+	printBinaryTable(out, o, ws, servers, started, res)
+	return nil
+}
+
+// printBinaryTable is the binary table: the plaintext table's columns, how the requests are made, and why
+// any cell failed.
+func printBinaryTable(out io.Writer, o compareOptions, ws []workload, servers []*runningServer, started bool,
+	res matrixResults) {
+	which := "the plaintext table's servers"
+	if started {
+		which = "servers started for this table"
+	}
+	third := ""
+	if o.third != "" {
+		third = fmt.Sprintf(", 3rd = %q", o.third)
+	}
+	fmt.Fprintf(out, "\nbinary protocol: %s%s, %s (memcached's default -B auto: a connection's first byte 0x80 "+
+		"selects binary): -t %d -m %d -c %d, %d connections, %d keys of %d bytes, medians of %d x %v\n",
+		strings.Join(serverNames(servers), " vs "), third, which, o.lim.Threads, o.lim.MemMB, o.lim.ConnLimit,
+		compareConns, compareKeys, compareKeySize, o.reps, o.duration)
+	fmt.Fprintf(out, "get = GET, set = SET (100-byte values, every get a hit); getkq x10 = ten GETKQ closed by a "+
+		"NOOP, one request (a Dalli or libmemcached multi-get); every reply checked (magic, opcode, opaque, status, "+
+		"lengths, flags, key, value): a wrong or missing reply makes the cell FAILED; columns as in the plaintext "+
+		"table (%s order)\n\n", serverOrder(servers))
+	printMatrixTable(out, ws, servers, res)
+	printFailures(out, ws, servers, res)
+}
+
+// printFailures lists why each failed cell failed.
+func printFailures(out io.Writer, ws []workload, servers []*runningServer, res matrixResults) {
+	first := true
+	for _, w := range ws {
+		for _, s := range servers {
+			if f := res.failure(w.Name, s.name); f != "" {
+				if first {
+					fmt.Fprintln(out)
+					first = false
+				}
+				fmt.Fprintf(out, "FAILED %s, %s: %s\n", w.Name, s.name, f)
+			}
+		}
+	}
+}
+
 // serverNames are the servers as "leasecached (lc)", "memcached (mc)".
 func serverNames(servers []*runningServer) []string {
 	var names []string
@@ -728,7 +952,8 @@ func specCommand(o compareOptions, name string) string {
 }
 
 // printMatrixTable prints one row per workload: each server's medians of ops/s, p99 and CPU per request,
-// and their ratios to the first server's (memcached).
+// and their ratios to the first server's (memcached). A failed cell (matrixResults.failure) shows FAILED
+// instead of its numbers, and no ratio is made with it.
 func printMatrixTable(out io.Writer, ws []workload, servers []*runningServer, res matrixResults) {
 	header := []string{"workload"}
 	for _, metric := range []string{"ops/s", "p99 us", "us/op"} {
@@ -743,13 +968,19 @@ func printMatrixTable(out io.Writer, ws []workload, servers []*runningServer, re
 	var rows [][]string
 	for _, w := range ws {
 		runs := make([][]*load.Result, len(servers))
+		failed := make([]bool, len(servers))
 		threads := ""
 		for i, s := range servers {
 			runs[i] = res[w.Name][s.name]
+			failed[i] = res.failure(w.Name, s.name) != ""
 			if i > 0 {
 				threads += "/"
 			}
-			threads += fmt.Sprint(genThreadsOf(runs[i]))
+			if failed[i] {
+				threads += "-"
+			} else {
+				threads += fmt.Sprint(genThreadsOf(runs[i]))
+			}
 		}
 		row := []string{w.Name}
 		for _, m := range []struct {
@@ -758,15 +989,25 @@ func printMatrixTable(out io.Writer, ws []workload, servers []*runningServer, re
 		}{{opsOf, "%.0f"}, {p99Of, "%.0f"}, {cpuOf, "%.2f"}} {
 			base := median(runs[0], m.f)
 			for i := range servers {
+				if failed[i] {
+					row = append(row, "FAILED")
+					continue
+				}
 				row = append(row, fmt.Sprintf(m.format, median(runs[i], m.f)))
 			}
 			for i := range servers[1:] {
+				if failed[0] || failed[i+1] {
+					row = append(row, "-")
+					continue
+				}
 				row = append(row, ratio(median(runs[i+1], m.f), base))
 			}
 		}
 		gen := 0.0
 		for i := range servers {
-			gen = max(gen, median(runs[i], genOf))
+			if !failed[i] {
+				gen = max(gen, median(runs[i], genOf))
+			}
 		}
 		row = append(row, threads, fmt.Sprintf("%.2f", gen))
 		rows = append(rows, row)

@@ -74,7 +74,7 @@ func TestCalibrate(t *testing.T) {
 		{Name: "p16", Pipeline: 16, MultiGet: 1, GetRatio: 0.9, ValueSize: 100, Dist: "uniform", GetCmd: "get"},
 	}
 	var log bytes.Buffer
-	plan, err := calibrate(context.Background(), ws, []*runningServer{s}, compareOptions{duration: 200 * time.Millisecond}, &log)
+	plan, err := calibrate(context.Background(), ws, []*runningServer{s}, compareOptions{duration: 200 * time.Millisecond}, &log, matrixResults{})
 	if err != nil {
 		t.Fatal(err)
 	}

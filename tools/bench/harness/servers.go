@@ -114,8 +114,9 @@ func (s *runningServer) stop() error {
 	return s.proc.Stop(serverStopTimeout)
 }
 
-// alive reports whether the process is still running.
-func (s *runningServer) alive() bool { return s.proc.Running() }
+// alive reports whether the process is still running (a server the harness did not start, as tests make
+// them, always is).
+func (s *runningServer) alive() bool { return s.proc == nil || s.proc.Running() }
 
 func lastLines(b []byte, n int) string {
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")

@@ -32,6 +32,8 @@ func Main(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&cfg.GenThreads, "gen-threads", 0,
 		"generator OS threads, each with its own epoll over a share of the connections (0: 2 at -pipeline 1, else 1)")
 	tlsFlags(fs, &cfg.TLS)
+	fs.BoolVar(&cfg.Binary, "binary", false,
+		"speak memcached's binary protocol: GET, GETKQ per key closed by NOOP for -multiget above 1, SET (the prefill stays text)")
 	jsonOnly := fs.Bool("json", false, "print only the JSON line")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -43,7 +45,13 @@ func Main(ctx context.Context, args []string, out io.Writer) error {
 	if !*jsonOnly {
 		printLoad(out, res)
 	}
-	return PrintJSON(out, res)
+	if err := PrintJSON(out, res); err != nil {
+		return err
+	}
+	if res.Errors > 0 {
+		return fmt.Errorf("%d wrong replies; the first: %s", res.Errors, res.ErrorSample)
+	}
+	return nil
 }
 
 // FillMain is the fill subcommand.

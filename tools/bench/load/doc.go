@@ -1,6 +1,6 @@
 // Package load is the load generator of leasecached-bench: closed-loop clients (Run), bulk writes read
 // back and verified (RunFill) and a cache-aside hit-ratio stream (RunHitRatio). It speaks memcached's text
-// protocol over raw TCP, so the same workload can be pointed at leasecached, memcached or any other
+// protocol over raw TCP (load runs also the binary protocol: Config.Binary, binary.go), so the same workload can be pointed at leasecached, memcached or any other
 // memcached-compatible server, and their numbers compared.
 //
 // The contract of the measurement: every run prints a human table and one JSON line starting with '{'.

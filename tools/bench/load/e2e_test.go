@@ -80,6 +80,52 @@ func TestAgainstMemcached(t *testing.T) {
 		})
 	}
 
+	if err := BinaryPing(addr, time.Second); err != nil {
+		t.Errorf("memcached's binary VERSION: %v", err)
+	}
+	// The binary protocol on the same server (memcached's -B auto: the first byte 0x80 selects it), on the
+	// keys the text runs above prefilled and set: every reply checked, none wrong.
+	binLoads := []struct {
+		name string
+		cfg  Config
+	}{
+		{"binary get p1", Config{Pipeline: 1, MultiGet: 1, GetRatio: 1}},
+		{"binary set p16", Config{Pipeline: 16, MultiGet: 1, GetRatio: 0}},
+		{"binary getkq x10 p16", Config{Pipeline: 16, MultiGet: 10, GetRatio: 1}},
+		{"binary mix p4", Config{Pipeline: 4, MultiGet: 3, GetRatio: 0.7}},
+	}
+	for _, tc := range binLoads {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.cfg
+			c.Addr, c.Conns, c.ValueSize, c.KeySize, c.Keys, c.KeyBase, c.Dist = addr, 4, 100, 14, 1000, 50000, "uniform"
+			c.Prefill, c.Duration, c.GetCmd, c.ServerPID, c.Seed, c.Binary = true, 200*time.Millisecond, "get", pid, 1, true
+			r, err := Run(ctx, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Errors != 0 || r.Requests == 0 || r.ServerCPUUsPerOp <= 0 {
+				t.Errorf("result %+v", r)
+			}
+			if c.GetRatio > 0 && r.HitRatio != 1 {
+				t.Errorf("prefilled keys: hit ratio %v", r.HitRatio)
+			}
+			if c.GetRatio == 0 && r.Sets != r.Requests {
+				t.Errorf("%d sets of %d requests", r.Sets, r.Requests)
+			}
+		})
+	}
+	t.Run("binary quiet misses", func(t *testing.T) {
+		r, err := Run(ctx, Config{Addr: addr, Conns: 2, Pipeline: 8, MultiGet: 10, GetRatio: 1, ValueSize: 100,
+			KeySize: 14, Keys: 1000, KeyBase: 7000000, Dist: "uniform", Duration: 100 * time.Millisecond,
+			GetCmd: "get", Seed: 1, Binary: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Errors != 0 || r.Requests == 0 || r.Hits != 0 || r.GetKeys != 10*r.Requests {
+			t.Errorf("keys never written: %+v", r)
+		}
+	})
+
 	t.Run("lease-get is an error against memcached", func(t *testing.T) {
 		_, err := Run(ctx, Config{Addr: addr, Conns: 1, Pipeline: 1, MultiGet: 1, GetRatio: 1,
 			ValueSize: 10, KeySize: 14, Keys: 10, Dist: "uniform", Duration: 100 * time.Millisecond, GetCmd: "lease-get"})

@@ -41,6 +41,9 @@ type Config struct {
 	GenThreads int `json:"gen_threads"`
 	// TLS makes every connection a TLS client; the handshakes happen before the measured window.
 	TLS TLSOptions `json:"tls,omitzero"`
+	// Binary speaks memcached's binary protocol (binary.go): GET, GETKQ x MultiGet closed by a NOOP, SET.
+	// The prefill is written with the text protocol.
+	Binary bool `json:"binary,omitempty"`
 }
 
 func (c *Config) validate() error {
@@ -57,6 +60,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("-duration %v: must be positive", c.Duration)
 	case c.GetCmd != "get" && c.GetCmd != "gets" && c.GetCmd != "lease-get":
 		return fmt.Errorf("-get-cmd %q: want get, gets or lease-get", c.GetCmd)
+	case c.Binary && c.GetCmd != "get":
+		return fmt.Errorf("-get-cmd %q: the binary protocol has get only", c.GetCmd)
 	case c.GenThreads < 0 || c.GenThreads > MaxGenThreads:
 		return fmt.Errorf("-gen-threads %d: must be between 0 (automatic) and %d", c.GenThreads, MaxGenThreads)
 	}
@@ -79,6 +84,13 @@ type Result struct {
 	OpsPerSec  float64 `json:"ops_per_sec"`
 	KeysPerSec float64 `json:"get_keys_per_sec"`
 	HitRatio   float64 `json:"hit_ratio"`
+	// Errors counts replies that were wrong but kept the framing (binary protocol: a wrong status, opcode,
+	// length, flags, key or value); ErrorSample describes the first, with the reply header's bytes. A run
+	// with errors has no valid numbers.
+	Errors      uint64 `json:"errors"`
+	ErrorSample string `json:"error_sample,omitempty"`
+	// Failed, set by the harness, says why a run has no numbers: it ended in an error, or counted Errors.
+	Failed string `json:"failed,omitempty"`
 
 	LatencyPer string  `json:"latency_per"` // "request" or "batch of N"
 	P50us      float64 `json:"p50_us"`
@@ -160,6 +172,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for _, c := range lt.conns {
 		res.Requests += c.requests
 		res.GetKeys += c.getKeys
+		if b := c.bin; b != nil {
+			res.Hits += b.hits
+			res.Sets += b.sets
+			res.SetFailed += b.setFailed
+			res.Errors += b.errors
+			if res.ErrorSample == "" && b.firstErr != "" {
+				res.ErrorSample = fmt.Sprintf("connection %d: %s", c.id, b.firstErr)
+			}
+			continue
+		}
 		res.Hits += c.parser.hits
 		res.Sets += c.parser.sets
 		res.SetFailed += c.parser.setFailed

@@ -9,10 +9,20 @@ import (
 func printLoad(out io.Writer, r *Result) {
 	c := r.Config
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	get := c.GetCmd
+	if c.Binary {
+		get = "binary GET"
+		if c.MultiGet > 1 {
+			get = "binary GETKQ+NOOP"
+		}
+	}
 	fmt.Fprintf(tw, "load\t%s: %d conns, pipeline %d, %s x%d keys, get ratio %.2f, %d-byte values, %d %s keys\n",
-		c.Addr, c.Conns, c.Pipeline, c.GetCmd, c.MultiGet, c.GetRatio, c.ValueSize, c.Keys, distName(c.Dist, c.ZipfS))
+		c.Addr, c.Conns, c.Pipeline, get, c.MultiGet, c.GetRatio, c.ValueSize, c.Keys, distName(c.Dist, c.ZipfS))
 	fmt.Fprintf(tw, "ops/s\t%.0f\t(%d requests in %.2fs; %.0f get keys/s)\n", r.OpsPerSec, r.Requests, r.Seconds, r.KeysPerSec)
 	fmt.Fprintf(tw, "hit ratio\t%.4f\t(%d sets, %d not stored)\n", r.HitRatio, r.Sets, r.SetFailed)
+	if r.Errors > 0 {
+		fmt.Fprintf(tw, "ERRORS\t%d wrong replies: the numbers are not valid\tfirst: %s\n", r.Errors, r.ErrorSample)
+	}
 	fmt.Fprintf(tw, "latency per %s\tp50 %.0fus\tp99 %.0fus\tp99.9 %.0fus\tmean %.0fus\tmax %.0fus\n",
 		r.LatencyPer, r.P50us, r.P99us, r.P999us, r.MeanUs, r.MaxUs)
 	if r.TLSState != nil {

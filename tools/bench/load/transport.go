@@ -93,6 +93,11 @@ type genConn struct {
 	rstart, rend int // unconsumed bytes (a partial reply line) are rbuf[rstart:rend]
 	parser       replyParser
 
+	// With -binary (nil without): the binary protocol's reply parser (binary.go), and the opaque of the
+	// connection's next packet.
+	bin    *binParser
+	opaque uint32
+
 	start    time.Duration // when the current batch's write started (since the thread's clock base)
 	busy     bool          // a batch is outstanding
 	requests uint64
@@ -102,6 +107,15 @@ type genConn struct {
 // requestSizes bounds the size of one request of the configuration and of its reply when every key hits
 // with a -value-size value, to size a connection's buffers (replies of any size still stream through).
 func requestSizes(cfg *Config) (request, reply int) {
+	if cfg.Binary {
+		set := binHeaderLen + binSetExtras + cfg.KeySize + cfg.ValueSize
+		get := cfg.MultiGet * (binHeaderLen + cfg.KeySize)
+		value := binHeaderLen + 4 + cfg.KeySize + cfg.ValueSize
+		if cfg.MultiGet > 1 {
+			get += binHeaderLen // the NOOP
+		}
+		return max(set, get), cfg.MultiGet*value + binHeaderLen
+	}
 	const numLen = 20 // digits of a uint64
 	set := len("set ") + cfg.KeySize + 1 + numLen + len(" 0 ") + numLen + 2 + cfg.ValueSize + 2
 	get := len(cfg.GetCmd) + cfg.MultiGet*(cfg.KeySize+1) + 2
@@ -117,15 +131,24 @@ func newGenConn(cfg *Config, ks keySpace, vs *valueSource, id, fd int) (*genConn
 	}
 	req, reply := requestSizes(cfg)
 	rsize := min(max(cfg.Pipeline*reply, minReadBuf), readBufSize)
-	return &genConn{id: id, fd: fd, cfg: cfg, ks: ks, vs: vs, rng: r, dist: dist,
+	c := &genConn{id: id, fd: fd, cfg: cfg, ks: ks, vs: vs, rng: r, dist: dist,
 		idx: make([]uint64, cfg.MultiGet), isGet: make([]bool, cfg.Pipeline),
-		wbuf: make([]byte, 0, cfg.Pipeline*req), rbuf: make([]byte, rsize)}, nil
+		wbuf: make([]byte, 0, cfg.Pipeline*req), rbuf: make([]byte, rsize)}
+	if cfg.Binary {
+		c.bin = newBinParser(ks, vs, cfg.Pipeline*(cfg.MultiGet+1))
+		c.opaque = uint32(id) << 24 // connections' opaques differ: a reply sent to the wrong one shows
+	}
+	return c, nil
 }
 
 // encode draws the next batch and encodes it into wbuf; it allocates nothing.
 func (c *genConn) encode() {
 	c.wbuf, c.woff, c.gets = c.wbuf[:0], 0, 0
 	c.ends = c.ends[:0]
+	if c.bin != nil {
+		c.encodeBinary()
+		return
+	}
 	for i := range c.isGet {
 		get := c.rng.Float64() < c.cfg.GetRatio
 		c.isGet[i] = get
@@ -143,6 +166,52 @@ func (c *genConn) encode() {
 		}
 	}
 	c.parser.reset(c.isGet)
+}
+
+// encodeBinary is encode with the binary protocol: a get is a GET, a multi-get a GETKQ per key closed by
+// a NOOP, a set a SET; every packet gets the connection's next opaque, and the parser learns what each
+// must be answered with.
+func (c *genConn) encodeBinary() {
+	c.bin.reset()
+	for i := range c.isGet {
+		get := c.rng.Float64() < c.cfg.GetRatio
+		c.isGet[i] = get
+		switch {
+		case get && len(c.idx) == 1:
+			k := c.dist.next()
+			c.wbuf = appendBinGet(c.wbuf, binOpGet, c.ks, k, c.opaque)
+			c.bin.expect(binOpGet, c.opaque, k)
+			c.opaque++
+			c.gets++
+		case get:
+			for range c.idx {
+				k := c.dist.next()
+				c.wbuf = appendBinGet(c.wbuf, binOpGetKQ, c.ks, k, c.opaque)
+				c.bin.expect(binOpGetKQ, c.opaque, k)
+				c.opaque++
+			}
+			c.wbuf = appendBinNoop(c.wbuf, c.opaque)
+			c.bin.expect(binOpNoop, c.opaque, 0)
+			c.opaque++
+			c.gets++
+		default:
+			k := c.dist.next()
+			c.wbuf = appendBinSet(c.wbuf, c.ks, c.vs, k, c.opaque)
+			c.bin.expect(binOpSet, c.opaque, k)
+			c.opaque++
+		}
+		if c.tls != nil {
+			c.ends = append(c.ends, len(c.wbuf))
+		}
+	}
+}
+
+// replyDone reports whether the current batch's last reply has been parsed.
+func (c *genConn) replyDone() bool {
+	if c.bin != nil {
+		return c.bin.done()
+	}
+	return c.parser.done()
 }
 
 // wire is what goes onto the socket for the current batch: the requests, or with TLS their records.
@@ -199,12 +268,17 @@ func (c *genConn) receiveTLS() (complete bool, err error) {
 // parse feeds the n bytes just read into rbuf to the parser; complete says the batch's last reply is in.
 func (c *genConn) parse(n int) (complete bool, err error) {
 	c.rend += n
-	used, err := c.parser.feed(c.rbuf[c.rstart:c.rend])
+	var used int
+	if c.bin != nil {
+		used, err = c.bin.feed(c.rbuf[c.rstart:c.rend])
+	} else {
+		used, err = c.parser.feed(c.rbuf[c.rstart:c.rend])
+	}
 	c.rstart += used
 	if err != nil {
 		return false, err
 	}
-	if c.parser.done() {
+	if c.replyDone() {
 		if c.rend > c.rstart {
 			return false, fmt.Errorf("%d unexpected bytes after the last reply of a batch: %q", c.rend-c.rstart,
 				c.rbuf[c.rstart:min(c.rend, c.rstart+64)])

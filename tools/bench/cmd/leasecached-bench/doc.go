@@ -1,5 +1,5 @@
 // Command leasecached-bench is the project's load generator and benchmark harness. It speaks memcached's
-// text protocol over raw TCP, so the same workload can be pointed at leasecached, memcached or any other
+// text protocol over raw TCP (or TLS, or the binary protocol with -binary), so the same workload can be pointed at leasecached, memcached or any other
 // memcached-compatible server, and its numbers compared.
 //
 // Subcommands:
