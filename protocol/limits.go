@@ -43,9 +43,12 @@ const (
 	// (vlen > INT_MAX - 2 check in process_update_command / process_mset_command).
 	maxValueLength = 1<<31 - 1 - 2
 
-	// AuthReadBuffer is memcached's READ_BUFFER_SIZE, which bounds what a connection that has not
-	// authenticated can send (ParseAuth): its line must end within it, and its data block fit in it.
-	AuthReadBuffer = 16384
+	// ReadBufferSize is memcached's READ_BUFFER_SIZE, its read buffer for a request's line or binary
+	// header, extras and key. It bounds what a connection that has not authenticated can send
+	// (ParseAuth): its line must end within it, and its data block fit in it. A binary request whose
+	// header, extras and key are longer closes the connection once this much of it has arrived
+	// (memcached's read of 0 bytes into a full buffer reads as the client's close).
+	ReadBufferSize = 16384
 
 	// metaMaxTokens is MFLAG_MAX_OPT_LENGTH: a meta command line whose token count plus
 	// memcached's terminal token exceeds it is refused ("options flags (are) too long").

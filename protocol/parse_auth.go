@@ -6,7 +6,7 @@ import "bytes"
 // is read as an attempt, by rules of its own (memcached 1.6.18's try_read_command_asciiauth, each verified
 // against the 1.6.18 binary):
 //   - nothing is read while fewer than 2 bytes are held (a lone "\n" waits for more);
-//   - the line ends at the first "\n" within memcached's read buffer (AuthReadBuffer); with none there,
+//   - the line ends at the first "\n" within memcached's read buffer (ReadBufferSize); with none there,
 //     more than MaxLineLength held bytes close the connection silently (get lines are not exempt);
 //   - the line is tokenised as any request line ("\r" stays in the last token, a NUL ends it); it is an
 //     attempt only when it has at least 5 tokens, the first is "set", and the fifth is a safe_strtoul
@@ -50,7 +50,7 @@ func (p *Parser) ParseAuth(buf []byte) AuthAttempt {
 	if len(buf) < 2 {
 		return AuthAttempt{Status: AuthIncomplete}
 	}
-	nl := bytes.IndexByte(buf[:min(len(buf), AuthReadBuffer)], '\n')
+	nl := bytes.IndexByte(buf[:min(len(buf), ReadBufferSize)], '\n')
 	if nl < 0 {
 		if len(buf) > MaxLineLength {
 			return AuthAttempt{Status: AuthLineTooLong}
@@ -68,11 +68,11 @@ func (p *Parser) ParseAuth(buf []byte) AuthAttempt {
 		return AuthAttempt{Status: AuthNotAttempt, N: next}
 	}
 	block := int(size + 2) // 32-bit arithmetic, as memcached's
-	if block > AuthReadBuffer {
-		if len(buf)-next > AuthReadBuffer {
+	if block > ReadBufferSize {
+		if len(buf)-next > ReadBufferSize {
 			return AuthAttempt{Status: AuthBlockTooLong}
 		}
-		return AuthAttempt{Status: AuthIncomplete, Need: next + AuthReadBuffer + 1}
+		return AuthAttempt{Status: AuthIncomplete, Need: next + ReadBufferSize + 1}
 	}
 	end := next + block
 	if len(buf) < end {

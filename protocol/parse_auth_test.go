@@ -46,7 +46,7 @@ func TestParseAuth(t *testing.T) {
 		{"2049 bytes without newline close", strings.Repeat("x", 2049), AuthLineTooLong, 0, 0, "", ""},
 		{"a get line is not exempt", "get " + strings.Repeat("k", 2100), AuthLineTooLong, 0, 0, "", ""},
 		{"a long line that has ended", strings.Repeat("x", 3000) + "\n", AuthNotAttempt, 3001, 0, "", ""},
-		{"newline past the read buffer", strings.Repeat("x", AuthReadBuffer) + "\n", AuthLineTooLong, 0, 0, "", ""},
+		{"newline past the read buffer", strings.Repeat("x", ReadBufferSize) + "\n", AuthLineTooLong, 0, 0, "", ""},
 		{"largest block fits", "set a 0 0 16382\r\n" + strings.Repeat("y", 16382) + "\r\n", AuthBadTokens, 17 + 16384, 0, "", ""},
 		{"block over the buffer waits", "set a 0 0 16383\r\n" + strings.Repeat("y", 16384), AuthIncomplete, 0, 17 + 16385, "", ""},
 		{"block over the buffer closes", "set a 0 0 16383\r\n" + strings.Repeat("y", 16385), AuthBlockTooLong, 0, 0, "", ""},

@@ -119,7 +119,7 @@ func (cn *conn) serveBinary(buf []byte) (int, Action) {
 			return len(buf), Continue
 		case binClose:
 			return pos + n, Close
-		case binBadMagic:
+		case binLost:
 			cn.out = cn.out[:min(bc.sent, len(cn.out))]
 			return pos, Close
 		}
@@ -144,7 +144,7 @@ const (
 	binGathering                   // a large request is being gathered (bigreq.go): all the input was taken
 	binSuspended                   // the request waits (a SASL check): it stays in the input
 	binClose                       // n bytes were consumed, and the connection closes after its replies
-	binBadMagic                    // not a request: the connection closes, replies memcached had not sent lost
+	binLost                        // the connection closes at once: replies memcached had not written are lost
 )
 
 // binRequest serves the request at the front of in, following dispatch_bin_command's order: the header,
@@ -157,9 +157,16 @@ func (cn *conn) binRequest(in []byte) (int, binOutcome) {
 	}
 	h := bp.ReadHeader(in)
 	if h.Magic != bp.MagicRequest {
-		return 0, binBadMagic
+		return 0, binLost
 	}
 	prefix := h.Prefix()
+	if prefix > protocol.ReadBufferSize { // memcached's read buffer cannot hold it: it reads on until full
+		if len(in) >= protocol.ReadBufferSize {
+			return 0, binLost
+		}
+		cn.need = protocol.ReadBufferSize
+		return 0, binWait
+	}
 	if len(in) < prefix {
 		cn.need = prefix
 		return 0, binWait
@@ -271,7 +278,12 @@ func (cn *conn) binRefuse(h *bp.Header, status bp.Status, swallow int) binOutcom
 		bc.sent = len(cn.out)
 		return binDone
 	}
-	bc.held = bp.AppendError(bc.held[:0], h, status)
+	// Nothing is written while memcached swallows: the replies it had not written wait with this one.
+	if cap(bc.held) > keepBufferCap {
+		bc.held = nil
+	}
+	bc.held = bp.AppendError(append(bc.held[:0], cn.out[bc.sent:]...), h, status)
+	cn.out = cn.out[:bc.sent]
 	cn.sw.n, cn.sw.held = swallow, bc.held
 	return binDone
 }
