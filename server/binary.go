@@ -58,10 +58,12 @@ type binConn struct {
 	// closure; withKey tells it whether the request returns its key (GetK, GatK).
 	itemHeader shard.ValueHeader
 	withKey    bool
-	// SASL (-S): authed once a SASL_AUTH succeeded; started once one was made (SASL_STEP needs it);
-	// pending is the check of the SASL_AUTH at the front of the input, running on a checker goroutine.
-	authed, started bool
-	pending         *auth.Pending
+	// SASL (-S), as memcached with Cyrus SASL behaves: authed while the connection may send commands
+	// (every SASL command clears it first); done once an exchange succeeded, after which Cyrus refuses
+	// every new one; awaiting after a PLAIN SASL_AUTH without credentials, which a SASL_STEP then brings.
+	// pending is the check of the request at the front of the input, running on a checker goroutine.
+	authed, done, awaiting bool
+	pending                *auth.Pending
 	// sent is how much of cn.out memcached would have written by now in this serve call. It writes its
 	// replies when the input runs out, after an error reply or a NOOP, and every reqs_per_event requests
 	// (authWindow); a request with a bad magic closes the connection at once, and what it had not written
@@ -214,8 +216,8 @@ func (cn *conn) binRequest(in []byte) (int, binOutcome) {
 	return total, out
 }
 
-// serveBinaryGathered executes the large request gathered whole in buf (bigreq.go). It is a store: a SASL
-// request, the only kind that can be suspended, is never gathered (binValueFits).
+// serveBinaryGathered executes the large request gathered whole in buf (bigreq.go). It is never suspended:
+// SASL credentials that long are refused without a check (parsePlain).
 func (cn *conn) serveBinaryGathered(buf []byte) Action {
 	cn.bin.req.Slice(bp.ReadHeader(buf), buf)
 	if cn.execBinary() == binClose {
@@ -247,10 +249,6 @@ func (cn *conn) binValueFits(h *bp.Header, in []byte) (bp.Status, bool) {
 		case key > saslMaxMechLen:
 			return bp.StatusEINVAL, false
 		case protocol.ItemSize(key, vlen, 0) > limit/2: // memcached refuses a chunked item here
-			return bp.StatusENOMEM, false
-		case bp.HeaderLen+int(h.BodyLen) >= bigRequestMin:
-			// Never gathered: a gathered request has no bound on the input behind it while its check
-			// runs. PLAIN credentials are far shorter (doc/design/binary.md).
 			return bp.StatusENOMEM, false
 		}
 	case bp.OpAppend, bp.OpPrepend:
@@ -338,6 +336,7 @@ func (cn *conn) execBinary() binOutcome {
 			cn.binError(bp.StatusUnknownCommand)
 			break
 		}
+		cn.bin.authed = false // memcached's init_sasl_conn: listing the mechanisms starts over
 		cn.binSuccess(saslMechs, 0)
 	case bp.OpSASLAuth, bp.OpSASLStep:
 		return cn.binSASL()
@@ -592,9 +591,9 @@ var (
 )
 
 // binSASL is SASL_AUTH and SASL_STEP with -S on. PLAIN takes one step: SASL_AUTH carries the credentials
-// ("authzid\0user\0password", the authzid empty or the user); SASL_STEP has nothing to continue and fails.
-// A check that runs on a checker goroutine (bcrypt) leaves the request at the front of the input until its
-// answer is in.
+// ("authzid\0user\0password", the authzid empty or the user), or none, and then AUTH_CONTINUE asks for them
+// in a SASL_STEP. A check that runs on a checker goroutine (bcrypt) leaves the request at the front of the
+// input until its answer is in.
 func (cn *conn) binSASL() binOutcome {
 	bc := cn.bin
 	r := &bc.req
@@ -605,10 +604,23 @@ func (cn *conn) binSASL() binOutcome {
 			return binSuspended
 		}
 		bc.pending = nil
-	} else if r.Opcode == bp.OpSASLAuth {
-		user, pass, parsed := parsePlain(r.Value)
-		bc.started = true
-		if string(r.Key) == "PLAIN" && parsed {
+	} else {
+		bc.authed = false // memcached's init_sasl_conn, on every SASL command
+		var creds bool
+		switch {
+		case bc.done: // Cyrus takes no second exchange on a connection
+		case r.Opcode == bp.OpSASLAuth && !bytes.EqualFold(r.Key, saslMechs):
+			bc.awaiting = false
+		case r.Opcode == bp.OpSASLAuth && len(r.Value) == 0:
+			bc.awaiting = true
+			cn.out = bp.AppendStatus(cn.out, &r.Header, bp.StatusAuthContinue)
+			bc.sent = len(cn.out) // written at once
+			return binDone
+		case r.Opcode == bp.OpSASLAuth || bc.awaiting:
+			creds = true
+		}
+		bc.awaiting = false
+		if user, pass, parsed := parsePlain(r.Value); creds && parsed {
 			var p *auth.Pending
 			if ok, p = cn.srv.sasl.Check(user, pass, wakerOf(cn.gc)); p != nil {
 				bc.pending = p
@@ -622,7 +634,7 @@ func (cn *conn) binSASL() binOutcome {
 		cn.binError(bp.StatusAuthError)
 		return binDone
 	}
-	bc.authed = true
+	bc.authed, bc.done = true, true
 	cn.binSuccess(saslAuthenticated, 0)
 	return binDone
 }
@@ -630,6 +642,9 @@ func (cn *conn) binSASL() binOutcome {
 // parsePlain splits a PLAIN response (RFC 4616) into its user and password. An authorization identity
 // other than the user is refused: nobody may act as someone else.
 func parsePlain(b []byte) (user, pass []byte, ok bool) {
+	if len(b) > 3*auth.MaxLineLength { // no user of the file has credentials this long: no check to make
+		return nil, nil, false
+	}
 	authz, rest, ok1 := bytes.Cut(b, []byte{0})
 	user, pass, ok2 := bytes.Cut(rest, []byte{0})
 	if !ok1 || !ok2 || len(user) == 0 || bytes.IndexByte(pass, 0) >= 0 || len(authz) > 0 && !bytes.Equal(authz, user) {

@@ -302,6 +302,14 @@ func TestBinarySASL(t *testing.T) {
 		{"authzid of another", auth("bob\x00alice\x00secret"), []bp.Status{bp.StatusAuthError}, false},
 		{"other mechanism", bpkt(bp.OpSASLAuth, "CRAM-MD5", "", "\x00alice\x00secret", 0), []bp.Status{bp.StatusAuthError}, false},
 		{"step without auth", bpkt(bp.OpSASLStep, "PLAIN", "", "x", 0), []bp.Status{bp.StatusAuthError}, false},
+		{"credentials in a step", auth("") + bpkt(bp.OpSASLStep, "PLAIN", "", "\x00alice\x00secret", 0) + get,
+			[]bp.Status{bp.StatusAuthContinue, bp.StatusOK, bp.StatusKeyENOENT}, false},
+		{"mechanism in lower case", bpkt(bp.OpSASLAuth, "plain", "", "\x00alice\x00secret", 0) + get,
+			[]bp.Status{bp.StatusOK, bp.StatusKeyENOENT}, false},
+		{"no second exchange, and a failed one logs out", auth("\x00alice\x00secret") + auth("\x00alice\x00secret") + get,
+			[]bp.Status{bp.StatusOK, bp.StatusAuthError, bp.StatusAuthError}, true},
+		{"listing the mechanisms logs out", auth("\x00alice\x00secret") + bpkt(bp.OpSASLListMechs, "", "", "", 0) + get,
+			[]bp.Status{bp.StatusOK, bp.StatusOK, bp.StatusAuthError}, true},
 		{"text protocol", "get k\r\nget k\r\nget k\r\nget k\r\n", nil, true},
 	}
 	for _, c := range cases {
@@ -315,8 +323,8 @@ func TestBinarySASL(t *testing.T) {
 			assert.Equal(t, c.close, act == Close)
 		})
 	}
-	assert.Equal(t, uint64(6), s.stats.get(statAuthCmds))
-	assert.Equal(t, uint64(4), s.stats.get(statAuthErrors))
+	assert.Equal(t, uint64(11), s.stats.get(statAuthCmds))
+	assert.Equal(t, uint64(5), s.stats.get(statAuthErrors))
 }
 
 // A bcrypt SASL check runs off the event loop: the SASL_AUTH stays in the input, unanswered, and the

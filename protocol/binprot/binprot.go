@@ -296,6 +296,12 @@ func AppendError(dst []byte, h *Header, s Status) []byte {
 	return append(r.Append(dst), text...)
 }
 
+// AppendStatus appends a reply to the request h with status s and no body (AUTH_CONTINUE's).
+func AppendStatus(dst []byte, h *Header, s Status) []byte {
+	r := Response{Opcode: h.Opcode, Status: s, Opaque: h.Opaque}
+	return r.Append(dst)
+}
+
 // AppendSimple appends a success reply for the request h with body (no extras, no key) and cas.
 func AppendSimple(dst []byte, h *Header, body []byte, cas uint64) []byte {
 	r := Response{Opcode: h.Opcode, BodyLen: uint32(len(body)), Opaque: h.Opaque, Cas: cas}
