@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/panjf2000/gnet/v2"
 
+	"github.com/leasecached/leasecached/protocol/binprot"
 	"github.com/leasecached/leasecached/shard"
 )
 
@@ -36,10 +37,19 @@ func (s *Server) prefetchFirst(cs []gnet.Conn) {
 	n := 0
 	for _, c := range cs {
 		cn, ok := c.Context().(*conn)
-		if !ok || cn.sw.n > 0 || cn.need > 0 || cn.big.active() || cn.parked || cn.bin != nil || !cn.negotiated {
-			continue // the input continues a data block, not a text request (or may be binary: serve decides)
+		if !ok || cn.sw.n > 0 || cn.need > 0 || cn.big.active() || cn.parked || !cn.negotiated {
+			continue // the input continues a data block, or its protocol is not known yet: serve decides
 		}
 		buf, _ := c.Peek(-1) // the connection's whole input: gnet batches only connections with none left over
+		if cn.bin != nil { // a binary get alone in its read; serve's binGet takes its Hashed (binary.go)
+			if key := binprot.SoleGetKey(buf); key != nil {
+				keys[n], owners[n] = key, cn
+				if n++; n == len(keys) {
+					break
+				}
+			}
+			continue
+		}
 		m, err := cn.parser.Parse(buf, &cn.req)
 		if err != nil || m == 0 {
 			continue

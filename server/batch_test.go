@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/panjf2000/gnet/v2"
+
+	bp "github.com/leasecached/leasecached/protocol/binprot"
 )
 
 // grantedToken matches the key and token of an LVALUE line that grants a lease.
@@ -30,13 +32,17 @@ func (c *ctxConn) SetContext(ctx any) { c.cn, _ = ctx.(*conn) }
 // served either with OnTrafficBatch for all clients that have one, or with OnTraffic one client after the
 // other; each client must get the same bytes back both ways.
 func TestTrafficBatchMatchesOneByOne(t *testing.T) {
-	const clients = 6
+	const clients = 8 // the last two speak the binary protocol
 	rng := rand.New(rand.NewPCG(5, 6))
 	scripts := make([][]string, clients)
 	for c := range clients {
 		var reqs []string
 		for i := range 300 {
 			k := fmt.Sprintf("k%d", rng.IntN(40))
+			if c >= 6 {
+				reqs = append(reqs, binaryBatchRequest(rng, c, i, k))
+				continue
+			}
 			switch r := rng.IntN(20); {
 			case r < 8:
 				reqs = append(reqs, "get "+k+"\r\n")
@@ -133,7 +139,8 @@ func TestTrafficBatchMatchesOneByOne(t *testing.T) {
 		return out
 	}
 	want, got := run(false), run(true)
-	if !strings.Contains(want[0], "VALUE k") || !strings.Contains(want[1], "CLIENT_ERROR bad data chunk") {
+	if !strings.Contains(want[0], "VALUE k") || !strings.Contains(want[1], "CLIENT_ERROR bad data chunk") ||
+		!strings.Contains(want[6], "\x81\x00\x00\x00\x04") { // a binary get hit: extras of 4
 		t.Fatal("the scripts do not exercise hits and refusals")
 	}
 	for c := range want {
@@ -146,6 +153,26 @@ func TestTrafficBatchMatchesOneByOne(t *testing.T) {
 				got[c][i:min(len(got[c]), i+200)], want[c][i:min(len(want[c]), i+200)])
 		}
 	}
+}
+
+// binaryBatchRequest is a binary client's request for TestTrafficBatchMatchesOneByOne: mostly gets of the
+// forms prefetchFirst takes, some sets and deletes, a miss, and requests it must leave alone.
+func binaryBatchRequest(rng *rand.Rand, c, i int, k string) string {
+	switch r := rng.IntN(10); {
+	case r < 3:
+		return bpkt(bp.OpGet, k, "", "", 0)
+	case r == 3:
+		return bpkt(bp.OpGetK, k, "", "", 0)
+	case r == 4:
+		return bpkt(bp.OpGetKQ, k, "", "", 0) + bpkt(bp.OpNoop, "", "", "", 0)
+	case r < 7:
+		return bpkt(bp.OpSet, k, setExt(uint32(c), 0), fmt.Sprintf("b%di%d", c, i), 0)
+	case r == 7:
+		return bpkt(bp.OpDelete, k, "", "", 0)
+	case r == 8:
+		return bpkt(bp.OpGatK, k, u32(100), "", 0)
+	}
+	return bpkt(bp.OpGet, "nope", "", "", 0)
 }
 
 // A poll's worth of one-request connections is served without allocating.

@@ -109,6 +109,7 @@ func (cn *conn) serveBinary(buf []byte) (int, Action) {
 			continue
 		}
 		n, out := cn.binRequest(buf[pos:])
+		cn.fast.preHashed = false // prefetchFirst's Hashed was for the first request only (batch.go)
 		switch out {
 		case binSuspended: // a SASL check: what arrives meanwhile waits, up to -Y's bound (auth.go)
 			if len(buf)-pos > authPendingInput {
@@ -353,7 +354,7 @@ func (cn *conn) binGet() {
 	bc.withKey = r.Opcode.Base() == bp.OpGetK
 	store := cn.srv.store
 	n := len(cn.out)
-	k := shard.HashOf(r.Key)
+	k := cn.hashOf(0, r.Key)
 	var ok bool
 	cn.out, ok = store.AppendGetHashed(cn.out, r.Key, k, false, bc.itemHeader)
 	if !ok {

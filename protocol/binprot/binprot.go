@@ -236,6 +236,20 @@ func (h *Header) ValueLen() int { return int(h.BodyLen) - int(h.ExtLen) - int(h.
 // the whole body length, though the extras and key were part of it.
 func (h *Header) SwallowUnknown() int { return int(h.BodyLen) }
 
+// SoleGetKey returns the key of the request in b when b holds exactly one whole, valid GET, GETQ, GETK or
+// GETKQ and nothing after it, for the server to fetch the key's memory ahead of executing it; else nil.
+func SoleGetKey(b []byte) []byte {
+	if len(b) < HeaderLen || b[0] != MagicRequest {
+		return nil
+	}
+	h := ReadHeader(b)
+	if base := h.Opcode.Base(); base != OpGet && base != OpGetK || !h.LengthsFit() || h.Check() != Valid ||
+		len(b) != h.Prefix() {
+		return nil
+	}
+	return b[HeaderLen:]
+}
+
 // Request is a whole request: its header and the extras, key and value that follow it. The slices alias
 // the input and are valid until it is consumed.
 type Request struct {

@@ -120,3 +120,30 @@ func TestReplies(t *testing.T) {
 		assert.NotEqual(t, "UNHANDLED ERROR", s.Text(), "%#x", s)
 	}
 }
+
+func TestSoleGetKey(t *testing.T) {
+	get := func(op Opcode, key string, ext int) []byte {
+		h := []byte{MagicRequest, byte(op), 0, byte(len(key)), byte(ext), 0, 0, 0}
+		h = binary.BigEndian.AppendUint32(h, uint32(len(key)+ext))
+		h = append(h, make([]byte, 12+ext)...)
+		return append(h, key...)
+	}
+	cases := []struct {
+		name string
+		in   []byte
+		want string
+	}{
+		{"get", get(OpGet, "key", 0), "key"},
+		{"getkq", get(OpGetKQ, "key", 0), "key"},
+		{"gat", get(OpGat, "key", 4), ""},
+		{"set", get(OpSet, "key", 8), ""},
+		{"get with extras", get(OpGet, "key", 4), ""},
+		{"get and more", append(get(OpGet, "key", 0), 0x80), ""},
+		{"half a get", get(OpGet, "key", 0)[:25], ""},
+		{"no key", get(OpGet, "", 0), ""},
+		{"text", []byte("get key\r\n"), ""},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.want, string(SoleGetKey(c.in)), c.name)
+	}
+}
