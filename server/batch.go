@@ -41,7 +41,7 @@ func (s *Server) prefetchFirst(cs []gnet.Conn) {
 			continue // the input continues a data block, or its protocol is not known yet: serve decides
 		}
 		buf, _ := c.Peek(-1) // the connection's whole input: gnet batches only connections with none left over
-		if cn.bin != nil { // a binary get alone in its read; serve's binGet takes its Hashed (binary.go)
+		if cn.bin != nil {   // a binary get alone in its read; serve's binGet takes its Hashed (binary.go)
 			if key := binprot.SoleGetKey(buf); key != nil {
 				keys[n], owners[n] = key, cn
 				if n++; n == len(keys) {
