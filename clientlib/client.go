@@ -19,6 +19,7 @@ type Client struct {
 	ringMu  sync.Mutex // serialises ring rebuilds
 
 	flights  flightGroup
+	fills    fillTimes // how long each key's last fill took, for EarlyRefresh
 	counters counters
 	now      func() time.Time
 	warned   atomic.Bool // the lease window warning was given (checkLeaseWindow)
@@ -31,7 +32,7 @@ type Client struct {
 	closed     chan struct{}  // closed once background refreshes are done: requests then fail with ErrClosed
 	bgMu       sync.Mutex     // guards closing against spawn
 	closing    bool           // Close has begun: no new background work
-	refreshes  sync.WaitGroup // StaleWhileRefresh fills, which Close waits for
+	refreshes  sync.WaitGroup // StaleWhileRefresh fills and early refreshes, which Close waits for
 	background sync.WaitGroup // revivals, capability probes, drains: Close interrupts them and waits
 }
 
@@ -76,7 +77,7 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// Close waits for background refreshes (StaleWhileRefresh) to finish their fill and cache write, then
+// Close waits for background refreshes (StaleWhileRefresh, EarlyRefresh) to finish their fill and cache write, then
 // closes the connections and stops health probes. Requests in flight finish; later ones fail with
 // ErrClosed.
 func (c *Client) Close() error {

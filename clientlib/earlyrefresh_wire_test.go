@@ -1,0 +1,105 @@
+package clientlib
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestEarlyRefreshRequests: what GetOrFill sends to read a key, by what the server speaks, with early
+// refresh off (exactly what it sent before early refresh existed) and on (the recache flag R; without
+// a fill time known, R2: the item's last second). Behind a classic-only server early refresh is off.
+func TestEarlyRefreshRequests(t *testing.T) {
+	tests := []struct {
+		name  string
+		speak string // "leases", "meta" or "classic"
+		beta  float64
+		want  []string
+	}{
+		{"leases, off", "leases", 0, []string{"lease-get k"}},
+		{"leases, on", "leases", 1, []string{"mg k v f c R2"}},
+		{"meta, off", "meta", 0, []string{"mg k v f c N7"}},
+		{"meta, on", "meta", 1, []string{"mg k v f c N7 R2"}},
+		{"classic, off", "classic", 0, []string{"gets k"}},
+		{"classic, on", "classic", 1, []string{"gets k"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newFakeServer(t)
+			var mu sync.Mutex
+			var seen []string
+			srv.raw = func(line string, r *bufio.Reader, w io.Writer) {
+				var reply string
+				switch {
+				case line == "stats settings" && tt.speak == "leases":
+					reply = "STAT lease_window 10s\r\nEND\r\n"
+				case line == "stats settings":
+					reply = "END\r\n"
+				case line == "mn" && tt.speak != "classic":
+					reply = "MN\r\n"
+				case line == "mn":
+					reply = "ERROR\r\n"
+				default:
+					mu.Lock()
+					seen = append(seen, line)
+					mu.Unlock()
+					switch {
+					case strings.HasPrefix(line, "mg "):
+						reply = "VA 1 f0 c5\r\nx\r\n"
+					default: // lease-get, gets
+						reply = "VALUE k 0 1 5\r\nx\r\nEND\r\n"
+					}
+				}
+				_, _ = io.WriteString(w, reply)
+			}
+			c := newTestClient(t, Config{Fill: FillOptions{EarlyRefresh: tt.beta}}, srv.addr())
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			v, err := c.GetOrFill(ctx, "k", func(context.Context, string) ([]byte, error) {
+				t.Error("fill called on a hit")
+				return nil, nil
+			}, nil)
+			require.NoError(t, err)
+			require.Equal(t, Value{Data: []byte("x"), Source: SourceCache}, v)
+			mu.Lock()
+			defer mu.Unlock()
+			require.Equal(t, tt.want, seen)
+		})
+	}
+}
+
+// TestRecacheSeconds: R is XFetch's lookahead delta*beta*(-ln(rand)) in whole seconds plus one, never
+// below 2 (the item's last second), never above 30 days.
+func TestRecacheSeconds(t *testing.T) {
+	tests := []struct {
+		name       string
+		delta      time.Duration
+		beta       float64
+		lo, hi     int64 // bounds of every draw
+		wantAbove2 bool  // some draws above 2 in 2000
+	}{
+		{"no fill time known", 0, 1, 2, 2, false},
+		{"fast fill", 10 * time.Millisecond, 1, 2, 2, false},
+		{"slow fill", 2 * time.Second, 1, 2, 60, true},
+		{"huge", 1000 * time.Hour, 100, 2, maxRecacheSeconds, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := FillOptions{EarlyRefresh: tt.beta}
+			above := false
+			for range 2000 {
+				r := o.recacheSeconds(tt.delta)
+				require.GreaterOrEqual(t, r, tt.lo)
+				require.LessOrEqual(t, r, tt.hi)
+				above = above || r > 2
+			}
+			require.Equal(t, tt.wantAbove2, above)
+		})
+	}
+}
