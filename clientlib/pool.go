@@ -20,11 +20,12 @@ type pool struct {
 	dialer      *dialer
 	idleTimeout time.Duration
 
-	mu     sync.Mutex
-	idle   []*conn     // oldest first: get takes the newest, trim closes from the front
-	sweep  *time.Timer // closes connections idle longer than idleTimeout; armed while idle is not empty
-	armed  bool
-	closed bool
+	mu      sync.Mutex
+	idle    []*conn     // oldest first: get takes the newest, trim closes from the front
+	sweep   *time.Timer // closes connections idle longer than idleTimeout; armed while idle is not empty
+	armed   bool
+	closed  bool
+	retired bool // its server was removed (SetServers): connections are closed when put back
 }
 
 func newPool(addr string, cfg *Config) *pool {
@@ -76,7 +77,7 @@ func (p *pool) get(ctx context.Context, srv *server) (*conn, error) {
 // reusable one is always kept: the token it held bounds the idle list to MaxOpenPerAddr.
 func (p *pool) put(cn *conn, reusable bool) {
 	p.mu.Lock()
-	if reusable && !p.closed {
+	if reusable && !p.closed && !p.retired {
 		cn.idleSince = time.Now()
 		p.idle = append(p.idle, cn)
 		cn = nil
@@ -143,4 +144,13 @@ func (p *pool) drop(final bool) {
 	for _, cn := range idle {
 		cn.close()
 	}
+}
+
+// retire closes the idle connections of a server removed from the list, and every other one when its
+// request ends (put); a request that picked the server just before it was removed still dials.
+func (p *pool) retire() {
+	p.mu.Lock()
+	p.retired = true
+	p.mu.Unlock()
+	p.drop(false)
 }

@@ -35,7 +35,7 @@ type Stats struct {
 	Fallbacks           uint64 // hot-miss waits that ran out, or cache errors, handled by the fallback mode
 	BackgroundRefreshes uint64 // fills run in the background: StaleWhileRefresh, and early refreshes
 	EarlyRefreshes      uint64 // early refreshes this process won (EarlyRefresh) and started
-	// Servers has one entry per configured server, in configuration order.
+	// Servers has one entry per configured server (SetServers' list once it was called), in order.
 	Servers []ServerHealth
 }
 
@@ -66,7 +66,7 @@ func (c *Client) Stats() Stats {
 	// Ejected is read from the ring that routes keys, not from the server's flag: the flag changes just
 	// before the ring is rebuilt, and a caller that saw a server back in Stats must find keys mapping to it.
 	live := c.ring.Load().live
-	for _, srv := range c.servers {
+	for _, srv := range c.serverSnapshot() {
 		s.Servers = append(s.Servers, ServerHealth{
 			Addr: srv.addr, Errors: srv.errors.Load(), Ejections: srv.ejects.Load(), Ejected: !slices.Contains(live, srv),
 		})
