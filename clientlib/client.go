@@ -53,6 +53,11 @@ func New(cfg Config) (*Client, error) {
 	if len(cfg.Servers) == 0 {
 		return nil, ErrNoServers
 	}
+	if cfg.Username != "" {
+		if err := validCredentials(cfg.Username, cfg.Password); err != nil {
+			return nil, err
+		}
+	}
 	c := &Client{cfg: cfg, now: time.Now, closed: make(chan struct{})}
 	c.life, c.stopLife = context.WithCancel(context.Background())
 	servers, err := c.serverList(cfg.Servers, nil)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,8 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Part 7 of issue 29 (migration): Ping and a server list that changes at run time, against real
-// leasecached and memcached 1.6.18 processes (Unix sockets and TLS: transport_test.go).
+// Part 7 of issue 29 (migration): Ping, a server list that changes at run time and -Y authentication,
+// against real leasecached and memcached 1.6.18 processes (Unix sockets and TLS: transport_test.go).
 
 // readWriteFill checks that c serves key through Set, Get and GetOrFill.
 func readWriteFill(t *testing.T, c *clientlib.Client, key string) {
@@ -231,5 +233,50 @@ func TestSetServers(t *testing.T) {
 		for _, h := range c.Stats().Servers {
 			require.Zero(t, h.Errors, "errors counted against %s", h.Addr)
 		}
+	})
+}
+
+// TestAuthentication: against leasecached and memcached started with -Y, the right user and password
+// serve requests (and GetOrFill, whose probes authenticate too), a wrong password or none fails each
+// request with an error that says so and names the server, and ejects nothing.
+func TestAuthentication(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "users")
+	require.NoError(t, os.WriteFile(file, []byte("alice:s3cret\n"), 0o600))
+	tests := []struct {
+		name, user, password string
+		wantErr              string // "": requests are served
+	}{
+		{"right password", "alice", "s3cret", ""},
+		{"wrong password", "alice", "guess", `refused authentication as "alice": "CLIENT_ERROR authentication failure"`},
+		{"unknown user", "bob", "s3cret", `refused authentication as "bob"`},
+		{"no credentials", "", "", "CLIENT_ERROR unauthenticated"},
+	}
+	for _, be := range transportBackends {
+		t.Run(be.name, func(t *testing.T) {
+			p := be.start(t, nil, "-Y", file)
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					c := newClient(t, clientlib.Config{Username: tt.user, Password: tt.password}, p.Addr)
+					if tt.wantErr == "" {
+						readWriteFill(t, c, "auth:"+strings.ReplaceAll(tt.name, " ", "-"))
+						return
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					for range 4 { // more than FailureLimit: a refusal must not eject the server
+						_, err := c.Get(ctx, "k")
+						require.Error(t, err)
+						require.ErrorIs(t, err, clientlib.ErrClientError)
+						require.Contains(t, err.Error(), tt.wantErr)
+						require.Contains(t, err.Error(), p.Addr)
+					}
+					require.False(t, c.Stats().Servers[0].Ejected, "server ejected for refusing credentials")
+				})
+			}
+		})
+	}
+	t.Run("bad credentials", func(t *testing.T) {
+		_, err := clientlib.New(clientlib.Config{Servers: []clientlib.Server{{Addr: "127.0.0.1:1"}}, Username: "a b"})
+		require.Error(t, err)
 	})
 }

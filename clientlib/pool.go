@@ -2,6 +2,7 @@ package clientlib
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -65,8 +66,12 @@ func (p *pool) get(ctx context.Context, srv *server) (*conn, error) {
 	nc, err := p.dialer.dial(ctx)
 	if err != nil {
 		<-p.tokens
-		if ctx.Err() != nil {
+		var ae *authError
+		switch {
+		case ctx.Err() != nil:
 			return nil, ctx.Err()
+		case errors.As(err, &ae):
+			return nil, ae // the server answers: not a failure of its health
 		}
 		return nil, &connError{addr: p.addr, op: "dial", err: err}
 	}
