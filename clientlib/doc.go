@@ -23,6 +23,9 @@
 //     doc/leases.md, "A client's side".
 //   - Stats returns counters a service can export (fills, coalesced callers, hot-miss waits, stale
 //     values served, rejected lease-sets, fallbacks, per-server errors) without any metrics dependency.
+//   - Servers are "host:port" addresses or Unix socket paths, over TLS (Config.TLS, or a Config.DialContext
+//     of one's own) and with -Y authentication (Config.Username) when asked; SetServers changes the list
+//     while the client is in use, and Ping checks that each server answers.
 //
 // A Client is safe for concurrent use and should be shared: it owns the connection pools.
 package clientlib
