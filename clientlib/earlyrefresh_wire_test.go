@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,6 +101,60 @@ func TestRecacheSeconds(t *testing.T) {
 				above = above || r > 2
 			}
 			require.Equal(t, tt.wantAbove2, above)
+		})
+	}
+}
+
+// TestMetaLiveValueWithZ: on memcached, a live value another reader won the recache flag for (Z without
+// X, not the empty item N creates) is a hit, whether this client refreshes early or not: nobody waits
+// while another process refreshes a key early. The empty item N created is still waited for.
+func TestMetaLiveValueWithZ(t *testing.T) {
+	tests := []struct {
+		name      string
+		beta      float64
+		reply     string // the first mg's reply; later ones are a plain hit "v2"
+		wantData  string
+		wantWaits bool
+	}{
+		{"live value, off", 0, "VA 1 f0 c5 Z\r\nx\r\n", "x", false},
+		{"live value, on", 1, "VA 1 f0 c5 Z\r\nx\r\n", "x", false},
+		{"live value with flags, off", 0, "VA 0 f3 c5 Z\r\n\r\n", "", false},
+		{"N's empty item, off", 0, "VA 0 f0 c5 Z\r\n\r\n", "v2", true},
+		{"N's empty item, on", 1, "VA 0 f0 c5 Z\r\n\r\n", "v2", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newFakeServer(t)
+			var mgs atomic.Int64
+			srv.raw = func(line string, r *bufio.Reader, w io.Writer) {
+				var reply string
+				switch {
+				case line == "stats settings":
+					reply = "END\r\n"
+				case line == "mn":
+					reply = "MN\r\n"
+				case strings.HasPrefix(line, "mg "):
+					if mgs.Add(1) == 1 {
+						reply = tt.reply
+					} else {
+						reply = "VA 2 f0 c6\r\nv2\r\n"
+					}
+				default:
+					reply = "ERROR\r\n"
+				}
+				_, _ = io.WriteString(w, reply)
+			}
+			c := newTestClient(t, Config{Fill: FillOptions{EarlyRefresh: tt.beta}}, srv.addr())
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			v, err := c.GetOrFill(ctx, "k", func(context.Context, string) ([]byte, error) {
+				t.Error("fill called")
+				return nil, nil
+			}, nil)
+			require.NoError(t, err)
+			require.Equal(t, tt.wantData, string(v.Data))
+			require.Equal(t, SourceCache, v.Source)
+			require.Equal(t, tt.wantWaits, c.Stats().HotMissWaits > 0)
 		})
 	}
 }

@@ -430,7 +430,8 @@ func placeholder(res *MetaResult) bool {
 // its first reader the recache flag W (later readers see Z, and X on an item marked stale); the winner
 // fills and writes with "ms <key> <len> C<cas> T<ttl> F<flags>", which a write or delete since refuses.
 // With EarlyRefresh the read also carries R<s>: a live value's reader that wins W returns the value and
-// refreshes it in the background, and readers that see Z with a live value return it.
+// refreshes it in the background. Readers that see Z with a live value return it, with or without
+// EarlyRefresh (another process may be refreshing it early).
 func (x *execution) meta() (Value, error) {
 	c, o := x.c, x.o
 	get := MetaFlags{}.ReturnValue().ReturnFlags().ReturnCAS().Vivify(o.vivifySeconds())
@@ -450,8 +451,9 @@ func (x *execution) meta() (Value, error) {
 			return x.cacheFailed(err)
 		}
 		switch {
-		case o.EarlyRefresh > 0 && !res.Stale() && !placeholder(res):
-			// A live value: W won its early refresh, Z means another reader's refresh runs.
+		case !res.Stale() && !placeholder(res):
+			// A live value: the answer. W: this reader won its early refresh (only R hands W out for a
+			// live value); Z: another reader's early refresh runs, this process's or not.
 			c.counters.cacheHits.Add(1)
 			if res.Won() {
 				x.refreshEarly(res.CAS())
