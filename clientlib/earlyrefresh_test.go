@@ -146,9 +146,11 @@ func TestEarlyRefresh(t *testing.T) {
 				require.Zero(t, res.errors, "GetOrFill errors")
 				require.Zero(t, res.duplicateFills, "fills less than a fill time apart: two fills for one refresh")
 				// The first fill, then one per refresh: the item lives 2-3 s and is refreshed in its last
-				// second at the latest, so over 7 s at least 2 refreshes and at most one per 1+ s.
+				// second at the latest, so over 7 s at least 2 refreshes. How much earlier is XFetch's: its
+				// lead grows with delta*beta*ln(reads), and these readers ask tens of thousands of times a
+				// second, so a refresh may follow the previous one by little more than a fill; what must
+				// hold is that each refresh is one fill (no two fills start within a fill time).
 				require.GreaterOrEqual(t, len(res.fills), 3, "fills: the key was not refreshed")
-				require.LessOrEqual(t, len(res.fills), 1+int(earlyRun/time.Second), "fills")
 				require.Equal(t, uint64(len(res.fills)-1), res.early, "every fill but the first is an early refresh won by one reader")
 				require.Equal(t, uint64(len(res.fills)), res.stored+res.rejected, "each fill's conditional write")
 				require.Equal(t, map[string]int{"cache": res.afterWarmUp["cache"]}, res.afterWarmUp,
