@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -155,6 +156,73 @@ func TestMetaLiveValueWithZ(t *testing.T) {
 			require.Equal(t, tt.wantData, string(v.Data))
 			require.Equal(t, SourceCache, v.Source)
 			require.Equal(t, tt.wantWaits, c.Stats().HotMissWaits > 0)
+		})
+	}
+}
+
+// TestEarlyRefreshInBackground: the reader that wins an early refresh (W on a live value) returns the
+// current value at once; the fill and "ms <key> <len> C<cas> T<ttl> F<flags>" run in the background, and
+// Close waits for them. On leasecached (mg without N, then no lease-get) and on memcached alike.
+func TestEarlyRefreshInBackground(t *testing.T) {
+	for _, speak := range []string{"leases", "meta"} {
+		t.Run(speak, func(t *testing.T) {
+			srv := newFakeServer(t)
+			var mu sync.Mutex
+			var writes []string
+			srv.raw = func(line string, r *bufio.Reader, w io.Writer) {
+				var reply string
+				switch {
+				case line == "stats settings" && speak == "leases":
+					reply = "STAT lease_window 10s\r\nEND\r\n"
+				case line == "stats settings":
+					reply = "END\r\n"
+				case line == "mn":
+					reply = "MN\r\n"
+				case strings.HasPrefix(line, "mg "):
+					reply = "VA 3 f0 c5 W\r\nold\r\n"
+				case strings.HasPrefix(line, "ms "):
+					n, _ := strconv.Atoi(strings.Fields(line)[2])
+					data := make([]byte, n+2)
+					_, _ = io.ReadFull(r, data)
+					mu.Lock()
+					writes = append(writes, line+" "+string(data[:n]))
+					mu.Unlock()
+					reply = "HD\r\n"
+				default:
+					reply = "ERROR\r\n"
+				}
+				_, _ = io.WriteString(w, reply)
+			}
+			c, err := New(Config{Servers: []Server{{Addr: srv.addr()}}, Fill: FillOptions{EarlyRefresh: 1, TTL: time.Minute}})
+			require.NoError(t, err)
+			release := make(chan struct{})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			v, err := c.GetOrFill(ctx, "k", func(context.Context, string) ([]byte, error) {
+				<-release
+				return []byte("new"), nil
+			}, nil)
+			require.NoError(t, err)
+			require.Equal(t, Value{Data: []byte("old"), Source: SourceCache}, v, "the winner gets the current value at once")
+			closed := make(chan struct{})
+			go func() { c.Close(); close(closed) }()
+			select {
+			case <-closed:
+				t.Fatal("Close returned while the early refresh was filling")
+			case <-time.After(100 * time.Millisecond):
+			}
+			close(release)
+			select {
+			case <-closed:
+			case <-time.After(3 * time.Second):
+				t.Fatal("Close did not return after the refresh")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			require.Equal(t, []string{"ms k 3 C5 T60 F0 new"}, writes)
+			s := c.Stats()
+			require.Equal(t, uint64(1), s.EarlyRefreshes)
+			require.Equal(t, uint64(1), s.LeaseSetsStored)
 		})
 	}
 }
