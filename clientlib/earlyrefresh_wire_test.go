@@ -226,3 +226,19 @@ func TestEarlyRefreshInBackground(t *testing.T) {
 		})
 	}
 }
+
+// TestFillTimes: a key's own last fill time, else the moving mean of this client's fills, else 0.
+func TestFillTimes(t *testing.T) {
+	var f fillTimes
+	require.Zero(t, f.get("a"), "nothing measured")
+	f.put("a", 800*time.Millisecond)
+	require.Equal(t, 800*time.Millisecond, f.get("a"))
+	require.Equal(t, 800*time.Millisecond, f.get("b"), "another process's key: the mean")
+	f.put("c", 0)
+	require.Equal(t, 700*time.Millisecond, f.get("b"), "the mean moves by 1/8 of each fill")
+	require.Equal(t, 800*time.Millisecond, f.get("a"), "a key keeps its own")
+	for i := range maxFillTimes {
+		f.put(strconv.Itoa(i), time.Second)
+	}
+	require.LessOrEqual(t, len(f.m), maxFillTimes)
+}

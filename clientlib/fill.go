@@ -83,7 +83,7 @@ type FillOptions struct {
 	// miss: probabilistic early expiration (XFetch, Vattani et al., VLDB 2015) with EarlyRefresh as its
 	// beta (1 is the paper's choice; larger refreshes earlier). A reader refreshes when
 	// now + delta*beta*(-ln(rand)) reaches the value's expiry, delta being how long the key's last fill in
-	// this process took; the server, which holds the expiry, decides (memcached's mg R<seconds>, on
+	// this process took (for a key another process filled, the mean of this process's fills); the server, which holds the expiry, decides (memcached's mg R<seconds>, on
 	// leasecached too) and hands the refresh to exactly one reader in the fleet. That reader, like
 	// every other, gets the current value at once; the fill and its conditional write run in the
 	// background (FillTimeout bounds the fill; Close waits). Expiry is counted in whole seconds, so a key
@@ -151,7 +151,7 @@ func (o *FillOptions) vivifySeconds() int64 {
 // refresh out when the item's remaining time in its whole seconds, r, is below R; the real remaining time
 // is at most r, so R = floor(x) + 1 refreshes no earlier than XFetch would, up to a second later. R is at
 // least 2, the item's last second: a key read at least once a second then never expires under its
-// readers, however short its fills (and without a known delta, that is when it is refreshed).
+// readers, however short its fills (and with no fill measured yet, that is when it is refreshed).
 func (o *FillOptions) recacheSeconds(delta time.Duration) int64 {
 	x := delta.Seconds() * o.EarlyRefresh * -math.Log(1-rand.Float64())
 	if x >= maxRecacheSeconds {
@@ -161,16 +161,22 @@ func (o *FillOptions) recacheSeconds(delta time.Duration) int64 {
 }
 
 // fillTimes remembers how long each key's last fill took in this process (XFetch's delta), for early
-// refresh; bounded by maxFillTimes (when full it starts again, which only makes refreshes later).
+// refresh, and a moving mean of all of them: a key this process has not filled (another process did)
+// is taken to fill like the others, which is better than 0 for a slow source. Bounded by maxFillTimes
+// keys (when full it starts again; the mean stays).
 type fillTimes struct {
-	mu sync.Mutex
-	m  map[string]time.Duration
+	mu   sync.Mutex
+	m    map[string]time.Duration
+	mean time.Duration // exponentially weighted, 1/8 to each new fill
 }
 
 func (f *fillTimes) get(key string) time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.m[key]
+	if d, ok := f.m[key]; ok {
+		return d
+	}
+	return f.mean
 }
 
 func (f *fillTimes) put(key string, d time.Duration) {
@@ -180,6 +186,11 @@ func (f *fillTimes) put(key string, d time.Duration) {
 		f.m = make(map[string]time.Duration)
 	}
 	f.m[key] = d
+	if f.mean == 0 {
+		f.mean = d
+	} else {
+		f.mean += (d - f.mean) / 8
+	}
 }
 
 // ttl is the TTL for one write: TTL less a random jitter, never below one second.
