@@ -79,6 +79,8 @@ func (c *Client) learn(srv *server, done chan struct{}) {
 		} else {
 			c.logf("clientlib: %s speaks %v", srv.addr, p)
 		}
+	case c.life.Err() == nil && errors.As(err, new(*authError)):
+		// The server answered, refusing the credentials: not a failure of its health.
 	case c.life.Err() == nil:
 		c.failed(srv)
 	}
@@ -159,6 +161,9 @@ func (c *Client) probeProtocol(ctx context.Context, srv *server) (protocol, time
 func (c *Client) exchange(ctx context.Context, srv *server, req string, read func(r *bufio.Reader) error) error {
 	nc, err := srv.pool.dialer.dial(ctx)
 	if err != nil {
+		if ae := (*authError)(nil); errors.As(err, &ae) {
+			return ae
+		}
 		return &connError{addr: srv.addr, op: "dial", err: err}
 	}
 	defer nc.Close()

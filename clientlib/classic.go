@@ -3,6 +3,7 @@ package clientlib
 import (
 	"bytes"
 	"context"
+	"sync"
 	"time"
 )
 
@@ -285,28 +286,39 @@ func (c *Client) FlushAll(ctx context.Context) error {
 // Version returns each live server's version string, by address.
 func (c *Client) Version(ctx context.Context) (map[string]string, error) {
 	out := make(map[string]string)
-	var mu = make(chan struct{}, 1)
+	var mu sync.Mutex
 	err := c.eachServer(ctx, func(srv *server) error {
-		return c.do(ctx, srv, func(cn *conn) error {
-			cn.w.WriteString("version\r\n")
-			if err := cn.flush(); err != nil {
-				return err
-			}
-			line, err := cn.readLine()
-			if err != nil {
-				return err
-			}
-			v, ok := bytes.CutPrefix(line, []byte("VERSION "))
-			if !ok {
-				return cn.unexpected(line)
-			}
-			mu <- struct{}{}
-			out[srv.addr] = string(v)
-			<-mu
-			return nil
-		})
+		v, err := c.versionOf(ctx, srv)
+		if err == nil {
+			mu.Lock()
+			out[srv.addr] = v
+			mu.Unlock()
+		}
+		return err
 	})
 	return out, err
+}
+
+// versionOf sends "version" to srv.
+func (c *Client) versionOf(ctx context.Context, srv *server) (string, error) {
+	var v string
+	err := c.do(ctx, srv, func(cn *conn) error {
+		cn.w.WriteString("version\r\n")
+		if err := cn.flush(); err != nil {
+			return err
+		}
+		line, err := cn.readLine()
+		if err != nil {
+			return err
+		}
+		b, ok := bytes.CutPrefix(line, []byte("VERSION "))
+		if !ok {
+			return cn.unexpected(line)
+		}
+		v = string(b)
+		return nil
+	})
+	return v, err
 }
 
 // ServerStats returns each live server's "stats" (or "stats <group>" when group is not empty), by address.

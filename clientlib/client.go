@@ -14,11 +14,12 @@ import (
 // Client talks to a fleet of servers. Create it with New or NewFromAddrs; share it; Close it when done.
 type Client struct {
 	cfg     Config
-	servers []*server
+	servers []*server // the configured servers, in order; guarded by ringMu (SetServers replaces it)
 	ring    atomic.Pointer[ring]
-	ringMu  sync.Mutex // serialises ring rebuilds
+	ringMu  sync.Mutex // serialises ring rebuilds and changes of servers
 
 	flights  flightGroup
+	fills    fillTimes // how long each key's last fill took, for EarlyRefresh
 	counters counters
 	now      func() time.Time
 	warned   atomic.Bool // the lease window warning was given (checkLeaseWindow)
@@ -31,7 +32,7 @@ type Client struct {
 	closed     chan struct{}  // closed once background refreshes are done: requests then fail with ErrClosed
 	bgMu       sync.Mutex     // guards closing against spawn
 	closing    bool           // Close has begun: no new background work
-	refreshes  sync.WaitGroup // StaleWhileRefresh fills, which Close waits for
+	refreshes  sync.WaitGroup // StaleWhileRefresh fills and early refreshes, which Close waits for
 	background sync.WaitGroup // revivals, capability probes, drains: Close interrupts them and waits
 }
 
@@ -52,10 +53,29 @@ func New(cfg Config) (*Client, error) {
 	if len(cfg.Servers) == 0 {
 		return nil, ErrNoServers
 	}
+	if cfg.Username != "" {
+		if err := validCredentials(cfg.Username, cfg.Password); err != nil {
+			return nil, err
+		}
+	}
 	c := &Client{cfg: cfg, now: time.Now, closed: make(chan struct{})}
 	c.life, c.stopLife = context.WithCancel(context.Background())
+	servers, err := c.serverList(cfg.Servers, nil)
+	if err != nil {
+		return nil, err
+	}
+	c.servers = servers
+	c.ring.Store(newRing(cfg.Distribution, c.servers))
+	c.flights.init()
+	return c, nil
+}
+
+// serverList makes the servers of list, reusing those of old with the same address (their connections,
+// health and what they speak) with the list's weight and name.
+func (c *Client) serverList(list []Server, old map[string]*server) ([]*server, error) {
 	seen := make(map[string]bool)
-	for _, s := range cfg.Servers {
+	var out []*server
+	for _, s := range list {
 		if s.Addr == "" {
 			return nil, fmt.Errorf("clientlib: server with empty address")
 		}
@@ -67,16 +87,65 @@ func New(cfg Config) (*Client, error) {
 		if name == "" {
 			name = ketama.NodeName(s.Addr)
 		}
-		srv := &server{addr: s.Addr, node: ketama.Node{Name: name, Weight: s.Weight}}
+		node := ketama.Node{Name: name, Weight: s.Weight}
+		if srv := old[s.Addr]; srv != nil {
+			srv.node = node // read only by newRing, under ringMu
+			out = append(out, srv)
+			continue
+		}
+		srv := &server{addr: s.Addr, node: node}
 		srv.pool = newPool(s.Addr, &c.cfg)
-		c.servers = append(c.servers, srv)
+		out = append(out, srv)
 	}
-	c.ring.Store(newRing(cfg.Distribution, c.servers))
-	c.flights.init()
-	return c, nil
+	return out, nil
 }
 
-// Close waits for background refreshes (StaleWhileRefresh) to finish their fill and cache write, then
+// SetServers replaces the server list while the client is in use (gomemcache's ServerList.SetServers).
+// Keys are placed over the new list by Config.Distribution from the next request on: under Modulo most
+// keys move when the count changes, under Ketama about the share of the servers added or removed. A
+// server that stays keeps its connections and health; a removed one takes no new requests, and its
+// connections are closed as their requests in flight finish. An error (an empty list, an empty or
+// repeated address, a closed client) changes nothing.
+func (c *Client) SetServers(servers ...Server) error {
+	if len(servers) == 0 {
+		return ErrNoServers
+	}
+	c.ringMu.Lock()
+	defer c.ringMu.Unlock()
+	c.bgMu.Lock()
+	closing := c.closing
+	c.bgMu.Unlock()
+	if closing {
+		return ErrClosed
+	}
+	old := make(map[string]*server, len(c.servers))
+	for _, s := range c.servers {
+		old[s.addr] = s
+	}
+	next, err := c.serverList(servers, old)
+	if err != nil {
+		return err
+	}
+	for _, s := range next {
+		delete(old, s.addr)
+	}
+	c.servers = next
+	c.ring.Store(newRing(c.cfg.Distribution, next))
+	for _, s := range old {
+		s.removed.Store(true)
+		s.pool.retire()
+	}
+	return nil
+}
+
+// serverSnapshot returns the configured servers now.
+func (c *Client) serverSnapshot() []*server {
+	c.ringMu.Lock()
+	defer c.ringMu.Unlock()
+	return c.servers
+}
+
+// Close waits for background refreshes (StaleWhileRefresh, EarlyRefresh) to finish their fill and cache write, then
 // closes the connections and stops health probes. Requests in flight finish; later ones fail with
 // ErrClosed.
 func (c *Client) Close() error {
@@ -87,7 +156,7 @@ func (c *Client) Close() error {
 		c.stopLife()
 		c.refreshes.Wait()
 		close(c.closed)
-		for _, s := range c.servers {
+		for _, s := range c.serverSnapshot() {
 			s.pool.drop(true)
 		}
 	})
@@ -229,7 +298,7 @@ func callerDone(ctx context.Context) error {
 // failed records a failure and ejects srv once FailureLimit are consecutive.
 func (c *Client) failed(srv *server) {
 	srv.errors.Add(1)
-	if int(srv.failures.Add(1)) < c.cfg.FailureLimit {
+	if int(srv.failures.Add(1)) < c.cfg.FailureLimit || srv.removed.Load() {
 		return
 	}
 	if !srv.dead.CompareAndSwap(false, true) {
@@ -255,6 +324,9 @@ func (c *Client) revive(srv *server) {
 			return
 		case <-t.C:
 		}
+		if srv.removed.Load() {
+			return
+		}
 		if srv.probe(c.cfg.DialTimeout) == nil {
 			srv.proto.Store(int32(protoUnknown))
 			srv.failures.Store(0)
@@ -271,6 +343,25 @@ func (c *Client) rebuildRing() {
 	c.ringMu.Lock()
 	c.ring.Store(newRing(c.cfg.Distribution, c.servers))
 	c.ringMu.Unlock()
+}
+
+// Ping asks every configured server, ejected ones included, for its version (gomemcache's Ping): nil
+// when each answers; otherwise the joined errors, each naming its server.
+func (c *Client) Ping(ctx context.Context) error {
+	servers := c.serverSnapshot()
+	errs := make([]error, len(servers))
+	var wg sync.WaitGroup
+	for i, srv := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.versionOf(ctx, srv); err != nil {
+				errs[i] = fmt.Errorf("clientlib: ping %s: %w", srv.addr, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // eachServer runs fn against every live server in parallel and joins the errors.

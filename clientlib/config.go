@@ -1,7 +1,9 @@
 package clientlib
 
 import (
+	"context"
 	"crypto/tls"
+	"net"
 	"time"
 )
 
@@ -9,7 +11,7 @@ import (
 // anything: bounded waits, bounded connections, quick ejection of a dead server.
 const (
 	DefaultTimeout        = 1 * time.Second        // per-request I/O bound when the context has no earlier deadline
-	DefaultDialTimeout    = 500 * time.Millisecond // connect bound (and the TLS handshake's, with Config.TLS)
+	DefaultDialTimeout    = 500 * time.Millisecond // bound of the connect, and of the TLS handshake and the authentication each
 	DefaultMaxOpenPerAddr = 64                     // open connections per server; callers wait beyond it
 	DefaultFailureLimit   = 2                      // consecutive failures that eject a server
 	DefaultRetryInterval  = 1 * time.Second        // how often an ejected server is probed
@@ -53,6 +55,18 @@ type Config struct {
 	// -Z); its ServerName, when empty, is the address's host. Unix socket servers stay plaintext, as memcached
 	// serves its -s socket. nil: plaintext.
 	TLS *tls.Config
+	// DialContext, when set, opens every connection instead of a net.Dialer (gomemcache's Client.DialContext):
+	// network is "tcp", or "unix" for a socket path. Its ctx carries DialTimeout. TLS (when set) and
+	// authentication are done on the connection it returns; a DialContext that returns a *tls.Conn itself
+	// (tls.Dialer) leaves TLS nil.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Username and Password, when Username is set, authenticate every new connection (requests' and
+	// probes' alike) as memcached's and leasecached's -Y expects: the connection first sends
+	// "set auth 0 0 <n>\r\n<Username> <Password>\r\n" and must get STORED. A refusal fails the request
+	// with an error naming the server and its reply (errors.Is(err, ErrClientError)); it does not eject
+	// the server.
+	Username string
+	Password string
 	// MaxOpenPerAddr bounds each server's pool. A caller that finds MaxOpenPerAddr connections busy waits
 	// for one, within its context. Connections are kept for reuse, up to this many, until they have been
 	// idle for 30 s.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"strings"
 	"time"
 
 	"github.com/leasecached/leasecached/clientlib"
@@ -170,14 +169,19 @@ func ExampleClient_MetaGet() {
 	}
 }
 
+// MetaFlags values are immutable: a base set can be shared and extended. Flags without a method go
+// through Raw.
 func ExampleMetaFlags() {
+	c, _ := clientlib.NewFromAddrs("127.0.0.1:11211")
+	defer c.Close()
 	base := clientlib.MetaFlags{}.ReturnValue().ReturnCAS()
-	withTTL := base.ReturnTTL().NoLRUBump() // base is unchanged
-	fmt.Println(strings.Join(base.Tokens(), " "))
-	fmt.Println(strings.Join(withTTL.Tokens(), " "))
-	// Output:
-	// v c
-	// v c t u
+	withTTL := base.ReturnTTL().Raw("u") // "mg <key> v c t u"; base is still "v c"
+	r, err := c.MetaGet(context.Background(), "feed:7", withTTL)
+	if err != nil {
+		log.Print(err)
+		return
+	}
+	fmt.Printf("%d bytes, CAS %d, %d s left\n", len(r.Value), r.CAS(), r.TTL())
 }
 
 // Stats counters are plain numbers to export to any metrics system.

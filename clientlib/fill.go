@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"sync"
 	"time"
 )
 
@@ -24,6 +26,11 @@ const (
 	cacheWriteTimeout = 1 * time.Second
 	// NeverExpire as FillOptions.TTL stores filled values without expiry.
 	NeverExpire time.Duration = -1
+	// maxRecacheSeconds is the largest R an early refresh sends: memcached reads a time over 30 days as
+	// an absolute Unix time.
+	maxRecacheSeconds = 30 * 24 * 60 * 60
+	// maxFillTimes bounds the fill durations a client remembers for early refresh (fillTimes).
+	maxFillTimes = 1 << 14
 )
 
 // FallbackMode says what GetOrFill does when it cannot get the value through the cache: another
@@ -72,6 +79,17 @@ type FillOptions struct {
 	// NegativeTTL, when positive, caches a fill's ErrNotFound for this long: until it expires, GetOrFill
 	// returns ErrNotFound for the key without calling fill. 0: "not found" is an error like any other.
 	NegativeTTL time.Duration
+	// EarlyRefresh, when positive, refreshes a value before it expires, so that readers of a hot key never
+	// miss: probabilistic early expiration (XFetch, Vattani et al., VLDB 2015) with EarlyRefresh as its
+	// beta (1 is the paper's choice; larger refreshes earlier). A reader refreshes when
+	// now + delta*beta*(-ln(rand)) reaches the value's expiry, delta being how long the key's last fill in
+	// this process took (for a key another process filled, the mean of this process's fills); the server, which holds the expiry, decides (memcached's mg R<seconds>, on
+	// leasecached too) and hands the refresh to exactly one reader in the fleet. That reader, like
+	// every other, gets the current value at once; the fill and its conditional write run in the
+	// background (FillTimeout bounds the fill; Close waits). Expiry is counted in whole seconds, so a key
+	// read at least once a second is refreshed within its last second at the latest. Off behind a proxy
+	// that speaks only the classic commands (doc/leases.md, "A client's side"). 0: off.
+	EarlyRefresh float64
 }
 
 func (o FillOptions) withDefaults() FillOptions {
@@ -103,6 +121,9 @@ func (o FillOptions) merge(def FillOptions) FillOptions {
 	if o.NegativeTTL == 0 {
 		o.NegativeTTL = def.NegativeTTL
 	}
+	if o.EarlyRefresh == 0 {
+		o.EarlyRefresh = def.EarlyRefresh
+	}
 	o.AcceptStale = o.AcceptStale || def.AcceptStale
 	o.StaleWhileRefresh = o.StaleWhileRefresh || def.StaleWhileRefresh
 	if o.Fallback == FallbackFill {
@@ -123,6 +144,53 @@ func (o *FillOptions) maxWait() time.Duration {
 // key: it must outlive the fill and its write, or a second caller would win while the first still fills.
 func (o *FillOptions) vivifySeconds() int64 {
 	return int64((o.FillTimeout+cacheWriteTimeout+time.Second-1)/time.Second) + 1
+}
+
+// recacheSeconds is the R<seconds> of an early refresh (EarlyRefresh): XFetch's random lookahead
+// x = delta*beta*(-ln(rand)), in the whole seconds the server counts expiry in. The server hands the
+// refresh out when the item's remaining time in its whole seconds, r, is below R; the real remaining time
+// is at most r, so R = floor(x) + 1 refreshes no earlier than XFetch would, up to a second later. R is at
+// least 2, the item's last second: a key read at least once a second then never expires under its
+// readers, however short its fills (and with no fill measured yet, that is when it is refreshed).
+func (o *FillOptions) recacheSeconds(delta time.Duration) int64 {
+	x := delta.Seconds() * o.EarlyRefresh * -math.Log(1-rand.Float64())
+	if x >= maxRecacheSeconds {
+		return maxRecacheSeconds
+	}
+	return max(int64(x)+1, 2)
+}
+
+// fillTimes remembers how long each key's last fill took in this process (XFetch's delta), for early
+// refresh, and a moving mean of all of them: a key this process has not filled (another process did)
+// is taken to fill like the others, which is better than 0 for a slow source. Bounded by maxFillTimes
+// keys (when full it starts again; the mean stays).
+type fillTimes struct {
+	mu   sync.Mutex
+	m    map[string]time.Duration
+	mean time.Duration // exponentially weighted, 1/8 to each new fill
+}
+
+func (f *fillTimes) get(key string) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d, ok := f.m[key]; ok {
+		return d
+	}
+	return f.mean
+}
+
+func (f *fillTimes) put(key string, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil || len(f.m) >= maxFillTimes {
+		f.m = make(map[string]time.Duration)
+	}
+	f.m[key] = d
+	if f.mean == 0 {
+		f.mean = d
+	} else {
+		f.mean += (d - f.mean) / 8
+	}
 }
 
 // ttl is the TTL for one write: TTL less a random jitter, never below one second.
@@ -249,11 +317,13 @@ type execution struct {
 }
 
 // claim is an execution's right to refill its key: a lease token (leases), the CAS of the item whose
-// recache flag W it won (meta; stale when that item was marked stale, X), or nothing (classic).
+// recache flag W it won (meta; stale when that item was marked stale, X; early when it is a live value
+// won for an early refresh, on memcached or leasecached), or nothing (classic).
 type claim struct {
 	proto protocol
 	token uint64
 	stale bool
+	early bool
 }
 
 func (x *execution) run() (Value, error) {
@@ -284,9 +354,15 @@ func (x *execution) cacheCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(x.ctx, x.budget)
 }
 
-// leases is GetOrFill on leasecached: lease-get, and lease-set with the granted token.
+// leases is GetOrFill on leasecached: lease-get, and lease-set with the granted token. With
+// EarlyRefresh, a hit is read with mg first (lease-get grants nothing on a hit): see early.
 func (x *execution) leases() (Value, error) {
 	c, o := x.c, x.o
+	if o.EarlyRefresh > 0 {
+		if done, v, err := x.early(); done {
+			return v, err
+		}
+	}
 	w := x.waiter()
 	for {
 		cctx, cancel := x.cacheCtx()
@@ -322,12 +398,57 @@ func (x *execution) leases() (Value, error) {
 	}
 }
 
+// early is the hit path of a leasecached GetOrFill with EarlyRefresh: "mg <key> v f c R<s>" returns a
+// live value and, to the one reader the server picks, the recache flag W (later readers see Z with the
+// value): that reader refreshes in the background. done is false on a miss: the caller then asks with
+// lease-get.
+func (x *execution) early() (done bool, v Value, err error) {
+	c := x.c
+	get := MetaFlags{}.ReturnValue().ReturnFlags().ReturnCAS().Recache(x.o.recacheSeconds(c.fills.get(x.key)))
+	cctx, cancel := x.cacheCtx()
+	res, err := c.metaOn(cctx, x.srv, "mg", x.key, nil, false, get, "EN")
+	cancel()
+	switch {
+	case errors.Is(err, ErrCacheMiss), errors.Is(err, ErrClientError):
+		return false, Value{}, nil
+	case err != nil:
+		v, err = x.cacheFailed(err)
+		return true, v, err
+	}
+	c.counters.cacheHits.Add(1)
+	if res.Won() {
+		x.refreshEarly(res.CAS())
+	}
+	v, err = cached(res.Value, res.ClientFlags(), SourceCache)
+	return true, v, err
+}
+
+// refreshEarly starts the background refresh of a live value whose recache flag this reader won.
+func (x *execution) refreshEarly(cas uint64) {
+	if x.refreshInBackground(claim{proto: protoMeta, token: cas, early: true}) {
+		x.c.counters.earlyRefreshes.Add(1)
+	}
+}
+
+// placeholder reports whether an mg reply is the empty item "mg ... N" created (and not a value): empty,
+// with flags 0, not marked stale. A value stored empty with flags 0 looks the same, and is then treated
+// as one: its readers wait for the refill, or its winner refills in the foreground.
+func placeholder(res *MetaResult) bool {
+	return len(res.Value) == 0 && res.ClientFlags() == 0 && !res.Stale()
+}
+
 // meta is GetOrFill on memcached 1.6: "mg <key> v f c N<ttl>" creates an empty item on a miss and gives
 // its first reader the recache flag W (later readers see Z, and X on an item marked stale); the winner
 // fills and writes with "ms <key> <len> C<cas> T<ttl> F<flags>", which a write or delete since refuses.
+// With EarlyRefresh the read also carries R<s>: a live value's reader that wins W returns the value and
+// refreshes it in the background. Readers that see Z with a live value return it, with or without
+// EarlyRefresh (another process may be refreshing it early).
 func (x *execution) meta() (Value, error) {
 	c, o := x.c, x.o
 	get := MetaFlags{}.ReturnValue().ReturnFlags().ReturnCAS().Vivify(o.vivifySeconds())
+	if o.EarlyRefresh > 0 {
+		get = get.Recache(o.recacheSeconds(c.fills.get(x.key)))
+	}
 	w := x.waiter()
 	for {
 		cctx, cancel := x.cacheCtx()
@@ -341,6 +462,14 @@ func (x *execution) meta() (Value, error) {
 			return x.cacheFailed(err)
 		}
 		switch {
+		case !res.Stale() && !placeholder(res):
+			// A live value: the answer. W: this reader won its early refresh (only R hands W out for a
+			// live value); Z: another reader's early refresh runs, this process's or not.
+			c.counters.cacheHits.Add(1)
+			if res.Won() {
+				x.refreshEarly(res.CAS())
+			}
+			return cached(res.Value, res.ClientFlags(), SourceCache)
 		case res.Won():
 			cl := claim{proto: protoMeta, token: res.CAS(), stale: res.Stale()}
 			if cl.stale && o.StaleWhileRefresh && x.refreshInBackground(cl) {
@@ -432,7 +561,11 @@ func (x *execution) refreshInBackground(cl claim) bool {
 // NegativeTTL a "not found"; a fill that failed gives the key back.
 func (x *execution) fillAndWrite(cl claim) (Value, error) {
 	c, o := x.c, x.o
+	start := time.Now()
 	data, err := c.runFill(x.ctx, x.key, x.fill, o)
+	if err == nil && o.EarlyRefresh > 0 {
+		c.fills.put(x.key, time.Since(start))
+	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), cacheWriteTimeout)
 	defer cancel()
 	switch {
@@ -488,9 +621,14 @@ func (x *execution) write(ctx context.Context, cl claim, it *Item) {
 //   - meta: "md <key> C<cas>" removes the empty item mg created; for a key won on an item marked stale,
 //     "md <key> I C<cas>" keeps the stale value and lets the next reader win. The CAS makes either a
 //     no-op if the key was written meanwhile;
-//   - classic: nothing is held.
+//   - classic: nothing is held;
+//   - an early refresh: nothing either. Its value stays and expires as any other; the recache flag it
+//     won stays on that item, so the key is refilled through the miss path after it expires.
 func (x *execution) giveBack(ctx context.Context, cl claim) {
 	c := x.c
+	if cl.early {
+		return
+	}
 	switch cl.proto {
 	case protoLeases:
 		_ = c.simpleOn(ctx, x.srv, x.key, "delete ", false, 0, replyDeleted)

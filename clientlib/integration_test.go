@@ -207,8 +207,8 @@ func TestMetaCommands(t *testing.T) {
 			if _, err := c.MetaArithmetic(ctx, "none", F); !errors.Is(err, clientlib.ErrCacheMiss) {
 				t.Errorf("ma miss: %v", err)
 			}
-			if err := c.MetaNoop(ctx); err != nil {
-				t.Errorf("mn: %v", err)
+			if err := c.Ping(ctx); err != nil {
+				t.Errorf("ping: %v", err)
 			}
 		})
 	}

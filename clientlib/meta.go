@@ -5,9 +5,11 @@ import (
 	"strconv"
 )
 
-// This file holds memcached 1.6's meta commands (mg, ms, md, ma, mn) and MetaFlags, the builder for
-// their flags. The flags are passed through as given: the server defines their meaning
-// (memcached's doc/protocol.txt); the builder only spells the common ones.
+// This file holds memcached 1.6's meta commands (mg, ms, md, ma) and MetaFlags, the builder for their
+// flags. The flags are passed through as given: the server defines their meaning (memcached's
+// doc/protocol.txt); the builder only spells the ones GetOrFill and a read-through cache use. Any
+// other goes through Raw: Raw("k") (key), Raw("s") (size), Raw("h") (hit before), Raw("l") (last
+// access), Raw("O"+opaque), Raw("u") (no LRU bump), Raw("b") (base64 key).
 
 // MetaFlags is an immutable list of meta-command flags; each method returns an extended copy, so a
 // base set can be shared: base := MetaFlags{}.ReturnValue(); a := base.ReturnCAS().
@@ -22,9 +24,6 @@ func (f MetaFlags) Raw(tok string) MetaFlags {
 func (f MetaFlags) num(flag byte, n int64) MetaFlags {
 	return f.Raw(string(flag) + strconv.FormatInt(n, 10))
 }
-
-// Tokens returns the flags as they will be sent.
-func (f MetaFlags) Tokens() []string { return append([]string(nil), f.toks...) }
 
 func (f MetaFlags) quiet() bool {
 	for _, t := range f.toks {
@@ -47,30 +46,9 @@ func (f MetaFlags) ReturnFlags() MetaFlags { return f.Raw("f") }
 // ReturnTTL asks for the remaining TTL in seconds, -1 for none (t).
 func (f MetaFlags) ReturnTTL() MetaFlags { return f.Raw("t") }
 
-// ReturnKey asks for the key to be echoed (k).
-func (f MetaFlags) ReturnKey() MetaFlags { return f.Raw("k") }
-
-// ReturnSize asks for the value's size (s).
-func (f MetaFlags) ReturnSize() MetaFlags { return f.Raw("s") }
-
-// ReturnHit asks whether the item was fetched before (h).
-func (f MetaFlags) ReturnHit() MetaFlags { return f.Raw("h") }
-
-// ReturnLastAccess asks for the seconds since last access (l).
-func (f MetaFlags) ReturnLastAccess() MetaFlags { return f.Raw("l") }
-
-// Opaque adds a token echoed back in the reply (O).
-func (f MetaFlags) Opaque(o string) MetaFlags { return f.Raw("O" + o) }
-
 // Quiet suppresses the uninteresting reply (EN for mg, HD for ms/md/ma); the client then ends the
 // request with mn so it still knows when the reply is complete (q).
 func (f MetaFlags) Quiet() MetaFlags { return f.Raw("q") }
-
-// NoLRUBump leaves the item's LRU position and access time alone (u).
-func (f MetaFlags) NoLRUBump() MetaFlags { return f.Raw("u") }
-
-// Base64Key says the key is base64-encoded binary (b).
-func (f MetaFlags) Base64Key() MetaFlags { return f.Raw("b") }
 
 // Vivify creates an empty item on a miss with this TTL and gives this caller the win flag W, so
 // only one client recaches (N).
@@ -172,26 +150,6 @@ func (c *Client) MetaDelete(ctx context.Context, key string, flags MetaFlags) (*
 // MetaArithmetic is ma. With ReturnValue the new number is in Value. NF gives ErrCacheMiss.
 func (c *Client) MetaArithmetic(ctx context.Context, key string, flags MetaFlags) (*MetaResult, error) {
 	return c.meta(ctx, "ma", key, nil, false, flags, "HD")
-}
-
-// MetaNoop sends mn to every live server and waits for each MN: a cheap liveness check.
-func (c *Client) MetaNoop(ctx context.Context) error {
-	return c.eachServer(ctx, func(srv *server) error {
-		return c.do(ctx, srv, func(cn *conn) error {
-			cn.w.WriteString("mn\r\n")
-			if err := cn.flush(); err != nil {
-				return err
-			}
-			line, err := cn.readLine()
-			if err != nil {
-				return err
-			}
-			if string(line) != "MN" {
-				return cn.unexpected(line)
-			}
-			return nil
-		})
-	})
 }
 
 // meta sends one meta command. quietStatus is the reply a quiet (q) request leaves out.

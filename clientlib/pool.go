@@ -2,6 +2,7 @@ package clientlib
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -20,11 +21,12 @@ type pool struct {
 	dialer      *dialer
 	idleTimeout time.Duration
 
-	mu     sync.Mutex
-	idle   []*conn     // oldest first: get takes the newest, trim closes from the front
-	sweep  *time.Timer // closes connections idle longer than idleTimeout; armed while idle is not empty
-	armed  bool
-	closed bool
+	mu      sync.Mutex
+	idle    []*conn     // oldest first: get takes the newest, trim closes from the front
+	sweep   *time.Timer // closes connections idle longer than idleTimeout; armed while idle is not empty
+	armed   bool
+	closed  bool
+	retired bool // its server was removed (SetServers): connections are closed when put back
 }
 
 func newPool(addr string, cfg *Config) *pool {
@@ -64,8 +66,12 @@ func (p *pool) get(ctx context.Context, srv *server) (*conn, error) {
 	nc, err := p.dialer.dial(ctx)
 	if err != nil {
 		<-p.tokens
-		if ctx.Err() != nil {
+		var ae *authError
+		switch {
+		case ctx.Err() != nil:
 			return nil, ctx.Err()
+		case errors.As(err, &ae):
+			return nil, ae // the server answers: not a failure of its health
 		}
 		return nil, &connError{addr: p.addr, op: "dial", err: err}
 	}
@@ -76,7 +82,7 @@ func (p *pool) get(ctx context.Context, srv *server) (*conn, error) {
 // reusable one is always kept: the token it held bounds the idle list to MaxOpenPerAddr.
 func (p *pool) put(cn *conn, reusable bool) {
 	p.mu.Lock()
-	if reusable && !p.closed {
+	if reusable && !p.closed && !p.retired {
 		cn.idleSince = time.Now()
 		p.idle = append(p.idle, cn)
 		cn = nil
@@ -143,4 +149,13 @@ func (p *pool) drop(final bool) {
 	for _, cn := range idle {
 		cn.close()
 	}
+}
+
+// retire closes the idle connections of a server removed from the list, and every other one when its
+// request ends (put); a request that picked the server just before it was removed still dials.
+func (p *pool) retire() {
+	p.mu.Lock()
+	p.retired = true
+	p.mu.Unlock()
+	p.drop(false)
 }

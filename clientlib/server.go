@@ -23,6 +23,7 @@ type server struct {
 	dead     atomic.Bool   // ejected from the ring
 	errors   atomic.Uint64 // failures ever, for Stats
 	ejects   atomic.Uint64 // times ejected, for Stats
+	removed  atomic.Bool   // SetServers took it out of the list: never ejected or probed again
 
 	// What GetOrFill speaks to it, learned once (caps.go); forgotten when it comes back from an ejection.
 	proto       atomic.Int32 // a protocol; protoUnknown until learned

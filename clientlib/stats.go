@@ -17,6 +17,7 @@ type counters struct {
 	leaseSetsRejected   atomic.Uint64
 	fallbacks           atomic.Uint64
 	backgroundRefreshes atomic.Uint64
+	earlyRefreshes      atomic.Uint64
 	cacheHits           atomic.Uint64
 }
 
@@ -32,8 +33,9 @@ type Stats struct {
 	LeaseSetsStored     uint64 // conditional writes after a fill the server accepted (lease-set; ms with the CAS on memcached)
 	LeaseSetsRejected   uint64 // those refused: the key was written or deleted meanwhile (the value was still returned)
 	Fallbacks           uint64 // hot-miss waits that ran out, or cache errors, handled by the fallback mode
-	BackgroundRefreshes uint64 // StaleWhileRefresh fills run after a stale value was returned
-	// Servers has one entry per configured server, in configuration order.
+	BackgroundRefreshes uint64 // fills run in the background: StaleWhileRefresh, and early refreshes
+	EarlyRefreshes      uint64 // early refreshes this process won (EarlyRefresh) and started
+	// Servers has one entry per configured server (SetServers' list once it was called), in order.
 	Servers []ServerHealth
 }
 
@@ -59,11 +61,12 @@ func (c *Client) Stats() Stats {
 		LeaseSetsRejected:   k.leaseSetsRejected.Load(),
 		Fallbacks:           k.fallbacks.Load(),
 		BackgroundRefreshes: k.backgroundRefreshes.Load(),
+		EarlyRefreshes:      k.earlyRefreshes.Load(),
 	}
 	// Ejected is read from the ring that routes keys, not from the server's flag: the flag changes just
 	// before the ring is rebuilt, and a caller that saw a server back in Stats must find keys mapping to it.
 	live := c.ring.Load().live
-	for _, srv := range c.servers {
+	for _, srv := range c.serverSnapshot() {
 		s.Servers = append(s.Servers, ServerHealth{
 			Addr: srv.addr, Errors: srv.errors.Load(), Ejections: srv.ejects.Load(), Ejected: !slices.Contains(live, srv),
 		})

@@ -3,6 +3,7 @@ package clientlib_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"net"
@@ -19,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The client over TLS (Config.TLS) and over Unix sockets (an address that is a path), against memcached
+// The client over TLS (Config.TLS, or a Config.DialContext that returns TLS connections) and over Unix sockets (an address that is a path), against memcached
 // 1.6.18 (-Z, -s) and leasecached started the same way.
 
 // transportBackends start a server with extra arguments; ready, when not nil, replaces the check that the
@@ -101,6 +102,17 @@ func TestTLSTransport(t *testing.T) {
 				cfg.ServerName = ""
 				c := newClient(t, clientlib.Config{TLS: cfg}, p.Addr)
 				exerciseTransport(t, ctx, c)
+			})
+			t.Run("DialContext", func(t *testing.T) {
+				// A custom dialer that speaks TLS itself (gomemcache's Client.DialContext), Config.TLS nil.
+				cfg, err := certs.ClientConfig(certs.Client)
+				require.NoError(t, err)
+				c := newClient(t, clientlib.Config{DialContext: (&tls.Dialer{Config: cfg}).DialContext}, p.Addr)
+				exerciseTransport(t, ctx, c)
+				v, err := c.GetOrFill(ctx, "filled", func(context.Context, string) ([]byte, error) { return []byte("f"), nil }, nil)
+				require.NoError(t, err)
+				require.Equal(t, "f", string(v.Data))
+				require.NoError(t, c.Ping(ctx))
 			})
 			t.Run("no client certificate", func(t *testing.T) {
 				cfg, err := certs.ClientConfig(nil)
