@@ -64,6 +64,9 @@ type binConn struct {
 	// pending is the check of the request at the front of the input, running on a checker goroutine.
 	authed, done, awaiting bool
 	pending                *auth.Pending
+	// after is the input that follows the request being executed, as far as it has arrived: memcached
+	// reads STAT's group names past a shorter key (binStats).
+	after []byte
 	// sent is how much of cn.out memcached would have written by now in this serve call. It writes its
 	// replies when the input runs out, after an error reply or a NOOP, and every reqs_per_event requests
 	// (authWindow); a request with a bad magic closes the connection at once, and what it had not written
@@ -192,6 +195,7 @@ func (cn *conn) binRequest(in []byte) (int, binOutcome) {
 	}
 	if !h.HasValue() {
 		bc.req.Slice(h, in)
+		bc.after = in[prefix:]
 		return prefix, cn.execBinary()
 	}
 	if status, ok := cn.binValueFits(&h, in); !ok {
@@ -538,21 +542,26 @@ func (cn *conn) binArith() {
 func (cn *conn) binStats() {
 	r := &cn.bin.req
 	group := r.Key
+	// memcached compares reset, settings and detail with strncmp over the name's length, reading past a
+	// shorter key into what follows it in its buffer.
+	after := cn.bin.after[:min(len(cn.bin.after), len("detail dump"))]
+	view := append(append(make([]byte, 0, len(group)+len(after)), group...), after...)
+	named := func(name string) bool { return bytes.HasPrefix(view, []byte(name)) }
 	var lines []byte
 	s := cn.srv
 	switch {
 	case len(group) == 0:
 		merge(&cn.local, cn.shared().counts)
 		lines = s.appendGeneralStats(nil)
-	case bytes.HasPrefix(group, []byte("reset")):
+	case named("reset"):
 		cn.local = counters{}
 		s.stats.reset()
 		s.store.ResetStats()
 		s.detail.reset()
-	case bytes.HasPrefix(group, []byte("settings")):
+	case named("settings"):
 		lines = s.appendSettingsStats(nil)
-	case bytes.HasPrefix(group, []byte("detail")):
-		switch arg := group[len("detail"):]; {
+	case named("detail"):
+		switch arg := view[len("detail"):]; {
 		case bytes.HasPrefix(arg, []byte(" dump")):
 			dump := append(s.detail.appendDump(nil), protocol.ReplyEnd...)
 			cn.out = bp.AppendStat(cn.out, &r.Header, []byte("detailed"), dump)

@@ -274,7 +274,7 @@ func (s *Server) appendGeneralStats(dst []byte) []byte {
 	dst = statUint(dst, "lru_crawler_running", 0)
 	dst = statUint(dst, "lru_crawler_starts", ss.CrawlerStarts)
 	dst = zeroStats(dst, "lru_maintainer_juggles", "malloc_fails", "log_worker_dropped", "log_worker_written",
-		"log_watcher_skipped", "log_watchers", "log_watcher_sent")
+		"log_watcher_skipped", "log_watcher_sent", "log_watchers")
 	if c := s.certs.Load(); c != nil { // memcached sends these with -Z only
 		if c.Settings().SessionCache {
 			dst = statUint(dst, "ssl_new_sessions", c.NewSessions())
