@@ -1,0 +1,322 @@
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The binary protocol differential suite: memcached 1.6.18's binary protocol (every opcode it
+// dispatches, the quiet forms, the error paths and its framing quirks) against leasecached, each
+// case sent whole, byte by byte and in random pieces, replies compared packet by packet after
+// binNormalizer (CAS ordinals, VERSION, STAT values). Set LEASECACHED_INTEGRATION_DUMP=1 to see
+// memcached's replies to every case; LEASECACHED_INTEGRATION_SELFTEST=1 runs memcached against
+// itself (the harness's own check).
+
+// binOverItem is a value length over the default 1 MB item limit (-I 1m) of both servers.
+const binOverItem = 1<<20 + 1
+
+// TestDifferentialBinary runs the cases that share one pair of servers.
+func TestDifferentialBinary(t *testing.T) {
+	mc, lc := startPair(t)
+	runBinDifferential(t, mc, lc, binaryCases())
+}
+
+// TestDifferentialBinaryOwnPair runs the cases that empty the cache or list it (FLUSH, STAT): each
+// gets its own pair of servers, so that no other case sees or changes what they do.
+func TestDifferentialBinaryOwnPair(t *testing.T) {
+	for i, c := range binaryOwnPairCases() {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			mc, lc := startPair(t)
+			runBinCase(t, mc, lc, i, c)
+		})
+	}
+}
+
+// Keys of the scripts ($k is the run's prefix).
+const (
+	ka = "$ka"
+	kb = "$kb"
+	kc = "$kc"
+	kd = "$kd"
+	kz = "$kz"
+)
+
+func binaryCases() []binCase {
+	past := uint32(time.Now().Add(-time.Hour).Unix())
+	future := uint32(time.Now().Add(time.Hour).Unix())
+	big := strings.Repeat("v", binOverItem)
+	cases := []binCase{
+		// --- retrieval --------------------------------------------------------
+		{name: "get miss every form", steps: binOne(bGet(opGet, ka), bGet(opGetK, ka), bGet(opGetQ, ka), bGet(opGetKQ, ka), bGet(opGet, kb))},
+		{name: "get hit every form", steps: binOne(bStore(opSet, ka, "abc", 0xdeadbeef, 0),
+			bGet(opGet, ka), bGet(opGetK, ka), bGet(opGetQ, ka), bGet(opGetKQ, ka))},
+		{name: "get empty value", steps: binOne(bStore(opSet, ka, "", 1, 0), bGet(opGet, ka), bGet(opGetK, ka))},
+		{name: "get binary key and value", steps: binOne(bStore(opSet, "$k\x00\xff\r\n ", "a\x00\r\nb", 2, 0),
+			bGet(opGetK, "$k\x00\xff\r\n "), bGet(opGet, "$k\x00\xff\r\n"))},
+		{name: "quiet gets closed by noop", steps: binOne(bStore(opSet, ka, "A", 1, 0), bStore(opSet, kc, "C", 3, 0),
+			bGet(opGetKQ, ka), bGet(opGetKQ, kb), bGet(opGetKQ, kc), bGet(opGetQ, kb), bGet(opGetQ, kc), bSimple(opNoop), bGet(opGetQ, kd))},
+		{name: "quiet gets closed by get", steps: binOne(bStore(opSet, ka, "A", 1, 0),
+			bGet(opGetQ, ka), bGet(opGetKQ, kb), bGet(opGetK, kc), bGet(opGetKQ, ka), bGet(opGet, ka))},
+		{name: "quiet gets many keys", steps: binOne(manyQuietGets()...)},
+
+		// --- storage ----------------------------------------------------------
+		{name: "set flags and overwrite", steps: binOne(bStore(opSet, ka, "a", 0, 0), bStore(opSet, kb, "b", 0xffffffff, 0),
+			bGet(opGet, ka), bGet(opGet, kb), bStore(opSet, ka, "aa", 7, 0), bGet(opGetK, ka))},
+		{name: "set exptime", steps: binOne(bStore(opSet, ka, "a", 0, 100), bStore(opSet, kb, "b", 0, past),
+			bStore(opSet, kc, "c", 0, future), bStore(opSet, kd, "d", 0, 0xffffffff), bStore(opSet, kz, "z", 0, 2592001),
+			bGet(opGetK, ka), bGet(opGetK, kb), bGet(opGetK, kc), bGet(opGetK, kd), bGet(opGetK, kz))},
+		{name: "set cas", steps: [][]binReq{
+			{bStore(opSet, ka, "a", 0, 0)},
+			{bStore(opSet, ka, "b", 1, 0).withCASRef(casLastWrong), bGet(opGet, ka),
+				bStore(opSet, ka, "c", 2, 0).withCASRef(casLast), bGet(opGet, ka),
+				bStore(opSet, ka, "d", 3, 0).withCASRef(casLast),
+				bStore(opSet, kz, "z", 0, 0).withCAS(12345), bGet(opGet, kz)},
+		}},
+		{name: "setq cas errors are sent", steps: [][]binReq{
+			{bStore(opSet, ka, "a", 0, 0)},
+			{bStore(opSetQ, ka, "b", 0, 0).withCASRef(casLastWrong), bStore(opSetQ, kz, "z", 0, 0).withCAS(99),
+				bStore(opSetQ, ka, "c", 0, 0).withCASRef(casLast), bGet(opGet, ka)},
+		}},
+		{name: "add", steps: binOne(bStore(opAdd, ka, "a", 5, 0), bStore(opAdd, ka, "b", 6, 0), bGet(opGet, ka),
+			bStore(opAddQ, ka, "c", 0, 0), bStore(opAddQ, kb, "b", 0, 0), bGet(opGetK, kb))},
+		{name: "add with cas", steps: [][]binReq{
+			{bStore(opAdd, ka, "a", 0, 0)},
+			{bStore(opAdd, ka, "b", 0, 0).withCASRef(casLastWrong), bGet(opGet, ka), bStore(opAdd, ka, "c", 0, 0).withCASRef(casLast),
+				bGet(opGet, ka), bStore(opAdd, kb, "x", 0, 0).withCAS(999), bGet(opGet, kb)},
+		}},
+		{name: "replace", steps: binOne(bStore(opReplace, ka, "a", 0, 0), bGet(opGet, ka), bStore(opSet, ka, "b", 1, 0),
+			bStore(opReplace, ka, "c", 9, 0), bGet(opGet, ka), bStore(opReplaceQ, kb, "x", 0, 0), bStore(opReplaceQ, ka, "d", 4, 0), bGet(opGet, ka))},
+		{name: "replace with cas", steps: [][]binReq{
+			{bStore(opSet, ka, "a", 0, 0)},
+			{bStore(opReplace, ka, "b", 0, 0).withCASRef(casLastWrong), bStore(opReplace, ka, "c", 0, 0).withCASRef(casLast),
+				bGet(opGet, ka), bStore(opReplace, kb, "x", 0, 0).withCAS(999)},
+		}},
+		{name: "quiet storage", steps: binOne(bStore(opSetQ, ka, "a", 1, 0), bStore(opAddQ, ka, "b", 0, 0), bStore(opAddQ, kb, "b", 2, 0),
+			bStore(opReplaceQ, kc, "c", 0, 0), bStore(opReplaceQ, ka, "A", 3, 0), bValue(opAppendQ, ka, "x"), bValue(opPrependQ, ka, "y"),
+			bValue(opAppendQ, kz, "z"), bValue(opPrependQ, kz, "z"), bGet(opGetK, ka), bGet(opGetK, kb), bGet(opGetK, kc))},
+		{name: "append prepend", steps: binOne(bValue(opAppend, ka, "x"), bValue(opPrepend, ka, "x"), bGet(opGet, ka),
+			bStore(opSet, ka, "b", 5, 0), bValue(opAppend, ka, "c"), bValue(opPrepend, ka, "a"), bGet(opGet, ka),
+			bValue(opAppend, ka, ""), bValue(opPrepend, ka, ""), bGet(opGetK, ka))},
+		{name: "append prepend with cas", steps: [][]binReq{
+			{bStore(opSet, ka, "x", 0, 0)},
+			{bValue(opAppend, ka, "z").withCASRef(casLastWrong), bValue(opAppend, ka, "y").withCASRef(casLast), bGet(opGet, ka),
+				bValue(opPrepend, ka, "w").withCASRef(casLast), bValue(opPrepend, kz, "w").withCAS(5)},
+		}},
+		{name: "storage keeps stream with empty and binary values", steps: binOne(bStore(opSet, ka, "", 0, 0),
+			bStore(opSet, kb, strings.Repeat("\x80\x00", 100), 0, 0), bGet(opGet, ka), bGet(opGet, kb))},
+
+		// --- delete -----------------------------------------------------------
+		{name: "delete", steps: binOne(bStore(opSet, ka, "a", 0, 0), bKey(opDelete, ka), bKey(opDelete, ka), bGet(opGet, ka),
+			bStore(opSet, kb, "b", 0, 0), bKey(opDeleteQ, kb), bKey(opDeleteQ, kb), bGet(opGet, kb))},
+		{name: "delete with cas", steps: [][]binReq{
+			{bStore(opSet, ka, "a", 0, 0)},
+			{bKey(opDelete, ka).withCASRef(casLastWrong), bGet(opGet, ka), bKey(opDelete, ka).withCASRef(casLast), bGet(opGet, ka),
+				bKey(opDelete, kz).withCAS(7)},
+		}},
+
+		// --- incr / decr ------------------------------------------------------
+		{name: "incr decr create and count", steps: binOne(bArith(opIncrement, ka, 1, 5, 0), bArith(opIncrement, ka, 3, 5, 0),
+			bArith(opDecrement, ka, 2, 0, 0), bGet(opGet, ka), bArith(opDecrement, kb, 1, 9, 0), bGet(opGetK, kb))},
+		{name: "incr no create", steps: binOne(bArith(opIncrement, ka, 1, 5, 0xffffffff), bArith(opDecrement, ka, 1, 5, 0xffffffff),
+			bGet(opGet, ka), bArith(opIncrementQ, ka, 1, 5, 0xffffffff), bArith(opDecrementQ, ka, 1, 5, 0xffffffff))},
+		{name: "incr on text value", steps: binOne(bStore(opSet, ka, "10", 7, 0), bArith(opDecrement, ka, 1, 0, 0),
+			bGet(opGet, ka), bStore(opSet, kb, "99", 0, 0), bArith(opIncrement, kb, 1, 0, 0))},
+		{name: "incr pads shorter result", steps: [][]binReq{
+			{bStore(opSet, ka, "100", 0, 0), bArith(opDecrement, ka, 95, 0, 0)},
+			{bGet(opGet, ka)},
+		}},
+		{name: "incr non-numeric", steps: binOne(bStore(opSet, ka, "abc", 0, 0), bArith(opIncrement, ka, 1, 0, 0),
+			bArith(opDecrement, ka, 1, 0, 0), bStore(opSet, kb, "", 0, 0), bArith(opIncrement, kb, 1, 0, 0),
+			bStore(opSet, kc, "184467440737095516150", 0, 0), bArith(opIncrement, kc, 1, 0, 0),
+			bStore(opSet, kd, "-1", 0, 0), bArith(opIncrementQ, kd, 1, 0, 0), bGet(opGet, ka))},
+		{name: "incr wraps decr floors", steps: binOne(bStore(opSet, ka, "18446744073709551615", 0, 0), bArith(opIncrement, ka, 1, 0, 0),
+			bArith(opDecrement, ka, 5, 0, 0), bArith(opIncrement, kb, 0xffffffffffffffff, 0xffffffffffffffff, 0),
+			bArith(opIncrement, kb, 2, 0, 0), bStore(opSet, kc, "7", 0, 0), bArith(opIncrement, kc, 0xffffffffffffffff, 0, 0))},
+		{name: "incr with cas", steps: [][]binReq{
+			{bArith(opIncrement, ka, 1, 1, 0)},
+			{bArith(opIncrement, ka, 1, 0, 0).withCASRef(casLastWrong), bArith(opIncrement, ka, 1, 0, 0).withCASRef(casLast),
+				bArith(opDecrement, ka, 1, 0, 0).withCASRef(casLast), bArith(opIncrement, kb, 1, 7, 0).withCAS(999), bGet(opGet, ka)},
+		}},
+		{name: "incr quiet", steps: binOne(bArith(opIncrementQ, ka, 1, 5, 0), bArith(opIncrementQ, ka, 2, 0, 0), bArith(opDecrementQ, ka, 1, 0, 0),
+			bStore(opSet, kb, "x", 0, 0), bArith(opIncrementQ, kb, 1, 0, 0), bArith(opDecrementQ, kz, 1, 0, 0xffffffff), bGet(opGet, ka))},
+		{name: "incr created item flags and exptime", steps: binOne(bArith(opIncrement, ka, 1, 42, 100), bGet(opGet, ka),
+			bArith(opIncrement, kb, 1, 42, past), bGet(opGet, kb), bArith(opIncrement, kc, 1, 0, 0), bGet(opGet, kc))},
+
+		// --- touch / gat ------------------------------------------------------
+		{name: "touch", steps: binOne(bStore(opSet, ka, "abc", 7, 0), bTouch(opTouch, ka, 100), bTouch(opTouch, kb, 100), bGet(opGet, ka),
+			bTouch(opTouch, ka, past), bGet(opGet, ka))},
+		{name: "gat every form", steps: binOne(bStore(opSet, ka, "v", 3, 0), bTouch(opGAT, ka, 100), bTouch(opGATK, ka, 100),
+			bTouch(opGATQ, ka, 100), bTouch(opGATKQ, ka, 100), bTouch(opGATQ, kb, 100), bTouch(opGATKQ, kb, 100),
+			bTouch(opGAT, kb, 100), bTouch(opGATK, kb, 100), bSimple(opNoop))},
+		{name: "gat expires", steps: binOne(bStore(opSet, ka, "v", 3, 0), bTouch(opGAT, ka, future), bGet(opGet, ka),
+			bTouch(opGATK, ka, past), bGet(opGet, ka), bStore(opSet, kb, "w", 0, 0), bTouch(opGAT, kb, 0xffffffff), bGet(opGet, kb))},
+
+		// --- misc -------------------------------------------------------------
+		{name: "noop version", steps: binOne(bSimple(opNoop), bSimple(opVersion), bSimple(opNoop).withOpaque(0xffffffff))},
+		{name: "quit", steps: binOne(bStore(opSet, ka, "a", 0, 0), bGet(opGet, ka), bSimple(opQuit), bGet(opGet, ka))},
+		{name: "quitq", steps: binOne(bGet(opGetK, ka), bStore(opSetQ, ka, "a", 0, 0), bGet(opGetKQ, ka), bSimple(opQuitQ), bGet(opGet, ka))},
+		{name: "opaque datatype vbucket echo", steps: binOne(bStore(opSet, ka, "a", 0, 0).withDatatype(1).withVbucket(0xbeef).withOpaque(0xffffffff),
+			bGet(opGet, ka).withDatatype(0xff).withVbucket(1).withOpaque(0x01020304), bGet(opGetK, kb).withOpaque(0x7fffffff),
+			bSimple(opNoop).withDatatype(0x80), bSimple(opVersion).withVbucket(0xffff))},
+		{name: "request cas on get ignored", steps: binOne(bStore(opSet, ka, "a", 0, 0), bGet(opGet, ka).withCAS(1), bGet(opGetK, kb).withCAS(7),
+			bSimple(opNoop).withCAS(12), bTouch(opTouch, ka, 0).withCAS(3))},
+
+		// --- SASL on a server without it ---------------------------------------
+		{name: "sasl without sasl", steps: binOne(bSimple(opSASLList), bValue(opSASLAuth, "PLAIN", "\x00user\x00pass"),
+			bValue(opSASLStep, "PLAIN", "more"), bValue(opSASLAuth, "CRAM-MD5", ""), bGet(opGetK, ka))},
+
+		// --- keys -------------------------------------------------------------
+		{name: "key 250 ok", steps: binOne(bStore(opSet, keyOfLen(250), "x", 0, 0), bGet(opGetK, keyOfLen(250)), bKey(opDelete, keyOfLen(250)))},
+		{name: "key 251 get", steps: binOne(bStore(opSet, ka, "a", 0, 0), bGet(opGetK, keyOfLen(251)), bGet(opGet, ka))},
+		{name: "key 251 set", steps: binOne(bGet(opGet, ka), bStore(opSet, keyOfLen(251), "x", 0, 0), bGet(opGet, ka))},
+		{name: "key 251 quiet", steps: binOne(bGet(opGetQ, keyOfLen(251)), bGet(opGet, ka))},
+		{name: "key 1000", steps: binOne(bGet(opGet, keyOfLen(1000)), bGet(opGet, ka))},
+
+		// --- framing errors ---------------------------------------------------
+		{name: "keylen over bodylen", steps: binOne(bGet(opGet, ka), bGet(opGet, "$kabc").withBodyLen(3), bGet(opGet, ka))},
+		{name: "keylen plus extlen over bodylen", steps: binOne(bStore(opSet, ka, "", 0, 0).withBodyLen(10), bGet(opGet, ka))},
+		{name: "keylen plus extlen over bodylen unknown opcode", steps: binOne(bKey(0x1b, ka).withBodyLen(1), bGet(opGet, ka))},
+		{name: "bad magic after binary", steps: binOne(bSimple(opNoop), bSimple(opNoop).withMagic(0x81), bSimple(opNoop))},
+		{name: "bad magic zero after binary", steps: binOne(bGet(opGet, ka), bSimple(opVersion).withMagic(0x00))},
+		{name: "text after binary", steps: binOne(bSimple(opNoop), bRaw("get $ka\r\n"), bSimple(opNoop))},
+		{name: "get with value", steps: binOne(bGet(opGet, ka).withValue("xyz"), bGet(opGet, ka))},
+		{name: "get with huge bodylen", steps: binOne(bGet(opGet, ka).withBodyLen(0xffffffff), bGet(opGet, ka))},
+		{name: "get without key", steps: binOne(bGet(opGet, ""), bGet(opGet, ka))},
+		{name: "getq without key", steps: binOne(bGet(opGetQ, ""), bGet(opGet, ka))},
+		{name: "delete with value", steps: binOne(bValue(opDelete, ka, "x"), bGet(opGet, ka))},
+		{name: "delete without key", steps: binOne(bKey(opDelete, ""), bGet(opGet, ka))},
+		{name: "set without key", steps: binOne(bStore(opSet, "", "v", 0, 0), bGet(opGet, ka))},
+		{name: "incr with value", steps: binOne(bArith(opIncrement, ka, 1, 0, 0).withValue("1"), bGet(opGet, ka))},
+		{name: "append without key", steps: binOne(bValue(opAppend, "", "x"), bGet(opGet, ka))},
+		{name: "touch without key", steps: binOne(bTouch(opTouch, "", 0), bGet(opGet, ka))},
+		{name: "noop with body", steps: binOne(bSimple(opNoop).withValue("x"), bGet(opGet, ka))},
+		{name: "version with key", steps: binOne(bKey(opVersion, ka), bGet(opGet, ka))},
+		{name: "quit with body", steps: binOne(bSimple(opQuit).withValue("x"), bGet(opGet, ka))},
+		{name: "sasl list mechs with key", steps: binOne(bKey(opSASLList, "PLAIN"), bGet(opGet, ka))},
+		{name: "sasl auth without key", steps: binOne(bValue(opSASLAuth, "", "x"), bGet(opGet, ka))},
+		{name: "flush with key", steps: binOne(bKey(opFlush, ka), bGet(opGet, ka))},
+		{name: "flush with value", steps: binOne(bSimple(opFlush).withValue("xxxx"), bGet(opGet, ka))},
+
+		// --- unknown opcodes --------------------------------------------------
+		{name: "unknown opcodes", steps: binOne(unknownOpcodes()...)},
+		{name: "unknown opcode swallows its body", steps: binOne(bValue(0x1b, "", "hello"), bValue(0x3d, "", strings.Repeat("z", 3000)), bGet(opGetK, ka))},
+		// memcached consumes extras and key, then swallows bodylen more bytes: the next packet is eaten.
+		{name: "unknown opcode swallows past its body", steps: binOne(bStore(opSet, ka, "A", 0, 0), bKey(0x1b, "abcd"), bRaw("wxyz"), bGet(opGet, ka),
+			bKey(0x3e, strings.Repeat("k", binHdrLen)), bSimple(opNoop).withOpaque(0xeeeeeeee), bGet(opGetK, ka))},
+		{name: "unknown opcode with extras swallows past its body", steps: binOne(bSimple(0x40).withExtras(1, 2, 3, 4), bRaw("abcd"), bSimple(opVersion))},
+		{name: "unknown opcode wrong extlen", steps: binOne(bSimple(0x25).withExtras(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33),
+			bRaw(strings.Repeat("s", 33)), bSimple(opNoop))},
+
+		// --- limits -----------------------------------------------------------
+		{name: "value over item limit set", chunk: 64 << 10, steps: binOne(bStore(opSet, ka, "A", 0, 0), bStore(opSet, ka, big, 0, 0), bGet(opGet, ka),
+			bStore(opSetQ, kb, big, 0, 0), bStore(opSet, kb, "B", 0, 0), bGet(opGet, kb))},
+		{name: "value over item limit other verbs", chunk: 64 << 10, steps: binOne(bStore(opSet, ka, "A", 0, 0), bStore(opAdd, ka, big, 0, 0), bGet(opGet, ka),
+			bStore(opReplace, ka, big, 0, 0), bGet(opGet, ka), bValue(opAppend, ka, big), bValue(opPrependQ, ka, big), bGet(opGet, ka))},
+		{name: "value of a mebibyte minus a little", chunk: 64 << 10, steps: binOne(bStore(opSet, ka, strings.Repeat("m", 1000*1000), 9, 0), bGet(opGetK, ka))},
+	}
+	cases = append(cases, wrongExtlenCases()...)
+	return cases
+}
+
+// manyQuietGets stores 30 keys and fetches 60 (every other one missing) with GETKQ, closed by GETK.
+func manyQuietGets() []binReq {
+	var reqs []binReq
+	for i := range 30 {
+		reqs = append(reqs, bStore(opSetQ, fmt.Sprintf("$kq%02d", 2*i), fmt.Sprintf("value %d", i), uint32(i), 0))
+	}
+	for i := range 60 {
+		reqs = append(reqs, bGet(opGetKQ, fmt.Sprintf("$kq%02d", i)))
+	}
+	return append(reqs, bGet(opGetK, "$kq00"))
+}
+
+// unknownOpcodes are opcodes memcached 1.6.18 does not dispatch: the gaps (0x1b, 0x1f, 0x25 up),
+// the range opcodes 0x30..0x3c, the rest of the byte.
+func unknownOpcodes() []binReq {
+	ops := []byte{0x1b, 0x1f, 0x25, 0x26, 0x2f}
+	for op := opRGet; op <= opRDecrQ; op++ {
+		ops = append(ops, byte(op))
+	}
+	ops = append(ops, 0x3d, 0x3e, 0x3f, 0x40, 0x48, 0x4f, 0x50, 0x7f, 0x80, 0x81, 0x89, 0xfe, 0xff)
+	reqs := make([]binReq, 0, len(ops)+1)
+	for _, op := range ops {
+		reqs = append(reqs, bSimple(op))
+	}
+	return append(reqs, bGet(opGetK, ka))
+}
+
+// wrongExtlenCases: every opcode with an extras length it does not take: memcached answers EINVAL
+// and closes the connection (the packet after it is not answered).
+func wrongExtlenCases() []binCase {
+	ex4 := []byte{0, 0, 0, 1}
+	ex8 := []byte{0, 0, 0, 1, 0, 0, 0, 0}
+	ex20 := make([]byte, 20)
+	type wrong struct {
+		name string
+		req  binReq
+	}
+	var ws []wrong
+	for _, op := range []byte{opGet, opGetQ, opGetK, opGetKQ, opDelete, opDeleteQ, opAppend, opAppendQ, opPrepend, opPrependQ} {
+		ws = append(ws, wrong{fmt.Sprintf("op %02x extlen 4", op), bKey(op, ka).withExtras(ex4...)})
+	}
+	for _, op := range []byte{opSet, opSetQ, opAdd, opAddQ, opReplace, opReplaceQ} {
+		ws = append(ws, wrong{fmt.Sprintf("op %02x extlen 4", op), bValue(op, ka, "v").withExtras(ex4...)},
+			wrong{fmt.Sprintf("op %02x extlen 0", op), bValue(op, ka, "v")},
+			wrong{fmt.Sprintf("op %02x extlen 12", op), bValue(op, ka, "v").withExtras(append(ex8, ex4...)...)})
+	}
+	for _, op := range []byte{opIncrement, opIncrementQ, opDecrement, opDecrementQ} {
+		ws = append(ws, wrong{fmt.Sprintf("op %02x extlen 8", op), bKey(op, ka).withExtras(ex8...)},
+			wrong{fmt.Sprintf("op %02x extlen 0", op), bKey(op, ka)},
+			wrong{fmt.Sprintf("op %02x extlen 24", op), bKey(op, ka).withExtras(append(ex20, ex4...)...)})
+	}
+	for _, op := range []byte{opTouch, opGAT, opGATQ, opGATK, opGATKQ} {
+		ws = append(ws, wrong{fmt.Sprintf("op %02x extlen 0", op), bKey(op, ka)},
+			wrong{fmt.Sprintf("op %02x extlen 8", op), bKey(op, ka).withExtras(ex8...)})
+	}
+	for _, op := range []byte{opNoop, opVersion, opQuit, opQuitQ, opSASLList} {
+		ws = append(ws, wrong{fmt.Sprintf("op %02x extlen 4", op), bSimple(op).withExtras(ex4...)})
+	}
+	for _, op := range []byte{opFlush, opFlushQ} {
+		ws = append(ws, wrong{fmt.Sprintf("op %02x extlen 2", op), bSimple(op).withExtras(0, 1)},
+			wrong{fmt.Sprintf("op %02x extlen 8", op), bSimple(op).withExtras(ex8...)})
+	}
+	ws = append(ws, wrong{"op 10 extlen 4", bSimple(opStat).withExtras(ex4...)},
+		wrong{"op 21 extlen 4", bValue(opSASLAuth, "PLAIN", "x").withExtras(ex4...)},
+		wrong{"op 22 extlen 4", bValue(opSASLStep, "PLAIN", "x").withExtras(ex4...)})
+	cases := make([]binCase, 0, len(ws))
+	for _, w := range ws {
+		cases = append(cases, binCase{name: "wrong extlen " + w.name, steps: binOne(bGet(opGet, ka), w.req, bGet(opGet, ka))})
+	}
+	return cases
+}
+
+// binaryOwnPairCases empty or list the whole cache.
+func binaryOwnPairCases() []binCase {
+	return []binCase{
+		{name: "flush", steps: binOne(bStore(opSet, ka, "a", 0, 0), bSimple(opFlush), bGet(opGet, ka),
+			bStore(opSet, kb, "b", 0, 0), bSimple(opFlushQ), bGet(opGet, kb),
+			bStore(opSet, kc, "c", 0, 0), bFlushDelay(opFlush, 0), bGet(opGet, kc),
+			bStore(opSet, kd, "d", 0, 0), bFlushDelay(opFlushQ, 0), bGet(opGet, kd), bStore(opSet, kz, "z", 0, 0), bGet(opGet, kz))},
+		{name: "flush delayed", wholeOnly: true, sleepBefore: map[int]time.Duration{1: 3500 * time.Millisecond}, steps: [][]binReq{
+			{bStore(opSet, ka, "a", 0, 0), bFlushDelay(opFlush, 2), bGet(opGet, ka), bStore(opSet, kb, "b", 0, 0), bFlushDelay(opFlushQ, 2)},
+			{bGet(opGet, ka), bGet(opGet, kb), bStore(opSet, kc, "c", 0, 0), bGet(opGet, kc)},
+		}},
+		{name: "stat all", steps: binOne(bStore(opSet, ka, "a", 0, 0), bKey(opStat, ""), bGet(opGet, ka))},
+		{name: "stat settings", steps: binOne(bKey(opStat, "settings"))},
+		{name: "stat items and slabs", steps: binOne(bStore(opSet, ka, "a", 0, 0), bKey(opStat, "items"), bKey(opStat, "slabs"))},
+		{name: "stat items and slabs empty", steps: binOne(bKey(opStat, "items"), bKey(opStat, "slabs"))},
+		{name: "stat sizes", steps: binOne(bKey(opStat, "sizes"))},
+		{name: "stat reset", steps: binOne(bKey(opStat, "reset"), bKey(opStat, "reset").withOpaque(0x12345678))},
+		{name: "stat unknown groups", steps: binOne(bKey(opStat, "bogus"), bKey(opStat, "detail bogus"), bKey(opStat, "Settings"),
+			bKey(opStat, "settingsx"), bKey(opStat, "resetx"), bKey(opStat, "items "), bGet(opGet, ka))},
+		{name: "stat detail", steps: binOne(bKey(opStat, "detail on"), bStore(opSet, "$k:a", "a", 0, 0), bGet(opGet, "$k:a"),
+			bKey(opStat, "detail dump"), bKey(opStat, "detail off"))},
+		{name: "stat conns", steps: binOne(bKey(opStat, "conns"))},
+		// STAT does not check its bodylen: the value is read as the next packet (here a NOOP).
+		{name: "stat with value", steps: binOne(bValue(opStat, "settings", string(bSimple(opNoop).withOpaque(0x0b0b0b0b).encode("", 0, 0))), bGet(opGet, ka))},
+		{name: "stat after quiet gets", steps: binOne(bStore(opSet, ka, "a", 0, 0), bGet(opGetKQ, ka), bGet(opGetQ, kb), bKey(opStat, "reset"), bGet(opGetKQ, ka))},
+	}
+}
