@@ -5,6 +5,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // A small builder and reader of memcached's binary protocol packets for the binary differential
@@ -412,4 +416,47 @@ func endsWithBinSentinel(b []byte) bool {
 	}
 	pkts, rest := splitBinReplies(b)
 	return len(rest) == 0 && len(pkts) > 0 && bytes.Equal(pkts[len(pkts)-1].hdr, binSentinelReply) && len(pkts[len(pkts)-1].body) == 0
+}
+
+// TestBinPacketHelpers checks the builder and the normaliser on hand-written bytes (no server).
+func TestBinPacketHelpers(t *testing.T) {
+	set := bStore(opSet, "$ka", "v", 0xdeadbeef, 100).withCAS(0x0102030405060708).withOpaque(9).withVbucket(0xbeef).withDatatype(1)
+	assert.Equal(t, "80"+"01"+"0004"+"08"+"01"+"beef"+"0000000d"+"00000009"+"0102030405060708"+"deadbeef00000064"+"70317861"+"76",
+		fmt.Sprintf("%x", set.encode("p1x", 0, 0)))
+	// Lying lengths, the CAS of the last reply, an opaque numbered by the runner, a bad magic.
+	assert.Equal(t, "81"+"00"+"012c"+"00"+"00"+"0000"+"00000001"+"00000007"+"000000000000002a"+"6162",
+		fmt.Sprintf("%x", bGet(opGet, "ab").withKeyLen(300).withBodyLen(1).withCASRef(casLast).withMagic(0x81).encode("", 7, 42)))
+	assert.Equal(t, uint64(42+casWrongDelta), binary.BigEndian.Uint64(bGet(opGet, "a").withCASRef(casLastWrong).encode("", 1, 42)[16:]))
+	assert.Equal(t, "get p1x\r\n", string(bRaw("get $k\r\n").encode("p1x", 1, 1)))
+
+	// Replies: a GET hit, a SET reply with the same CAS, a STAT pair and terminator, half a packet.
+	hit := []byte("\x81\x00\x00\x00\x04\x00\x00\x00\x00\x00\x00\x05\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x10\x00" + "\x00\x00\x00\x07" + "x")
+	set2 := []byte("\x81\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x20\x00")
+	stat := func(name, value string) []byte {
+		b := make([]byte, binHdrLen)
+		b[0], b[1] = binResMagic, opStat
+		binary.BigEndian.PutUint16(b[2:], uint16(len(name)))
+		binary.BigEndian.PutUint32(b[8:], uint32(len(name)+len(value)))
+		return append(append(b, name...), value...)
+	}
+	var all []byte
+	for _, b := range [][]byte{hit, set2, hit, stat("pid", "123"), stat("lease_grants", "0"), stat("items:12:number", "1"), stat("", "")} {
+		all = append(all, b...)
+	}
+	all = append(all, hit[:20]...)
+	pkts, rest := splitBinReplies(all)
+	require.Len(t, pkts, 7)
+	assert.Len(t, rest, 20)
+	assert.Equal(t, uint64(lastBinCAS(all)), uint64(0x1000))
+	norm := newBinNormalizer("p1x").render(all)
+	assert.Equal(t, `81 00 kl=0 el=4 dt=00 st=0000 bl=5 opq=00000001 cas=#1 ext=00000007 key="" val="x"
+81 01 kl=0 el=0 dt=00 st=0000 bl=0 opq=00000002 cas=#2 ext= key="" val=""
+81 00 kl=0 el=4 dt=00 st=0000 bl=5 opq=00000001 cas=#1 ext=00000007 key="" val="x"
+STAT 81 10 kl=3 el=0 dt=00 opq=00000000 cas=0 name="pid" value=<v>
+STAT 81 10 kl=15 el=0 dt=00 opq=00000000 cas=0 name="items:N:number" value=<v>
+81 10 kl=0 el=0 dt=00 st=0000 bl=0 opq=00000000 cas=0 ext= key="" val=""
+<partial `+fmt.Sprintf("%x", hit[:20])+`>
+`, norm)
+	assert.True(t, endsWithBinSentinel(append(append([]byte(nil), hit...), binSentinelReply...)))
+	assert.False(t, endsWithBinSentinel(binSentinelReply[1:]))
 }
