@@ -313,6 +313,27 @@ func leasecachedStatExtension(name string) bool {
 	return false
 }
 
+// statsPerClassNotCompared are per-class names of `stats items` and `stats slabs` that only one of
+// the two servers sends, by design: memcached's segmented LRU (hot/warm/cold, the maintainer's moves)
+// and per-class command counters, which leasecached does not have, and leasecached's per-class
+// mem_requested in `stats slabs`. They are the text protocol's difference as well (server/stats.go);
+// every other name, and the order of all names, is compared.
+var statsPerClassNotCompared = map[string]bool{}
+
+func init() {
+	for _, n := range []string{"number_hot", "number_warm", "number_cold", "age_hot", "age_warm", "tailrepairs",
+		"evicted_active", "crawler_items_checked", "lrutail_reflocked", "moves_to_cold", "moves_to_warm",
+		"moves_within_lru", "direct_reclaims", "hits_to_hot", "hits_to_warm", "hits_to_cold", "hits_to_temp"} {
+		statsPerClassNotCompared["items:N:"+n] = true
+	}
+	for _, n := range []string{"get_hits", "cmd_set", "delete_hits", "incr_hits", "decr_hits", "cas_hits", "cas_badval",
+		"touch_hits", "mem_requested"} {
+		statsPerClassNotCompared["N:"+n] = true
+	}
+}
+
+func statNotCompared(normalisedName string) bool { return statsPerClassNotCompared[normalisedName] }
+
 // statClassName replaces a slab class number in a stat name ("items:3:number", "3:chunk_size")
 // with N.
 func statClassName(name string) string {
@@ -353,7 +374,7 @@ func (n *binNormalizer) render(b []byte) string {
 	for _, p := range pkts {
 		if p.magic() == binResMagic && p.op() == opStat && p.status() == stSuccess && p.keyLen() > 0 && p.wellFormed() {
 			name := string(p.key())
-			if leasecachedStatExtension(name) {
+			if leasecachedStatExtension(name) || statNotCompared(statClassName(name)) {
 				continue
 			}
 			fmt.Fprintf(&out, "STAT %02x %02x kl=%d el=%d dt=%02x opq=%08x cas=%s name=%q value=<v>\n",

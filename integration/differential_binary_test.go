@@ -210,6 +210,21 @@ func binaryCases() []binCase {
 		{name: "unknown opcode wrong extlen", steps: binOne(bSimple(0x25).withExtras(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33),
 			bRaw(strings.Repeat("s", 33)), bSimple(opNoop))},
 
+		// --- declared lengths never sent: both wait, and hold back the refusal until the bytes come ------
+		{name: "value over limit declared, not sent", noSentinel: true, timeout: 500 * time.Millisecond,
+			steps: binOne(bGet(opGet, ka), bStore(opSet, ka, strings.Repeat("v", 1000), 0, 0).withBodyLen(2<<20))},
+		// memcached does not write the replies it has queued while it swallows a body (conn_swallow
+		// reads, it never flushes): when the miss comes in the same read as the header, it is held
+		// back. wholeOnly: sent in pieces, the miss is flushed before the next piece is read.
+		{name: "unknown opcode huge body", noSentinel: true, timeout: 500 * time.Millisecond, wholeOnly: true,
+			steps: binOne(bGet(opGetK, ka), bSimple(0x1b).withBodyLen(0x7fffffff), bGet(opGet, ka))},
+		{name: "sasl auth value not sent", noSentinel: true, timeout: 500 * time.Millisecond, wholeOnly: true,
+			steps: binOne(bGet(opGetK, ka), bValue(opSASLAuth, "PLAIN", "\x00u\x00p").withBodyLen(1000))},
+		{name: "set value short", noSentinel: true, timeout: 500 * time.Millisecond,
+			steps: binOne(bGet(opGet, ka), bStore(opSet, ka, "abc", 0, 0).withBodyLen(100))},
+		{name: "header short", noSentinel: true, timeout: 500 * time.Millisecond, steps: binOne(bGet(opGet, ka), bRaw("\x80\x00\x00\x03"))},
+		{name: "key short", noSentinel: true, timeout: 500 * time.Millisecond, steps: binOne(bGet(opGet, ka), bGet(opGet, ka).withKeyLen(300).withBodyLen(300))},
+
 		// --- limits -----------------------------------------------------------
 		{name: "value over item limit set", chunk: 64 << 10, steps: binOne(bStore(opSet, ka, "A", 0, 0), bStore(opSet, ka, big, 0, 0), bGet(opGet, ka),
 			bStore(opSetQ, kb, big, 0, 0), bStore(opSet, kb, "B", 0, 0), bGet(opGet, kb))},
