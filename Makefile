@@ -85,6 +85,14 @@ fuzz-smoke:
 fuzz-diff: test-deps
 	FUZZDIFF_TIME=$(FUZZTIME) $(GO) test -count=1 -timeout 0 -v -run '^TestFuzzDiff$$' ./integration/
 
+## fuzz-diff-binary: the binary protocol's differential fuzzer (integration/fuzzdiff_binary_test.go) for
+## FUZZTIME: random packet sequences, cut at random points, to memcached 1.6.18 and to leasecached, replies
+## compared packet by packet; a divergence is shrunk and printed with the bytes in hex (replay one with
+## FUZZDIFF_BINARY_SEED=n FUZZDIFF_BINARY_SEQS=1). `make test` runs it for 10 s under the race detector.
+.PHONY: fuzz-diff-binary
+fuzz-diff-binary: test-deps
+	FUZZDIFF_BINARY_TIME=$(FUZZTIME) $(GO) test -count=1 -timeout 0 -v -run '^TestFuzzDiffBinary$$' ./integration/
+
 ## auth-timing: the -Y checks' wall-clock tests (auth/auth_test.go, requireTimingRun): an unknown user's
 ## check takes as long as a known one's. Run on a quiet machine; make test proves the same by counting.
 .PHONY: auth-timing
