@@ -132,6 +132,19 @@ func binaryCases() []binCase {
 			bArith(opDecrement, ka, 1, 0, 0), bStore(opSet, kb, "", 0, 0), bArith(opIncrement, kb, 1, 0, 0),
 			bStore(opSet, kc, "184467440737095516150", 0, 0), bArith(opIncrement, kc, 1, 0, 0),
 			bStore(opSet, kd, "-1", 0, 0), bArith(opIncrementQ, kd, 1, 0, 0), bGet(opGet, ka))},
+		// memcached parses a counter with strtoull: leading white space and a sign are taken, and the
+		// number may end at white space or a NUL byte, whatever follows.
+		{name: "incr numeric prefixes", steps: binOne(bStore(opSet, ka, "12\x00x", 0, 0), bArith(opIncrement, ka, 1, 0, 0),
+			bStore(opSet, kb, "12 abc", 0, 0), bArith(opIncrement, kb, 1, 0, 0), bStore(opSet, kc, "+5", 0, 0), bArith(opIncrement, kc, 1, 0, 0),
+			bStore(opSet, kd, "-0", 0, 0), bArith(opIncrement, kd, 1, 0, 0), bStore(opSet, kz, "\t7", 0, 0), bArith(opDecrement, kz, 1, 0, 0))},
+		{name: "incr numeric prefixes read back", steps: [][]binReq{
+			{bStore(opSet, ka, "12\x00x", 0, 0), bArith(opIncrement, ka, 1, 0, 0), bStore(opSet, kb, "12 abc", 0, 0), bArith(opIncrement, kb, 1, 0, 0),
+				bStore(opSet, kc, "12\r\nab", 0, 0), bArith(opIncrement, kc, 1, 0, 0), bStore(opSet, kd, " 7", 0, 0), bArith(opIncrement, kd, 1, 0, 0)},
+			{bGet(opGet, ka), bGet(opGet, kb), bGet(opGet, kc), bGet(opGet, kd)},
+		}},
+		{name: "incr not numeric prefixes", steps: binOne(bStore(opSet, ka, "0x10", 0, 0), bArith(opIncrement, ka, 1, 0, 0),
+			bStore(opSet, kb, "12abc", 0, 0), bArith(opIncrement, kb, 1, 0, 0), bStore(opSet, kc, " ", 0, 0), bArith(opIncrement, kc, 1, 0, 0),
+			bStore(opSet, kd, "-", 0, 0), bArith(opIncrement, kd, 1, 0, 0), bStore(opSet, kz, "\x00", 0, 0), bArith(opIncrement, kz, 1, 0, 0))},
 		{name: "incr with cas", steps: [][]binReq{
 			{bArith(opIncrement, ka, 1, 1, 0)},
 			{bArith(opIncrement, ka, 1, 0, 0).withCASRef(casLastWrong), bArith(opIncrement, ka, 1, 0, 0).withCASRef(casLast),
@@ -171,6 +184,18 @@ func binaryCases() []binCase {
 		{name: "key 251 set", steps: binOne(bGet(opGet, ka), bStore(opSet, keyOfLen(251), "x", 0, 0), bGet(opGet, ka))},
 		{name: "key 251 quiet", steps: binOne(bGet(opGetQ, keyOfLen(251)), bGet(opGet, ka))},
 		{name: "key 1000", steps: binOne(bGet(opGet, keyOfLen(1000)), bGet(opGet, ka))},
+		// memcached reads a header, its extras and its key into its 16 KB read buffer, which a binary
+		// connection never grows: 24+extlen+keylen over 16384 bytes fills it, and the next read (of
+		// zero bytes) is taken for the end of the stream: the connection is closed without a reply.
+		{name: "key 16360 fills the read buffer", chunk: 4096, steps: binOne(bGet(opGet, ka), bGet(opGetK, keyOfLen(16360)), bGet(opGet, ka))},
+		{name: "key 16361 overflows the read buffer", chunk: 4096, steps: binOne(bGet(opGet, ka), bGet(opGetK, keyOfLen(16361)), bGet(opGet, ka))},
+		{name: "extras and key overflow the read buffer", chunk: 4096, steps: binOne(bGet(opGet, ka), bArith(opIncrement, keyOfLen(16341), 1, 1, 0), bGet(opGet, ka))},
+		{name: "unknown opcode key 251", steps: binOne(bGet(opGet, ka), bKey(0x1b, keyOfLen(251)), bGet(opGet, ka))},
+		{name: "sasl auth key 251", steps: binOne(bGet(opGet, ka), bValue(opSASLAuth, keyOfLen(251), "x"), bGet(opGet, ka))},
+		{name: "key 65535", chunk: 4096, steps: binOne(bGet(opGet, ka), bGet(opGetK, keyOfLen(65535)), bGet(opGet, ka))},
+		{name: "extlen 255 get", steps: binOne(bGet(opGet, ka), bGet(opGet, ka).withExtras(make([]byte, 255)...), bGet(opGet, ka))},
+		{name: "extlen 255 unknown opcode", steps: binOne(bGet(opGet, ka), bSimple(0x1b).withExtras(make([]byte, 255)...), bGet(opGet, ka))},
+		{name: "extlen 255 keylen 65535 unknown opcode", chunk: 4096, steps: binOne(bGet(opGet, ka), bKey(0x1b, keyOfLen(65535)).withExtras(make([]byte, 255)...), bGet(opGet, ka))},
 
 		// --- framing errors ---------------------------------------------------
 		{name: "keylen over bodylen", steps: binOne(bGet(opGet, ka), bGet(opGet, "$kabc").withBodyLen(3), bGet(opGet, ka))},
@@ -227,10 +252,37 @@ func binaryCases() []binCase {
 			bStore(opSetQ, kb, big, 0, 0), bStore(opSet, kb, "B", 0, 0), bGet(opGet, kb))},
 		{name: "value over item limit other verbs", chunk: 64 << 10, steps: binOne(bStore(opSet, ka, "A", 0, 0), bStore(opAdd, ka, big, 0, 0), bGet(opGet, ka),
 			bStore(opReplace, ka, big, 0, 0), bGet(opGet, ka), bValue(opAppend, ka, big), bValue(opPrependQ, ka, big), bGet(opGet, ka))},
+		{name: "append over item limit", chunk: 64 << 10, steps: binOne(bStore(opSet, ka, strings.Repeat("a", 600000), 3, 0),
+			bValue(opAppend, ka, strings.Repeat("b", 600000)), bValue(opPrependQ, ka, strings.Repeat("c", 600000)), bGet(opGetK, ka))},
+		{name: "large values pipelined", chunk: 64 << 10, steps: binOne(bStore(opSetQ, ka, strings.Repeat("A", 500000), 1, 0),
+			bStore(opSetQ, kb, strings.Repeat("B", 500000), 2, 0), bGet(opGetKQ, ka), bGet(opGetKQ, kb), bGet(opGetQ, ka), bGet(opGetKQ, kz),
+			bGet(opGetK, kb), bGet(opGet, ka), bTouch(opGATKQ, ka, 0), bTouch(opGAT, kb, 0))},
 		{name: "value of a mebibyte minus a little", chunk: 64 << 10, steps: binOne(bStore(opSet, ka, strings.Repeat("m", 1000*1000), 9, 0), bGet(opGetK, ka))},
 	}
 	cases = append(cases, wrongExtlenCases()...)
 	return cases
+}
+
+// TestDifferentialBinaryProtocolFlag: -B ascii and -B binary, each a pair of servers started with it.
+func TestDifferentialBinaryProtocolFlag(t *testing.T) {
+	for i, c := range []struct {
+		flag string
+		bc   binCase
+	}{
+		{"binary", binCase{name: "binary only: packets", steps: binOne(bStore(opSet, ka, "a", 0, 0), bGet(opGetK, ka))}},
+		{"binary", binCase{name: "binary only: text closes", steps: binOne(bRaw("version\r\n"))}},
+		{"binary", binCase{name: "binary only: text after packets closes", steps: binOne(bGet(opGet, ka), bRaw("get $ka\r\n"))}},
+		// A binary packet to a text-only server is an unknown command line: ERROR once a newline
+		// comes; the runner's sentinel NOOP holds none, so the reply is read until the timeout.
+		{"ascii", binCase{name: "ascii only: packet", noSentinel: true, timeout: 500 * time.Millisecond, wholeOnly: true,
+			steps: binOne(bSimple(opNoop), bRaw("\r\n"))}},
+	} {
+		t.Run(c.bc.name, func(t *testing.T) {
+			t.Parallel()
+			mc, lc := startPair(t, "-B", c.flag)
+			runBinCase(t, mc, lc, i, c.bc)
+		})
+	}
 }
 
 // manyQuietGets stores 30 keys and fetches 60 (every other one missing) with GETKQ, closed by GETK.
