@@ -11,10 +11,11 @@ SUDO     := $(if $(filter 0,$(shell id -u)),,sudo)
 # Debian packages the tests talk to: the real memcached (differential tests) and twemproxy
 # (nutcracker: clientlib's ketama placement must agree with it); the other languages' memcached
 # clients and libmemcached's tools (integration/clients_test.go, integration/clients_tools_test.go); openssl
-# (s_client, the TLS tests: integration/tls_test.go).
+# (s_client, the TLS tests: integration/tls_test.go); sasl2-bin (saslpasswd2: memcached's SASL users for
+# integration/differential_binary_sasl_test.go).
 TEST_DEPS := memcached nutcracker \
 	python3-pymemcache python3-memcache libcache-memcached-perl libcache-memcached-fast-perl \
-	php-cli php-memcached libmemcached-tools nodejs npm openssl
+	php-cli php-memcached libmemcached-tools nodejs npm openssl sasl2-bin
 
 .PHONY: all build run test test-deps vet fmt-check unit fuzz-smoke bench clean
 
