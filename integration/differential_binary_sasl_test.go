@@ -84,6 +84,10 @@ func TestDifferentialBinarySASL(t *testing.T) {
 		{name: "text on a sasl server", steps: binOne(bRaw("version\r\n"))},
 		{name: "list mechs with body", steps: binOne(bSimple(opSASLList).withValue("x"), bSimple(opVersion))},
 		{name: "auth with extras", steps: binOne(ok.withExtras(0, 0, 0, 0), bSimple(opVersion))},
+		// memcached reads a SASL request's data into an item, and refuses one that would be chunked (over
+		// its 512 KB slab chunk limit) with ENOMEM, swallowing the data; smaller data is checked.
+		{name: "auth data of 100 KB", chunk: 4096, steps: binOne(plain("\x00alice\x00"+strings.Repeat("w", 100000)), ok, bGet(opGetK, ka))},
+		{name: "auth data of 600 KB", chunk: 64 << 10, steps: binOne(plain("\x00alice\x00"+strings.Repeat("w", 600000)), ok, bGet(opGetK, ka))},
 		{name: "auth without key", steps: binOne(bValue(opSASLAuth, "", "\x00alice\x00wonder"), bSimple(opVersion))},
 	}
 	for i, c := range cases {
