@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // The binary protocol differential suite: memcached 1.6.18's binary protocol (every opcode it
@@ -285,6 +287,69 @@ func TestDifferentialBinaryProtocolFlag(t *testing.T) {
 	}
 }
 
+// TestDifferentialBinaryLargeItems: values over memcached's 512 KB slab chunk limit (stored in chunks
+// there) with -I 2m: set, get, append, prepend, incr, touch, and the limit itself.
+func TestDifferentialBinaryLargeItems(t *testing.T) {
+	mc, lc := startPair(t, "-I", "2m")
+	mb := strings.Repeat("x", 1500000)
+	cases := []binCase{
+		{name: "large set get append", chunk: 64 << 10, steps: binOne(bStore(opSet, ka, mb, 5, 0), bGet(opGetK, ka), bValue(opAppend, ka, "tail"),
+			bValue(opPrependQ, ka, "head"), bGet(opGet, ka), bArith(opIncrement, ka, 1, 0, 0), bTouch(opGATK, ka, 100), bTouch(opTouch, ka, 0))},
+		{name: "large quiet gets", chunk: 64 << 10, steps: binOne(bStore(opSetQ, ka, mb, 1, 0), bStore(opSetQ, kb, mb[:700000], 2, 0),
+			bGet(opGetKQ, ka), bGet(opGetKQ, kb), bGet(opGetKQ, kc), bGet(opGetQ, ka), bSimple(opNoop))},
+		{name: "over 2m", chunk: 64 << 10, steps: binOne(bStore(opSet, ka, "a", 0, 0), bStore(opSet, ka, strings.Repeat("y", overItemMax), 0, 0), bGet(opGet, ka),
+			bStore(opSet, kb, mb, 0, 0), bValue(opAppend, kb, mb), bGet(opGet, kb))},
+	}
+	runBinDifferential(t, mc, lc, cases)
+}
+
+// TestDifferentialBinaryPipeline: thousands of quiet sets and gets in one stream.
+func TestDifferentialBinaryPipeline(t *testing.T) {
+	mc, lc := startPair(t)
+	var reqs []binReq
+	for i := range 2000 {
+		reqs = append(reqs, bStore(opSetQ, fmt.Sprintf("$k%d", i), strings.Repeat("v", i%50), uint32(i), 0))
+	}
+	for i := range 2100 {
+		reqs = append(reqs, bGet([]byte{opGetKQ, opGetQ, opGetK, opGet}[i%4], fmt.Sprintf("$k%d", i)))
+	}
+	runBinDifferential(t, mc, lc, []binCase{{name: "4100 packets", chunk: 64, steps: binOne(reqs...)}})
+}
+
+// TestBinaryStatSettingsValues compares the values of the settings a protocol change shows
+// (binding_protocol, auth_enabled_sasl) and the limits both servers were given, read with binary STAT.
+func TestBinaryStatSettingsValues(t *testing.T) {
+	names := []string{"binding_protocol", "auth_enabled_sasl", "auth_enabled_ascii", "item_size_max", "maxbytes", "maxconns",
+		"num_threads", "cas_enabled", "evictions", "flush_enabled", "tcpport"}
+	run := func(t *testing.T, mc, lc *daemon, login []binReq) {
+		var got [2]map[string]string
+		for i, d := range []*daemon{mc, lc} {
+			p := binExchange(t, dialRaw(t, d), append(login, bKey(opStat, "settings"))...)
+			got[i] = map[string]string{}
+			for _, s := range p[len(login):] {
+				got[i][string(s.key())] = string(s.value())
+			}
+		}
+		for _, n := range names {
+			want := got[0][n]
+			if n == "tcpport" { // each its own port
+				want = strings.TrimPrefix(lc.addr, "127.0.0.1:")
+			}
+			assert.Equal(t, want, got[1][n], "STAT %s", n)
+		}
+	}
+	for _, flags := range [][]string{nil, {"-B", "binary"}, {"-B", "auto", "-I", "2m", "-c", "100", "-t", "3", "-m", "32"}} {
+		t.Run(strings.Join(append([]string{"flags"}, flags...), " "), func(t *testing.T) {
+			mc, lc := startPair(t, flags...)
+			run(t, mc, lc, nil)
+		})
+	}
+	t.Run("sasl", func(t *testing.T) {
+		mc, lc := startSASLPair(t)
+		run(t, mc, lc, []binReq{bValue(opSASLAuth, "PLAIN", "\x00alice\x00wonder")})
+	})
+}
+
 // manyQuietGets stores 30 keys and fetches 60 (every other one missing) with GETKQ, closed by GETK.
 func manyQuietGets() []binReq {
 	var reqs []binReq
@@ -374,6 +439,13 @@ func binaryOwnPairCases() []binCase {
 		{name: "incr wraps decr floors", steps: binOne(bStore(opSet, ka, "18446744073709551615", 0, 0), bArith(opIncrement, ka, 1, 0, 0),
 			bArith(opDecrement, ka, 5, 0, 0), bArith(opIncrement, kb, 0xffffffffffffffff, 0xffffffffffffffff, 0),
 			bArith(opIncrement, kb, 2, 0, 0), bStore(opSet, kc, "7", 0, 0), bArith(opIncrement, kc, 0xffffffffffffffff, 0, 0))},
+		{name: "relative expiry", wholeOnly: true, sleepBefore: map[int]time.Duration{1: 3 * time.Second}, steps: [][]binReq{
+			{bStore(opSet, ka, "a", 0, 1), bStore(opSet, kb, "b", 0, 1), bStore(opSet, kc, "c", 0, 1), bStore(opSet, kd, "d", 0, 100),
+				bStore(opSet, kz, "z", 0, 100), bTouch(opTouch, kb, 100), bTouch(opGAT, kc, 100), bTouch(opTouch, kd, 1), bTouch(opGATQ, kz, 1),
+				bArith(opIncrement, "$kn", 1, 5, 1)},
+			{bGet(opGetK, ka), bGet(opGetK, kb), bGet(opGetK, kc), bGet(opGetK, kd), bGet(opGetK, kz), bGet(opGetK, "$kn"),
+				bStore(opAdd, ka, "A", 0, 0), bArith(opIncrement, kd, 1, 9, 0xffffffff), bTouch(opTouch, kz, 0)},
+		}},
 		{name: "stat all", steps: binOne(bStore(opSet, ka, "a", 0, 0), bKey(opStat, ""), bGet(opGet, ka))},
 		{name: "stat settings", steps: binOne(bKey(opStat, "settings"))},
 		{name: "stat items and slabs", steps: binOne(bStore(opSet, ka, "a", 0, 0), bKey(opStat, "items"), bKey(opStat, "slabs"))},
