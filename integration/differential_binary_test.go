@@ -205,6 +205,19 @@ func binaryCases() []binCase {
 		{name: "keylen plus extlen over bodylen unknown opcode", steps: binOne(bKey(0x1b, ka).withBodyLen(1), bGet(opGet, ka))},
 		{name: "bad magic after binary", steps: binOne(bSimple(opNoop), bSimple(opNoop).withMagic(0x81), bSimple(opNoop))},
 		{name: "bad magic zero after binary", steps: binOne(bGet(opGet, ka), bSimple(opVersion).withMagic(0x00))},
+		// memcached writes its replies when the input runs out, after an error reply or a NOOP, and every
+		// 20 requests (reqs_per_event); a bad magic closes the connection at once, and what it had not
+		// written is lost. wholeOnly: in pieces, the input runs out between them.
+		{name: "bad magic loses unwritten hits", wholeOnly: true, steps: binOne(bStore(opSetQ, ka, "a", 0, 0), bGet(opGet, ka), bGet(opGetK, ka),
+			bSimple(opVersion).withMagic(0x00))},
+		{name: "bad magic keeps what an error wrote", wholeOnly: true, steps: binOne(bStore(opSetQ, ka, "a", 0, 0), bGet(opGet, ka), bGet(opGet, kb),
+			bGet(opGetK, ka), bSimple(opVersion).withMagic(0x00))},
+		{name: "bad magic keeps what a noop wrote", wholeOnly: true, steps: binOne(bStore(opSetQ, ka, "a", 0, 0), bGet(opGet, ka), bSimple(opNoop),
+			bGet(opGetK, ka), bSimple(opVersion).withMagic(0x00))},
+		{name: "bad magic after 19 hits", wholeOnly: true, steps: binOne(append(append([]binReq{bStore(opSet, ka, "a", 0, 0)}, repeatReq(bGet(opGetK, ka), 18)...), bRaw("x"))...)},
+		{name: "bad magic after 25 hits", wholeOnly: true, steps: binOne(append(append([]binReq{bStore(opSet, ka, "a", 0, 0)}, repeatReq(bGet(opGetK, ka), 24)...), bRaw("x"))...)},
+		{name: "bad magic after 45 hits", wholeOnly: true, steps: binOne(append(append([]binReq{bStore(opSet, ka, "a", 0, 0)}, repeatReq(bGet(opGetK, ka), 44)...), bRaw("x"))...)},
+		{name: "bad magic after 45 quiet hits", wholeOnly: true, steps: binOne(append(append([]binReq{bStore(opSetQ, ka, "a", 0, 0)}, repeatReq(bGet(opGetKQ, ka), 44)...), bRaw("x"))...)},
 		{name: "text after binary", steps: binOne(bSimple(opNoop), bRaw("get $ka\r\n"), bSimple(opNoop))},
 		{name: "get with value", steps: binOne(bGet(opGet, ka).withValue("xyz"), bGet(opGet, ka))},
 		{name: "get with huge bodylen", steps: binOne(bGet(opGet, ka).withBodyLen(0xffffffff), bGet(opGet, ka))},
@@ -348,6 +361,15 @@ func TestBinaryStatSettingsValues(t *testing.T) {
 		mc, lc := startSASLPair(t)
 		run(t, mc, lc, []binReq{bValue(opSASLAuth, "PLAIN", "\x00alice\x00wonder")})
 	})
+}
+
+// repeatReq is n copies of r.
+func repeatReq(r binReq, n int) []binReq {
+	out := make([]binReq, n)
+	for i := range out {
+		out[i] = r
+	}
+	return out
 }
 
 // manyQuietGets stores 30 keys and fetches 60 (every other one missing) with GETKQ, closed by GETK.
