@@ -480,6 +480,11 @@ func binaryOwnPairCases() []binCase {
 			bKey(opStat, "detail dump"), bKey(opStat, "detail off"))},
 		{name: "stat conns", steps: binOne(bKey(opStat, "conns"))},
 		// STAT does not check its bodylen: the value is read as the next packet (here a NOOP).
+		// memcached matches "reset", "settings" and "detail" with strncmp over the name's length, not the
+		// key's: a 4-byte key "sett" followed by "ings" is read as "settings", and the bytes after
+		// the key are the next packet, a bad magic here, which loses the unwritten STAT replies.
+		// wholeOnly: sent in pieces, what follows the key is not in memcached's buffer yet.
+		{name: "stat key shorter than its group name", wholeOnly: true, steps: binOne(bKey(opStat, "sett").withValue("ings"))},
 		{name: "stat with value", steps: binOne(bValue(opStat, "settings", string(bSimple(opNoop).withOpaque(0x0b0b0b0b).encode("", 0, 0))), bGet(opGet, ka))},
 		{name: "stat after quiet gets", steps: binOne(bStore(opSet, ka, "a", 0, 0), bGet(opGetKQ, ka), bGet(opGetQ, kb), bKey(opStat, "reset"), bGet(opGetKQ, ka))},
 	}

@@ -48,6 +48,7 @@ import (
 //   - lengths always match what is sent, except in packets after which memcached closes the
 //     connection (wrong extras length, key over 250, keylen+extlen over bodylen); so no batch leaves
 //     a server waiting for bytes.
+//   - hostile headers (fbHostile) come alone in a batch of their own, as the last use of a connection.
 //   - a packet that closes the connection ends its batch (the replies memcached queued before a close
 //     are lost or not depending on read boundaries), and it is never cut from what precedes it.
 func TestFuzzDiffBinary(t *testing.T) {
@@ -155,9 +156,10 @@ const (
 // fbBatch is a run of packets written together (cut at cuts, fractions of its length in per mille),
 // then the sentinel NOOP; closes says its last packet makes memcached close the connection.
 type fbBatch struct {
-	reqs   []binReq
-	cuts   []int
-	closes bool
+	reqs    []binReq
+	cuts    []int
+	closes  bool
+	hostile bool
 }
 
 // fbSeq is one generated sequence.
@@ -177,7 +179,7 @@ func (s fbSeq) numPackets() int {
 // fbKeys is the key space: few keys, so that commands meet each other's items.
 var fbKeys = []string{"$ka", "$kb", "$kc", "$kd"}
 
-var fbValues = []string{"", "0", "1", "9", "10", "42", "99", "9223372036854775807", "18446744073709551616", "-1", " 1", "abc",
+var fbValues = []string{"", "0", "1", "9", "10", "42", "99", "4611686018427387904", "18446744073709551616", "-1", " 1", "abc",
 	"\x80\x00\x81\r\n", "hello world"}
 
 func fbGenerate(seed int64) fbSeq {
@@ -187,6 +189,10 @@ func fbGenerate(seed int64) fbSeq {
 	seq := fbSeq{seed: seed}
 	for range 1 + r.Intn(6) {
 		var b fbBatch
+		if r.Intn(25) == 0 {
+			seq.batches = append(seq.batches, fbHostile(r))
+			continue
+		}
 		read := map[string]bool{} // keys read earlier in this batch (no incr/decr on them)
 		n := 1 + r.Intn(10)
 		for tries := 0; len(b.reqs) < n && !b.closes && tries < 100; tries++ {
@@ -278,6 +284,37 @@ func fbGenerate(seed int64) fbSeq {
 	return seq
 }
 
+// fbHostile is a batch of one packet whose header lies: a valid request of a random kind with its
+// magic, key length, extras length or body length replaced by a random value. The batch is sent
+// whole, alone (no reply of an earlier request is pending: memcached holds those back while it
+// swallows a body), and read for fbHostileWait at most (a server may wait for bytes that never come);
+// its connection is not used again. STAT's base is "items": for "reset", "settings" and "detail"
+// memcached compares that many bytes whatever the key length, reading past a shortened key (a case
+// of its own, "stat key shorter than its group name").
+func fbHostile(r *rand.Rand) fbBatch {
+	bases := []binReq{bGet(opGet, "$ka"), bGet(opGetKQ, "$kb"), bStore(opSet, "$ka", "value", 1, 0), bStore(opAddQ, "$kc", "", 0, 0),
+		bArith(opIncrement, "$ka", 1, 1, 0), bTouch(opGAT, "$ka", 0), bValue(opAppend, "$ka", "x"), bKey(opDelete, "$ka"),
+		bSimple(opNoop), bSimple(opVersion), bSimple(opFlush), bKey(opStat, "items"), bValue(opSASLAuth, "PLAIN", "\x00a\x00b"),
+		bSimple(opSASLList), bValue(0x1b, "k", "v"), bSimple(opQuit)}
+	req := bases[r.Intn(len(bases))]
+	switch r.Intn(5) {
+	case 0:
+		req = req.withMagic(byte(r.Intn(256)))
+	case 1:
+		req = req.withKeyLen(uint32(r.Intn(300)))
+	case 2:
+		req = req.withExtLen(uint32(r.Intn(40)))
+	case 3:
+		req = req.withBodyLen(uint32(r.Intn(400)))
+	default:
+		req = req.withKeyLen(uint32(r.Intn(20))).withExtLen(uint32(r.Intn(24))).withBodyLen(uint32(r.Intn(64)))
+	}
+	return fbBatch{reqs: []binReq{req}, closes: true, hostile: true}
+}
+
+// fbHostileWait bounds the wait for the replies to a hostile batch.
+const fbHostileWait = 150 * time.Millisecond
+
 // fbRunner runs sequences on one pair of servers.
 type fbRunner struct {
 	mc, lc *daemon
@@ -367,7 +404,11 @@ func fbRunOne(d *daemon, seq fbSeq, prefix string, whole bool) ([]fbSide, error)
 		if whole {
 			cuts = nil
 		}
-		raw, closed, timedOut := fbExchange(c, script, cuts, b.closes)
+		wait := fbReplyTimeout
+		if b.hostile {
+			wait = fbHostileWait
+		}
+		raw, closed, timedOut := fbExchange(c, script, cuts, b.closes, wait)
 		if endsWithBinSentinel(raw) {
 			raw = raw[:len(raw)-len(binSentinelReply)]
 		}
@@ -378,6 +419,13 @@ func fbRunOne(d *daemon, seq fbSeq, prefix string, whole bool) ([]fbSide, error)
 		switch {
 		case closed:
 			s.norm += markClosed
+			c.Close()
+			c = nil
+		case timedOut && b.hostile:
+			s.norm += "<waiting>"
+			c.Close()
+			c = nil
+		case b.hostile:
 			c.Close()
 			c = nil
 		case timedOut:
@@ -392,8 +440,8 @@ func fbRunOne(d *daemon, seq fbSeq, prefix string, whole bool) ([]fbSide, error)
 
 // fbExchange writes script cut at cuts (per mille of the packets' length; a batch whose last packet
 // closes the connection is sent whole) and reads until the sentinel's reply, EOF or fbReplyTimeout.
-func fbExchange(c net.Conn, script []byte, cuts []int, closes bool) (raw []byte, closed, timedOut bool) {
-	_ = c.SetDeadline(time.Now().Add(fbReplyTimeout))
+func fbExchange(c net.Conn, script []byte, cuts []int, closes bool, wait time.Duration) (raw []byte, closed, timedOut bool) {
+	_ = c.SetDeadline(time.Now().Add(wait))
 	got := make(chan reply, 1)
 	go func() { got <- readUntil(c, binSentinelReply) }()
 	if closes {
@@ -412,7 +460,7 @@ func fbExchange(c net.Conn, script []byte, cuts []int, closes bool) (raw []byte,
 			time.Sleep(chunkPause)
 		}
 	}
-	_ = c.SetReadDeadline(time.Now().Add(fbReplyTimeout))
+	_ = c.SetReadDeadline(time.Now().Add(wait))
 	rep := <-got
 	return rep.data, rep.closed, rep.timedOut
 }
@@ -449,7 +497,7 @@ func (f *fbRunner) shrink(seq fbSeq) (fbSeq, int) {
 			if len(b.reqs) == 1 {
 				break
 			}
-			nb := fbBatch{reqs: append(append([]binReq(nil), b.reqs[:pi]...), b.reqs[pi+1:]...), cuts: b.cuts, closes: b.closes && pi != len(b.reqs)-1}
+			nb := fbBatch{reqs: append(append([]binReq(nil), b.reqs[:pi]...), b.reqs[pi+1:]...), cuts: b.cuts, closes: b.closes && pi != len(b.reqs)-1, hostile: b.hostile}
 			cand := fbSeq{seed: cur.seed, batches: append([]fbBatch(nil), cur.batches...)}
 			cand.batches[bi] = nb
 			if diverges(cand) {
