@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -118,6 +119,11 @@ func TestBinaryTextShareStore(t *testing.T) {
 			assert.Equal(t, uint16(stKeyENOENT), p[0].status())
 			assert.Equal(t, uint16(stSuccess), p[1].status())
 
+			// Exptimes set through binary show in the meta protocol's TTL.
+			binExchange(t, bc, bStore(opSet, k4, "t", 0, 100), bTouch(opGAT, k1, 200), bArith(opIncrement, k2, 1, 1, 300))
+			r = textExchange(t, tc, "mg "+k4+" t\r\nmg "+k1+" t\r\nmg "+k2+" t\r\n")
+			assert.Regexp(t, `^HD t(100|99)\r\nHD t(200|199)\r\nHD t(300|299)\r\n$`, r)
+
 			// A binary FLUSH empties what text sees.
 			binExchange(t, bc, bSimple(opFlush))
 			assert.Equal(t, "END\r\n", textExchange(t, tc, "get "+k1+" "+k3+"\r\n"))
@@ -140,6 +146,7 @@ func TestBinaryStatsCounters(t *testing.T) {
 		bStore(opSet, "b", "x", 0, 0).withCAS(999999), bStore(opSet, "z", "x", 0, 0).withCAS(1),
 		bStore(opAdd, "b", "x", 0, 0), bStore(opReplaceQ, "q", "x", 0, 0), bValue(opAppend, "b", "y"), bValue(opPrependQ, "q", "y"),
 		bStore(opSet, "e", "e", 0, 0xffffffff-1), bStore(opSet, "g", "g", 0, 0),
+		bStore(opSet, "x", "x", 0, uint32(time.Now().Add(-time.Hour).Unix())), bGet(opGet, "x"), bTouch(opGATQ, "x", 0),
 	}
 	var got [2]map[string]string
 	for i, d := range []*daemon{mc, lc} {
@@ -171,5 +178,37 @@ func TestBinaryStatsCounters(t *testing.T) {
 			have = "<missing>"
 		}
 		assert.Equal(t, want, have, "STAT %s: memcached %s, leasecached %s", name, want, have)
+	}
+}
+
+// TestBinaryConnLimit: a connection over -c is refused the same way whatever its protocol (memcached
+// refuses it before it has read a byte, so in text), and a usable one speaks binary.
+func TestBinaryConnLimit(t *testing.T) {
+	mc, lc := startPair(t, "-c", connLimit)
+	for _, d := range []*daemon{mc, lc} {
+		t.Run(d.name, func(t *testing.T) {
+			usable, refused := 0, 0
+			var conns []*rawConn
+			for i := 0; i < connLimitTries; i++ {
+				rc, err := dialRawErr(d)
+				require.NoError(t, err, "connection %d", i)
+				t.Cleanup(func() { rc.c.Close() })
+				conns = append(conns, rc)
+			}
+			time.Sleep(connLimitWait)
+			for i, rc := range conns {
+				rep := rc.exchange(binSentinelReq, wholeWrite, binSentinelReply, connLimitWait)
+				switch {
+				case bytes.Equal(rep.data, binSentinelReply):
+					usable++
+				case bytes.Equal(rep.data, rejectReply) && rep.closed:
+					refused++
+				default:
+					t.Errorf("connection %d: got %x (closed %v), want the NOOP's reply or %q then close", i, rep.data, rep.closed, rejectReply)
+				}
+			}
+			assert.Positive(t, usable)
+			assert.Positive(t, refused)
+		})
 	}
 }
