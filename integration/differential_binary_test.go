@@ -265,6 +265,10 @@ func binaryCases() []binCase {
 		// --- limits -----------------------------------------------------------
 		{name: "value over item limit set", chunk: 64 << 10, steps: binOne(bStore(opSet, ka, "A", 0, 0), bStore(opSet, ka, big, 0, 0), bGet(opGet, ka),
 			bStore(opSetQ, kb, big, 0, 0), bStore(opSet, kb, "B", 0, 0), bGet(opGet, kb))},
+		// memcached drops the old value when a SET (quiet, with a CAS or not) is too large; not for the other verbs.
+		{name: "value over item limit drops the old value", chunk: 64 << 10, steps: binOne(bStore(opSet, ka, "A", 0, 0), bStore(opSetQ, ka, big, 0, 0), bGet(opGetK, ka),
+			bStore(opSet, kb, "B", 0, 0), bStore(opSet, kb, big, 0, 0).withCAS(999), bGet(opGetK, kb),
+			bStore(opSet, kc, "C", 0, 0), bStore(opReplaceQ, kc, big, 0, 0), bValue(opPrepend, kc, big), bGet(opGetK, kc))},
 		{name: "value over item limit other verbs", chunk: 64 << 10, steps: binOne(bStore(opSet, ka, "A", 0, 0), bStore(opAdd, ka, big, 0, 0), bGet(opGet, ka),
 			bStore(opReplace, ka, big, 0, 0), bGet(opGet, ka), bValue(opAppend, ka, big), bValue(opPrependQ, ka, big), bGet(opGet, ka))},
 		{name: "append over item limit", chunk: 64 << 10, steps: binOne(bStore(opSet, ka, strings.Repeat("a", 600000), 3, 0),
@@ -451,6 +455,9 @@ func binaryOwnPairCases() []binCase {
 			bStore(opSet, kb, "b", 0, 0), bSimple(opFlushQ), bGet(opGet, kb),
 			bStore(opSet, kc, "c", 0, 0), bFlushDelay(opFlush, 0), bGet(opGet, kc),
 			bStore(opSet, kd, "d", 0, 0), bFlushDelay(opFlushQ, 0), bGet(opGet, kd), bStore(opSet, kz, "z", 0, 0), bGet(opGet, kz))},
+		{name: "flush at an absolute time", steps: binOne(bStore(opSet, ka, "a", 0, 0), bFlushDelay(opFlush, uint32(time.Now().Add(-time.Hour).Unix())), bGet(opGet, ka),
+			bStore(opSet, kb, "b", 0, 0), bFlushDelay(opFlush, uint32(time.Now().Add(time.Hour).Unix())), bGet(opGet, kb),
+			bFlushDelay(opFlushQ, 0xffffffff), bGet(opGet, kb), bStore(opSet, kc, "c", 0, 0), bGet(opGet, kc))},
 		{name: "flush delayed", wholeOnly: true, sleepBefore: map[int]time.Duration{1: 3500 * time.Millisecond}, steps: [][]binReq{
 			{bStore(opSet, ka, "a", 0, 0), bFlushDelay(opFlush, 2), bGet(opGet, ka), bStore(opSet, kb, "b", 0, 0), bFlushDelay(opFlushQ, 2)},
 			{bGet(opGet, ka), bGet(opGet, kb), bStore(opSet, kc, "c", 0, 0), bGet(opGet, kc)},
