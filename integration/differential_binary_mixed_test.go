@@ -124,6 +124,8 @@ func TestBinaryTextShareStore(t *testing.T) {
 			binExchange(t, bc, bStore(opSet, k4, "t", 0, 100), bTouch(opGAT, k1, 200), bArith(opIncrement, k2, 1, 1, 300))
 			r = textExchange(t, tc, "mg "+k4+" t\r\nmg "+k1+" t\r\nmg "+k2+" t\r\n")
 			assert.Regexp(t, `^HD t(100|99)\r\nHD t(200|199)\r\nHD t(300|299)\r\n$`, r)
+			binExchange(t, bc, bTouch(opGATQ, k4, 0), bTouch(opTouch, k1, 0))
+			assert.Equal(t, "HD t-1\r\nHD t-1\r\n", textExchange(t, tc, "mg "+k4+" t\r\nmg "+k1+" t\r\n"), "GAT and TOUCH with 0 make an item immortal")
 
 			// A binary FLUSH empties what text sees.
 			binExchange(t, bc, bSimple(opFlush))
