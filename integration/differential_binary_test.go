@@ -483,8 +483,12 @@ func binaryOwnPairCases() []binCase {
 		{name: "stat reset", steps: binOne(bKey(opStat, "reset"), bKey(opStat, "reset").withOpaque(0x12345678))},
 		{name: "stat unknown groups", steps: binOne(bKey(opStat, "bogus"), bKey(opStat, "detail bogus"), bKey(opStat, "Settings"),
 			bKey(opStat, "settingsx"), bKey(opStat, "resetx"), bKey(opStat, "items "), bGet(opGet, ka))},
-		{name: "stat detail", steps: binOne(bKey(opStat, "detail on"), bStore(opSet, "$k:a", "a", 0, 0), bGet(opGet, "$k:a"),
-			bKey(opStat, "detail dump"), bKey(opStat, "detail off"))},
+		// wholeOnly: the prefix counts of one send mode's run stay in the server for the next.
+		{name: "stat detail", wholeOnly: true, steps: binOne(bKey(opStat, "detail on"), bStore(opSet, "$k:a", "a", 0, 0), bGet(opGet, "$k:a"),
+			bGet(opGetKQ, "$k:b"), bTouch(opGAT, "$k:a", 0), bTouch(opTouch, "$k:z", 0), bKey(opDelete, "$k:a"), bArith(opIncrement, "$k:n", 1, 1, 0),
+			bValue(opAppend, "x:y", "z"), bKey(opStat, "detail dump"), bKey(opStat, "detail off"), bGet(opGet, "$k:a"), bKey(opStat, "detail dump"))},
+		{name: "stat detail prefixes", wholeOnly: true, steps: binOne(bKey(opStat, "detail onx"), bGet(opGet, "$k:a"), bKey(opStat, "detail dumpy"),
+			bKey(opStat, "detail offz"), bKey(opStat, "detail"), bKey(opStat, "details"), bKey(opStat, "detail  on"), bKey(opStat, "detail dump"))},
 		{name: "stat conns", steps: binOne(bKey(opStat, "conns"))},
 		// STAT does not check its bodylen: the value is read as the next packet (here a NOOP).
 		// memcached matches "reset", "settings" and "detail" with strncmp over the name's length, not the
