@@ -171,8 +171,6 @@ func (r binReq) withExtLen(n uint32) binReq     { r.extLen = u32p(n); return r }
 func (r binReq) withBodyLen(n uint32) binReq    { r.bodyLen = u32p(n); return r }
 func (r binReq) withExtras(e ...byte) binReq    { r.extras = e; return r }
 func (r binReq) withValue(v string) binReq      { r.value = v; return r }
-func (r binReq) withKey(k string) binReq        { r.key = k; return r }
-func (r binReq) String() string                 { return fmt.Sprintf("%x", r.encode("$k", 0, 0)) }
 func binOne(reqs ...binReq) [][]binReq          { return [][]binReq{reqs} }
 func (r binReq) expandKey(prefix string) string { return strings.ReplaceAll(r.key, phPrefix, prefix) }
 
