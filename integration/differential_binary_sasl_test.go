@@ -73,10 +73,16 @@ func TestDifferentialBinarySASL(t *testing.T) {
 		{name: "authzid same and other", steps: binOne(plain("alice\x00alice\x00wonder"), plain("bob\x00alice\x00wonder"), bGet(opGetK, kb))},
 		{name: "authzid other", steps: binOne(plain("bob\x00alice\x00wonder"), bGet(opGetK, kb))},
 		{name: "malformed plain", steps: binOne(plain("alicewonder"), plain("\x00alice"), plain("\x00\x00wonder"), plain("\x00alice\x00wonder\x00x"), bSimple(opVersion))},
+		// Cyrus SASL's PLAIN with no initial response asks for it: AUTH_CONTINUE (0x21) with an empty
+		// challenge, and the credentials come in a SASL_STEP.
 		{name: "empty plain continues", steps: binOne(plain(""), bSimple(opVersion))},
 		{name: "empty plain then step", steps: binOne(plain(""), bValue(opSASLStep, "PLAIN", "\x00alice\x00wonder"), bGet(opGetK, ka))},
+		// Every SASL_AUTH or SASL_STEP starts with memcached's init_sasl_conn, which sets the connection
+		// unauthenticated: a failed attempt after a success leaves it so (the next command gets
+		// AUTH_ERROR and a close), and Cyrus refuses a second start on a connection that completed one.
 		{name: "step without auth", steps: binOne(bValue(opSASLStep, "PLAIN", "\x00alice\x00wonder"), bSimple(opVersion))},
 		{name: "step after auth", steps: binOne(ok, bValue(opSASLStep, "PLAIN", "\x00alice\x00wonder"), bGet(opGetK, ka))},
+		// Cyrus compares mechanism names without regard to case.
 		{name: "lower case mechanism", steps: binOne(bValue(opSASLAuth, "plain", "\x00alice\x00wonder"), bGet(opGetK, ka))},
 		{name: "unknown mechanism", steps: binOne(bValue(opSASLAuth, "CRAM-MD5", "x"), bValue(opSASLAuth, "PLAINX", "\x00alice\x00wonder"), bSimple(opVersion))},
 		{name: "mechanism of 32 and 33 bytes", steps: binOne(bValue(opSASLAuth, strings.Repeat("M", 32), "x"), bValue(opSASLAuth, strings.Repeat("M", 33), "xyz"), bSimple(opVersion))},

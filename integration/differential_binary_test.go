@@ -475,6 +475,7 @@ func binaryOwnPairCases() []binCase {
 			{bGet(opGetK, ka), bGet(opGetK, kb), bGet(opGetK, kc), bGet(opGetK, kd), bGet(opGetK, kz), bGet(opGetK, "$kn"),
 				bStore(opAdd, ka, "A", 0, 0), bArith(opIncrement, kd, 1, 9, 0xffffffff), bTouch(opTouch, kz, 0)},
 		}},
+		// The general stats in memcached's order: 1.6.18 sends log_watcher_sent before log_watchers.
 		{name: "stat all", steps: binOne(bStore(opSet, ka, "a", 0, 0), bKey(opStat, ""), bGet(opGet, ka))},
 		{name: "stat settings", steps: binOne(bKey(opStat, "settings"))},
 		{name: "stat items and slabs", steps: binOne(bStore(opSet, ka, "a", 0, 0), bKey(opStat, "items"), bKey(opStat, "slabs"))},
