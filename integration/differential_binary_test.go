@@ -234,6 +234,18 @@ func binaryCases() []binCase {
 		{name: "quit with body", steps: binOne(bSimple(opQuit).withValue("x"), bGet(opGet, ka))},
 		{name: "sasl list mechs with key", steps: binOne(bKey(opSASLList, "PLAIN"), bGet(opGet, ka))},
 		{name: "sasl auth without key", steps: binOne(bValue(opSASLAuth, "", "x"), bGet(opGet, ka))},
+		// TOUCH and the GAT forms check extlen and keylen, not bodylen: what follows the key is read
+		// as the next packet (here a NOOP).
+		{name: "touch and gat with a value", steps: binOne(bStore(opSet, ka, "a", 0, 0),
+			bTouch(opTouch, ka, 0).withValue(string(bSimple(opNoop).withOpaque(0x0b0b0b01).encode("", 0, 0))),
+			bTouch(opGATK, ka, 0).withValue(string(bSimple(opNoop).withOpaque(0x0b0b0b02).encode("", 0, 0))),
+			bTouch(opGATQ, kb, 0).withValue(string(bGet(opGetK, ka).withOpaque(0x0b0b0b03).encode("p00000", 0, 0))),
+			bTouch(opGATKQ, kb, 0).withValue(string(bSimple(opVersion).withOpaque(0x0b0b0b04).encode("", 0, 0))))},
+		{name: "incr without key", steps: binOne(bArith(opIncrement, "", 1, 1, 0), bGet(opGet, ka))},
+		{name: "gatq without key", steps: binOne(bTouch(opGATQ, "", 0), bGet(opGet, ka))},
+		{name: "deleteq without key", steps: binOne(bKey(opDeleteQ, ""), bGet(opGet, ka))},
+		{name: "noop with key", steps: binOne(bKey(opNoop, ka), bGet(opGet, ka))},
+		{name: "version with value", steps: binOne(bSimple(opVersion).withValue("x"), bGet(opGet, ka))},
 		{name: "flush with key", steps: binOne(bKey(opFlush, ka), bGet(opGet, ka))},
 		{name: "flush with value", steps: binOne(bSimple(opFlush).withValue("xxxx"), bGet(opGet, ka))},
 
