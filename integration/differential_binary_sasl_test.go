@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/leasecached/leasecached/internal/testdaemon"
 )
@@ -22,7 +23,11 @@ import (
 var saslUsers = map[string]string{"alice": "wonder", "bob": "b:o\\b"}
 
 // startSASLPair starts memcached and leasecached with SASL on and the same users.
-func startSASLPair(t *testing.T) (mc, lc *daemon) {
+func startSASLPair(t *testing.T) (mc, lc *daemon) { return startSASLPairHashed(t, false) }
+
+// startSASLPairHashed is startSASLPair with leasecached's passwords as bcrypt hashes when hashed is
+// set: its checks then run on a checker goroutine, and the requests behind a SASL_AUTH wait for them.
+func startSASLPairHashed(t *testing.T, hashed bool) (mc, lc *daemon) {
 	t.Helper()
 	requireMemcached(t)
 	saslpasswd, err := exec.LookPath("saslpasswd2")
@@ -40,7 +45,13 @@ func startSASLPair(t *testing.T) (mc, lc *daemon) {
 		cmd.Stdin = strings.NewReader(pass)
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "saslpasswd2: %s", out)
-		pwdb.WriteString(user + ":" + pass + "\n")
+		secret := pass
+		if hashed {
+			h, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.MinCost)
+			require.NoError(t, err)
+			secret = string(h)
+		}
+		pwdb.WriteString(user + ":" + secret + "\n")
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "memcached.conf"), []byte("mech_list: plain\nsasldb_path: "+db+"\n"), 0o600))
 	pwdbPath := filepath.Join(dir, "pwdb")
@@ -54,7 +65,16 @@ func startSASLPair(t *testing.T) (mc, lc *daemon) {
 // TestDifferentialBinarySASL compares the SASL exchanges (and what a connection may do before and
 // after one) with memcached's.
 func TestDifferentialBinarySASL(t *testing.T) {
-	mc, lc := startSASLPair(t)
+	for _, hashed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain pwdb", true: "bcrypt pwdb"}[hashed], func(t *testing.T) {
+			mc, lc := startSASLPairHashed(t, hashed)
+			runBinSASLCases(t, mc, lc)
+		})
+	}
+}
+
+// runBinSASLCases runs the SASL cases against a pair.
+func runBinSASLCases(t *testing.T, mc, lc *daemon) {
 	plain := func(s string) binReq { return bValue(opSASLAuth, "PLAIN", s) }
 	ok := plain("\x00alice\x00wonder")
 	cases := []binCase{
