@@ -2,11 +2,14 @@ package integration
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The binary protocol differential suite: memcached 1.6.18's binary protocol (every opcode it
@@ -218,6 +221,9 @@ func binaryCases() []binCase {
 		{name: "bad magic after 25 hits", wholeOnly: true, steps: binOne(append(append([]binReq{bStore(opSet, ka, "a", 0, 0)}, repeatReq(bGet(opGetK, ka), 24)...), bRaw("x"))...)},
 		{name: "bad magic after 45 hits", wholeOnly: true, steps: binOne(append(append([]binReq{bStore(opSet, ka, "a", 0, 0)}, repeatReq(bGet(opGetK, ka), 44)...), bRaw("x"))...)},
 		{name: "bad magic after 45 quiet hits", wholeOnly: true, steps: binOne(append(append([]binReq{bStore(opSetQ, ka, "a", 0, 0)}, repeatReq(bGet(opGetKQ, ka), 44)...), bRaw("x"))...)},
+		// The first byte chooses: anything but 0x80 makes the connection a text one.
+		{name: "response magic first is text", noSentinel: true, timeout: 500 * time.Millisecond, wholeOnly: true,
+			steps: binOne(bSimple(opNoop).withMagic(0x81), bRaw("\r\nversion\r\n"))},
 		{name: "text after binary", steps: binOne(bSimple(opNoop), bRaw("get $ka\r\n"), bSimple(opNoop))},
 		{name: "get with value", steps: binOne(bGet(opGet, ka).withValue("xyz"), bGet(opGet, ka))},
 		{name: "get with huge bodylen", steps: binOne(bGet(opGet, ka).withBodyLen(0xffffffff), bGet(opGet, ka))},
@@ -294,7 +300,8 @@ func binaryCases() []binCase {
 	return cases
 }
 
-// TestDifferentialBinaryProtocolFlag: -B ascii and -B binary, each a pair of servers started with it.
+// TestDifferentialBinaryProtocolFlag: -B ascii and -B binary (and -Y, which implies ascii), each a pair
+// of servers started with it.
 func TestDifferentialBinaryProtocolFlag(t *testing.T) {
 	for i, c := range []struct {
 		flag string
@@ -307,10 +314,19 @@ func TestDifferentialBinaryProtocolFlag(t *testing.T) {
 		// comes; the runner's sentinel NOOP holds none, so the reply is read until the timeout.
 		{"ascii", binCase{name: "ascii only: packet", noSentinel: true, timeout: 500 * time.Millisecond, wholeOnly: true,
 			steps: binOne(bSimple(opNoop), bRaw("\r\n"))}},
+		// -Y (text authentication) makes memcached text only: a binary packet is an unauthenticated line.
+		{"-Y", binCase{name: "text auth: packet", noSentinel: true, timeout: 500 * time.Millisecond, wholeOnly: true,
+			steps: binOne(bSimple(opNoop), bRaw("\r\n"), bGet(opGet, ka), bRaw("\r\n"))}},
 	} {
 		t.Run(c.bc.name, func(t *testing.T) {
 			t.Parallel()
-			mc, lc := startPair(t, "-B", c.flag)
+			args := []string{"-B", c.flag}
+			if c.flag == "-Y" {
+				file := filepath.Join(t.TempDir(), "auth")
+				require.NoError(t, os.WriteFile(file, []byte("user:pass\n"), 0o600))
+				args = []string{"-Y", file}
+			}
+			mc, lc := startPair(t, args...)
 			runBinCase(t, mc, lc, i, c.bc)
 		})
 	}
