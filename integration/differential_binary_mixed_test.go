@@ -124,6 +124,11 @@ func TestBinaryTextShareStore(t *testing.T) {
 			binExchange(t, bc, bStore(opSet, k4, "t", 0, 100), bTouch(opGAT, k1, 200), bArith(opIncrement, k2, 1, 1, 300))
 			r = textExchange(t, tc, "mg "+k4+" t\r\nmg "+k1+" t\r\nmg "+k2+" t\r\n")
 			assert.Regexp(t, `^HD t(100|99)\r\nHD t(200|199)\r\nHD t(300|299)\r\n$`, r)
+			// An incr that lengthens the number, an append and a prepend keep the item's TTL and flags.
+			binExchange(t, bc, bStore(opSet, "mix_5", "99", 5, 400), bArith(opIncrement, "mix_5", 1, 0, 0),
+				bStore(opSet, "mix_6", "x", 6, 500), bValue(opAppend, "mix_6", "y"), bValue(opPrependQ, "mix_6", "w"))
+			r = textExchange(t, tc, "mg mix_5 t f v\r\nmg mix_6 t f v\r\n")
+			assert.Regexp(t, `^VA 3 t(400|399) f5\r\n100\r\nVA 3 t(500|499) f6\r\nwxy\r\n$`, r)
 			binExchange(t, bc, bTouch(opGATQ, k4, 0), bTouch(opTouch, k1, 0))
 			assert.Equal(t, "HD t-1\r\nHD t-1\r\n", textExchange(t, tc, "mg "+k4+" t\r\nmg "+k1+" t\r\n"), "GAT and TOUCH with 0 make an item immortal")
 
@@ -151,10 +156,18 @@ func TestBinaryStatsCounters(t *testing.T) {
 		bStore(opSet, "e", "e", 0, 0xffffffff-1), bStore(opSet, "g", "g", 0, 0),
 		bStore(opSet, "x", "x", 0, uint32(time.Now().Add(-time.Hour).Unix())), bGet(opGet, "x"), bTouch(opGATQ, "x", 0),
 	}
+	compareBinStats(t, mc, lc, workload, "after the workload")
+	compareBinStats(t, mc, lc, []binReq{bKey(opStat, "reset"), bGet(opGet, "b"), bGet(opGetQ, "nope")}, "after STAT reset")
+}
+
+// compareBinStats sends reqs to each server, then compares statsCounters read with binary STAT (and
+// with text stats) between the two.
+func compareBinStats(t *testing.T, mc, lc *daemon, reqs []binReq, when string) {
+	t.Helper()
 	var got [2]map[string]string
 	for i, d := range []*daemon{mc, lc} {
 		bc := dialRaw(t, d)
-		binExchange(t, bc, workload...)
+		binExchange(t, bc, reqs...)
 		// Binary STAT: every stat packet, then the terminator.
 		p := binExchange(t, bc, bKey(opStat, ""))
 		require.NotEmpty(t, p)
@@ -166,21 +179,21 @@ func TestBinaryStatsCounters(t *testing.T) {
 		}
 		text := statsMap([]byte(textExchange(t, dialRaw(t, d), "stats\r\n")))
 		for _, name := range statsCounters {
-			assert.Equal(t, text[name], bin[name], "%s: binary STAT %s against text stats", d.name, name)
+			assert.Equal(t, text[name], bin[name], "%s: %s: binary STAT %s against text stats", when, d.name, name)
 		}
 		got[i] = bin
 	}
 	for _, name := range statsCounters {
 		want, ok := got[0][name]
 		if !ok {
-			t.Errorf("memcached has no stat %q (test bug)", name)
+			t.Errorf("%s: memcached has no stat %q (test bug)", when, name)
 			continue
 		}
 		have, ok := got[1][name]
 		if !ok {
 			have = "<missing>"
 		}
-		assert.Equal(t, want, have, "STAT %s: memcached %s, leasecached %s", name, want, have)
+		assert.Equal(t, want, have, "%s: STAT %s: memcached %s, leasecached %s", when, name, want, have)
 	}
 }
 
