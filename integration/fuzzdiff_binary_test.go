@@ -23,7 +23,8 @@ import (
 // CAS from earlier replies, now and then an unknown opcode, a wrong extras length, an over-long key
 // or a QUIT) over a small key space, in batches each closed by the sentinel NOOP and cut into writes
 // at random points, are sent to memcached and to leasecached; the replies of every batch are
-// compared after binNormalizer. A divergence is shrunk (batches, then packets, dropped while it still
+// compared after binNormalizer. Now and then a batch is one text command (classic or meta) on a
+// second, text connection to the same server, on the same keys. A divergence is shrunk (batches, then packets, dropped while it still
 // diverges) and reported with the bytes sent and both servers' replies in hex.
 //
 // Environment:
@@ -160,6 +161,9 @@ type fbBatch struct {
 	cuts    []int
 	closes  bool
 	hostile bool
+	// text, when set, is a text command sent instead on a text connection of its own (kept for
+	// the sequence), closed by mn: both protocols work on the same items.
+	text string
 }
 
 // fbSeq is one generated sequence.
@@ -191,6 +195,10 @@ func fbGenerate(seed int64) fbSeq {
 		var b fbBatch
 		if r.Intn(25) == 0 {
 			seq.batches = append(seq.batches, fbHostile(r))
+			continue
+		}
+		if r.Intn(6) == 0 {
+			seq.batches = append(seq.batches, fbTextBatch(r))
 			continue
 		}
 		read := map[string]bool{} // keys read earlier in this batch (no incr/decr on them)
@@ -284,6 +292,25 @@ func fbGenerate(seed int64) fbSeq {
 	return seq
 }
 
+// fbTextBatch is one text command on a key of the same key space (never mn: it is the barrier). Alone
+// in its batch, an incr never follows a read of its key there (see fuzzdiff_test.go).
+func fbTextBatch(r *rand.Rand) fbBatch {
+	key := fbKeys[r.Intn(len(fbKeys))]
+	value := fbTextValues[r.Intn(len(fbTextValues))]
+	cmds := []string{
+		"get " + key, "gets " + key, "mg " + key + " v f t s c k",
+		fmt.Sprintf("set %s %d 0 %d\r\n%s", key, r.Intn(3), len(value), value),
+		fmt.Sprintf("append %s 0 0 %d\r\n%s", key, len(value), value),
+		fmt.Sprintf("cas %s 0 0 %d $cas\r\n%s", key, len(value), value),
+		"incr " + key + " 3", "decr " + key + " 1", "ma " + key + " N0 J7 v", "delete " + key, "md " + key + " q",
+		"touch " + key + " 0", "gat 3600 " + key,
+	}
+	return fbBatch{text: cmds[r.Intn(len(cmds))] + "\r\n"}
+}
+
+// fbTextValues are values the text batches store (no line breaks).
+var fbTextValues = []string{"", "0", "7", "123", "abc", "\x80\x00"}
+
 // fbHostile is a batch of one packet whose header lies: a valid request of a random kind with its
 // magic, key length, extras length or body length replaced by a random value. The batch is sent
 // whole, alone (no reply of an earlier request is pending: memcached holds those back while it
@@ -364,7 +391,7 @@ func (f *fbRunner) run(seq fbSeq) fbResult {
 		return res
 	}
 	for i := range res.want {
-		if i >= len(res.got) || res.want[i].norm != res.got[i].norm {
+		if i >= len(res.got) || !fbSame(res.want[i].norm, res.got[i].norm) {
 			res.diverged = i
 			return res
 		}
@@ -384,9 +411,38 @@ func fbRunOne(d *daemon, seq fbSeq, prefix string, whole bool) ([]fbSide, error)
 			c.Close()
 		}
 	}()
-	var lastCAS uint64
+	var binCAS uint64
+	var tc net.Conn // the text connection
+	defer func() {
+		if tc != nil {
+			tc.Close()
+		}
+	}()
+	textCAS := "0"
 	opaque := uint32(binAutoOpaque)
 	for _, b := range seq.batches {
+		if b.text != "" {
+			if tc == nil {
+				rc, err := dialRawErr(d)
+				if err != nil {
+					return out, err
+				}
+				tc = rc.c
+			}
+			script := expand(b.text, prefix, textCAS, time.Now())
+			raw, closed, timedOut := fbTextExchange(tc, script)
+			if cas := lastCAS(raw); cas != "" {
+				textCAS = cas
+			}
+			s := fbSide{sent: []byte(script), raw: raw, norm: "text: " + normalizeMeta(normalize(raw, prefix), nil)}
+			if closed || timedOut {
+				s.norm += fmt.Sprintf("<closed %v, timed out %v>", closed, timedOut)
+				tc.Close()
+				tc = nil
+			}
+			out = append(out, s)
+			continue
+		}
 		if c == nil {
 			rc, err := dialRawErr(d)
 			if err != nil {
@@ -397,7 +453,7 @@ func fbRunOne(d *daemon, seq fbSeq, prefix string, whole bool) ([]fbSide, error)
 		var script []byte
 		for _, r := range b.reqs {
 			opaque++
-			script = append(script, r.encode(prefix, opaque, lastCAS)...)
+			script = append(script, r.encode(prefix, opaque, binCAS)...)
 		}
 		sent := script
 		script = append(script[:len(script):len(script)], binSentinelReq...)
@@ -414,7 +470,7 @@ func fbRunOne(d *daemon, seq fbSeq, prefix string, whole bool) ([]fbSide, error)
 			raw = raw[:len(raw)-len(binSentinelReply)]
 		}
 		if cas := lastBinCAS(raw); cas != 0 {
-			lastCAS = cas
+			binCAS = cas
 		}
 		s := fbSide{sent: sent, raw: raw, norm: norm.render(raw)}
 		switch {
@@ -466,6 +522,25 @@ func fbExchange(c net.Conn, script []byte, cuts []int, closes bool, wait time.Du
 	return rep.data, rep.closed, rep.timedOut
 }
 
+// fbSame compares one batch's normalised replies; a text batch's TTLs may differ by fzClockSlack
+// (memcached's clock ticks on its own schedule).
+func fbSame(a, b string) bool {
+	if strings.HasPrefix(a, "text: ") {
+		return sameWithinClock(a, b, fzClockSlack)
+	}
+	return a == b
+}
+
+// fbTextExchange writes a text script and mn, and reads until MN, EOF or fbReplyTimeout.
+func fbTextExchange(c net.Conn, script string) (raw []byte, closed, timedOut bool) {
+	_ = c.SetDeadline(time.Now().Add(fbReplyTimeout))
+	got := make(chan reply, 1)
+	go func() { got <- readUntil(c, sentinelReply) }()
+	_, _ = c.Write(append([]byte(script), sentinelCmd...))
+	rep := <-got
+	return bytes.TrimSuffix(rep.data, sentinelReply), rep.closed, rep.timedOut
+}
+
 // fbPositions turns per-mille cuts into sorted byte offsets within n.
 func fbPositions(cuts []int, n int) []int {
 	pos := make([]int, 0, len(cuts))
@@ -498,7 +573,7 @@ func (f *fbRunner) shrink(seq fbSeq) (fbSeq, int) {
 			if len(b.reqs) == 1 {
 				break
 			}
-			nb := fbBatch{reqs: append(append([]binReq(nil), b.reqs[:pi]...), b.reqs[pi+1:]...), cuts: b.cuts, closes: b.closes && pi != len(b.reqs)-1, hostile: b.hostile}
+			nb := fbBatch{reqs: append(append([]binReq(nil), b.reqs[:pi]...), b.reqs[pi+1:]...), cuts: b.cuts, closes: b.closes && pi != len(b.reqs)-1, hostile: b.hostile, text: b.text}
 			cand := fbSeq{seed: cur.seed, batches: append([]fbBatch(nil), cur.batches...)}
 			cand.batches[bi] = nb
 			if diverges(cand) {
@@ -531,7 +606,7 @@ func (f *fbRunner) oracleSplitNote(seq fbSeq) string {
 		return " (memcached could not be rerun)"
 	}
 	for i := range a {
-		if strings.ReplaceAll(a[i].norm, p1, "") != strings.ReplaceAll(b[i].norm, p2, "") {
+		if !fbSame(strings.ReplaceAll(a[i].norm, p1, ""), strings.ReplaceAll(b[i].norm, p2, "")) {
 			return " (memcached answers differently when the batches are sent whole!)"
 		}
 	}
