@@ -45,7 +45,8 @@ import (
 //   - counters stay below 2^63: for a value of 2^63 or more memcached's incr looks for a '-' with
 //     strchr, which reads on past the item's data (not NUL-terminated) into whatever memory follows
 //     it, and answers DELTA_BADVAL when it finds one there (util.c, safe_strtoull). No value is 2^63
-//     or more, deltas and initial values are at most 2^40.
+//     or more, deltas and initial values are at most 2^40, and a key an append or prepend touched
+//     (digits after digits) gets no incr or decr for the rest of its sequence.
 //   - lengths always match what is sent, except in packets after which memcached closes the
 //     connection (wrong extras length, key over 250, keylen+extlen over bodylen); so no batch leaves
 //     a server waiting for bytes.
