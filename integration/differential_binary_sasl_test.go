@@ -106,6 +106,9 @@ func runBinSASLCases(t *testing.T, mc, lc *daemon) {
 		{name: "lower case mechanism", steps: binOne(bValue(opSASLAuth, "plain", "\x00alice\x00wonder"), bGet(opGetK, ka))},
 		{name: "unknown mechanism", steps: binOne(bValue(opSASLAuth, "CRAM-MD5", "x"), bValue(opSASLAuth, "PLAINX", "\x00alice\x00wonder"), bSimple(opVersion))},
 		{name: "mechanism of 32 and 33 bytes", steps: binOne(bValue(opSASLAuth, strings.Repeat("M", 32), "x"), bValue(opSASLAuth, strings.Repeat("M", 33), "xyz"), bSimple(opVersion))},
+		// Listing the mechanisms runs init_sasl_conn too: it logs the connection out.
+		{name: "list mechs after auth", steps: binOne(ok, bGet(opGetK, ka), bSimple(opSASLList), bGet(opGetK, ka))},
+		{name: "version after auth", steps: binOne(ok, bSimple(opVersion), bGet(opGetK, ka))},
 		{name: "re-auth as another user", steps: binOne(ok, plain("\x00bob\x00b:o\\b"), plain("\x00bob\x00bad"), bGet(opGetK, ka))},
 		{name: "text on a sasl server", steps: binOne(bRaw("version\r\n"))},
 		{name: "list mechs with body", steps: binOne(bSimple(opSASLList).withValue("x"), bSimple(opVersion))},
