@@ -11,10 +11,11 @@ SUDO     := $(if $(filter 0,$(shell id -u)),,sudo)
 # Debian packages the tests talk to: the real memcached (differential tests) and twemproxy
 # (nutcracker: clientlib's ketama placement must agree with it); the other languages' memcached
 # clients and libmemcached's tools (integration/clients_test.go, integration/clients_tools_test.go); openssl
-# (s_client, the TLS tests: integration/tls_test.go).
+# (s_client, the TLS tests: integration/tls_test.go); sasl2-bin (saslpasswd2: memcached's SASL users for
+# integration/differential_binary_sasl_test.go).
 TEST_DEPS := memcached nutcracker \
 	python3-pymemcache python3-memcache libcache-memcached-perl libcache-memcached-fast-perl \
-	php-cli php-memcached libmemcached-tools nodejs npm openssl
+	php-cli php-memcached libmemcached-tools nodejs npm openssl sasl2-bin
 
 .PHONY: all build run test test-deps vet fmt-check unit fuzz-smoke bench clean
 
@@ -84,6 +85,14 @@ fuzz-smoke:
 .PHONY: fuzz-diff
 fuzz-diff: test-deps
 	FUZZDIFF_TIME=$(FUZZTIME) $(GO) test -count=1 -timeout 0 -v -run '^TestFuzzDiff$$' ./integration/
+
+## fuzz-diff-binary: the binary protocol's differential fuzzer (integration/fuzzdiff_binary_test.go) for
+## FUZZTIME: random packet sequences, cut at random points, to memcached 1.6.18 and to leasecached, replies
+## compared packet by packet; a divergence is shrunk and printed with the bytes in hex (replay one with
+## FUZZDIFF_BINARY_SEED=n FUZZDIFF_BINARY_SEQS=1). `make test` runs it for 10 s under the race detector.
+.PHONY: fuzz-diff-binary
+fuzz-diff-binary: test-deps
+	FUZZDIFF_BINARY_TIME=$(FUZZTIME) $(GO) test -count=1 -timeout 0 -v -run '^TestFuzzDiffBinary$$' ./integration/
 
 ## auth-timing: the -Y checks' wall-clock tests (auth/auth_test.go, requireTimingRun): an unknown user's
 ## check takes as long as a known one's. Run on a quiet machine; make test proves the same by counting.
