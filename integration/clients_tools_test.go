@@ -21,7 +21,7 @@ import (
 // memcached and leasecached. Each step runs once against each server, in the
 // same order, and what the tool printed and its exit status must agree once
 // the server's address is replaced by a placeholder. They use libmemcached's
-// text protocol unless told --binary, which no step does.
+// text protocol unless told --binary, which no step here does (clients_tools_binary_test.go's do).
 
 // Limits of the tool steps.
 const (

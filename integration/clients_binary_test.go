@@ -1,0 +1,334 @@
+package integration
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/leasecached/leasecached/internal/testdaemon"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Clients that speak memcached's binary protocol (issue 25), unchanged, against memcached 1.6.18 and
+// leasecached: the same scenario scripts as clients_test.go (clients/README.md), outputs compared line by
+// line once CAS values and the servers' addresses are normalised; each without SASL, with both servers
+// forced to binary (-B binary), and against servers started with SASL (-S).
+//
+// SASL on memcached: Debian's memcached 1.6.18 authenticates through Cyrus SASL, with no password file of
+// its own (it is built without --enable-sasl-pwdb). Cyrus reads the service's configuration,
+// memcached.conf, from the directory in the environment variable SASL_CONF_PATH (else /etc/sasl), so each
+// test writes its own, nothing under /etc:
+//
+//	<dir>/memcached.conf:  mech_list: plain
+//	                       sasldb_path: <dir>/sasldb
+//	<dir>/sasldb:          echo -n PASSWORD | saslpasswd2 -p -c -f <dir>/sasldb -a memcached USER
+//
+// and starts `SASL_CONF_PATH=<dir> memcached -S` (-S makes memcached binary-only: with -B auto or ascii it
+// refuses to start). saslpasswd2 is Debian's sasl2-bin; the sasldb plugin that reads the file is
+// libsasl2-modules-db. The user is written for the default realm (the host's name, as saslpasswd2 and
+// memcached each find it) and, when it differs, for the name gethostname gives. leasecached takes the same
+// user from `--sasl-pwdb FILE` (`user:password` lines).
+
+// SASL credentials of the tests.
+const (
+	saslUser     = "alice"
+	saslPassword = "s3cret-pw"
+)
+
+// binaryClientScripts are the binary-protocol scenarios (clients/README.md). Each takes host:port, and
+// host:port USER PASSWORD for its SASL scenario.
+func binaryClientScripts() []clientScript {
+	py := []string{"/usr/bin/python3", "python3"}
+	return []clientScript{
+		{"dalli", []string{"ruby"}, []string{"-e", `require "dalli"`},
+			"ruby", "dalli_scenario.rb", "apt-get install ruby ruby-dalli"},
+		{"pylibmc", py, []string{"-c", "import pylibmc"},
+			"python", "pylibmc_scenario.py", "apt-get install python3-pylibmc"},
+		{"php-memcached-binary", []string{"php"}, []string{"-r", `exit(class_exists("Memcached") ? 0 : 1);`},
+			"php", "binary_scenario.php", "apt-get install php-cli php-memcached"},
+		{"memjs", []string{"node"}, []string{"-e", `require("memjs")`},
+			"node", "memjs_scenario.js", "cd integration/clients/node && npm ci (make test-deps does)"},
+	}
+}
+
+// normalizeRun replaces d's address and port in what a script printed: Dalli and memjs key stats and
+// versions by server, and their errors name it.
+func normalizeRun(r toolRun, d *daemon) toolRun {
+	host, port, _ := strings.Cut(d.addr, ":")
+	e := toolEnv{addr: d.addr, host: host, port: port}
+	r.stdout, r.stderr = normalizeAddr(r.stdout, e), normalizeAddr(r.stderr, e)
+	return r
+}
+
+// runClientPair runs one script against mc and lc at once, with extra arguments after the address, and
+// compares the outputs; memcached's run must finish cleanly (else the script is broken).
+func runClientPair(t *testing.T, cs clientScript, dir, interp string, mc, lc *daemon, extra ...string) {
+	t.Helper()
+	var runs [2]toolRun
+	var wg sync.WaitGroup
+	for i, d := range []*daemon{mc, lc} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runs[i] = normalizeRun(runTool(dir, clientScriptTimeout, interp, append([]string{cs.script, d.addr}, extra...)...), d)
+		}()
+	}
+	wg.Wait()
+	if os.Getenv(dumpEnv) != "" {
+		t.Logf("memcached run (%s):\n%s%s", runs[0].exit, runs[0].stdout, runs[0].stderr)
+	}
+	require.Equal(t, "exit 0", runs[0].exit,
+		"%s against memcached (the oracle) did not finish cleanly: the script is broken\nstdout:\n%s\nstderr:\n%s",
+		cs.script, runs[0].stdout, runs[0].stderr)
+	compareRuns(t, cs.script, runs[0], runs[1])
+}
+
+// usableClient returns the script's directory and interpreter, or skips (fails in CI) when the client
+// library is missing.
+func usableClient(t *testing.T, cs clientScript) (dir, interp string) {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join(clientsDir, cs.dir))
+	require.NoError(t, err)
+	interp, err = cs.interpreter(dir)
+	if err != nil {
+		missing(t, "%s is not usable (%s): %v", cs.name, cs.pkg, err)
+	}
+	return dir, interp
+}
+
+// TestBinaryClientLibraries runs every binary client's scenario against a fresh memcached and a fresh
+// leasecached: with the protocol negotiated (-B auto, the default) and forced (-B binary).
+func TestBinaryClientLibraries(t *testing.T) {
+	requireMemcached(t)
+	requireLeasecached(t)
+	for _, proto := range []struct {
+		name string
+		args []string
+	}{{"auto", nil}, {"binary", []string{"-B", "binary"}}} {
+		for _, cs := range binaryClientScripts() {
+			t.Run(proto.name+"/"+cs.name, func(t *testing.T) {
+				t.Parallel()
+				dir, interp := usableClient(t, cs)
+				mc, lc := startPair(t, proto.args...)
+				runClientPair(t, cs, dir, interp, mc, lc)
+			})
+		}
+	}
+}
+
+// saslFiles is one test's SASL set-up: memcached's SASL_CONF_PATH directory and leasecached's password file.
+type saslFiles struct {
+	confDir string
+	pwdb    string
+}
+
+// setupSASL writes the SASL configuration of the header comment for user:password.
+func setupSASL(t *testing.T, user, password string) saslFiles {
+	t.Helper()
+	saslpasswd := ""
+	for _, p := range []string{"saslpasswd2", "/usr/sbin/saslpasswd2"} {
+		if found, err := exec.LookPath(p); err == nil {
+			saslpasswd = found
+			break
+		}
+	}
+	if saslpasswd == "" {
+		missing(t, "saslpasswd2 is not installed (apt-get install sasl2-bin libsasl2-modules-db; make test-deps does): memcached -S needs a sasldb")
+	}
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o755))
+	db := filepath.Join(dir, "sasldb")
+	realms := [][]string{nil}
+	if host, err := os.Hostname(); err == nil && host != "" {
+		realms = append(realms, []string{"-u", host})
+	}
+	for _, realm := range realms {
+		args := append([]string{"-p", "-c", "-f", db, "-a", "memcached"}, realm...)
+		r := runToolInput(dir, clientProbeTimeout, []byte(password), saslpasswd, append(args, user)...)
+		require.Equal(t, "exit 0", r.exit, "saslpasswd2 %v: %s%s", args, r.stdout, r.stderr)
+	}
+	require.NoError(t, os.Chmod(db, 0o644)) // memcached -u may not be root
+	conf := fmt.Sprintf("mech_list: plain\nsasldb_path: %s\n", db)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "memcached.conf"), []byte(conf), 0o644))
+	pwdb := filepath.Join(dir, "leasecached.pwdb")
+	require.NoError(t, os.WriteFile(pwdb, []byte(user+":"+password+"\n"), 0o644))
+	return saslFiles{confDir: dir, pwdb: pwdb}
+}
+
+// startMemcachedSASL starts memcached -S on the configuration in f.
+func startMemcachedSASL(t testing.TB, f saslFiles, args ...string) *daemon {
+	t.Helper()
+	requireMemcached(t)
+	return startDaemonSpec(t, testdaemon.Spec{Name: "memcached", Path: memcachedPath,
+		Args: memcachedArgs(append([]string{"-S"}, args...)), Env: []string{"SASL_CONF_PATH=" + f.confDir}})
+}
+
+// startSASLPair starts memcached -S and leasecached -S --sasl-pwdb with the same user, and checks that
+// memcached's SASL set-up authenticates that user (else every comparison would be against a broken oracle).
+func startSASLPair(t *testing.T, args ...string) (mc, lc *daemon) {
+	t.Helper()
+	f := setupSASL(t, saslUser, saslPassword)
+	mc = startMemcachedSASL(t, f, args...)
+	if os.Getenv(selfTestEnv) != "" {
+		lc = startMemcachedSASL(t, f, args...)
+		lc.name = "memcached-as-leasecached"
+	} else {
+		lc = startLeasecached(t, append([]string{"-S", "--sasl-pwdb", f.pwdb}, args...)...)
+	}
+	probe := []string{string(binPacket(binOpSASLAuth, "PLAIN", "", "\x00"+saslUser+"\x00"+saslPassword, 0, 0))}
+	got, _ := authExchange(t, mc, probe)
+	_, _ = authExchange(t, lc, probe) // the same on both, for their auth_cmds
+	require.Equal(t, "Authenticated", binBody(t, []byte(got)),
+		"memcached -S with SASL_CONF_PATH=%s does not authenticate %s (is libsasl2-modules-db installed?); its output:\n%s",
+		f.confDir, saslUser, mc.out.String())
+	return mc, lc
+}
+
+// TestBinaryClientLibrariesSASL runs every binary client's SASL scenario (the right password, a wrong
+// one, none) against memcached -S and leasecached -S.
+func TestBinaryClientLibrariesSASL(t *testing.T) {
+	requireMemcached(t)
+	requireLeasecached(t)
+	for _, cs := range binaryClientScripts() {
+		t.Run(cs.name, func(t *testing.T) {
+			t.Parallel()
+			dir, interp := usableClient(t, cs)
+			mc, lc := startSASLPair(t)
+			runClientPair(t, cs, dir, interp, mc, lc, saslUser, saslPassword)
+		})
+	}
+}
+
+// Binary protocol opcodes and the header's size, for the raw SASL exchanges.
+const (
+	binHeaderLen     = 24
+	binOpGet         = 0x00
+	binOpSet         = 0x01
+	binOpNoop        = 0x0a
+	binOpVersion     = 0x0b
+	binOpGetKQ       = 0x0d
+	binOpStat        = 0x10
+	binOpSASLList    = 0x20
+	binOpSASLAuth    = 0x21
+	binOpSASLStep    = 0x22
+	binMagicRequest  = 0x80
+	binMagicResponse = 0x81
+)
+
+// binPacket is one binary-protocol request.
+func binPacket(op byte, key, extras, value string, opaque uint32, cas uint64) []byte {
+	body := extras + key + value
+	p := make([]byte, binHeaderLen, binHeaderLen+len(body))
+	p[0], p[1] = binMagicRequest, op
+	binary.BigEndian.PutUint16(p[2:], uint16(len(key)))
+	p[4] = byte(len(extras))
+	binary.BigEndian.PutUint32(p[8:], uint32(len(body)))
+	binary.BigEndian.PutUint32(p[12:], opaque)
+	binary.BigEndian.PutUint64(p[16:], cas)
+	return append(p, body...)
+}
+
+// binBody returns the body of the one response packet in b (failing the test when b is not one).
+func binBody(t testing.TB, b []byte) string {
+	t.Helper()
+	require.GreaterOrEqual(t, len(b), binHeaderLen, "not a binary response: %q", b)
+	require.Equal(t, byte(binMagicResponse), b[0], "not a binary response: %q", b)
+	n := int(binary.BigEndian.Uint32(b[8:]))
+	require.Equal(t, binHeaderLen+n, len(b), "not one response packet: %q", b)
+	return string(b[binHeaderLen:])
+}
+
+// binNormalizeCAS zeroes the CAS of every whole response packet at the start of b: the one field that
+// legitimately differs between the servers.
+func binNormalizeCAS(b string) string {
+	out := []byte(b)
+	for p := out; len(p) >= binHeaderLen && p[0] == binMagicResponse; {
+		clear(p[16:binHeaderLen])
+		n := binHeaderLen + int(binary.BigEndian.Uint32(p[8:]))
+		if n > len(p) {
+			break
+		}
+		p = p[n:]
+	}
+	return string(out)
+}
+
+// binStats parses the STAT response packets in b into name -> value.
+func binStats(b []byte) map[string]string {
+	stats := map[string]string{}
+	for len(b) >= binHeaderLen && b[0] == binMagicResponse {
+		kl := int(binary.BigEndian.Uint16(b[2:]))
+		el := int(b[4])
+		n := binHeaderLen + int(binary.BigEndian.Uint32(b[8:]))
+		if n > len(b) || binHeaderLen+el+kl > n {
+			break
+		}
+		if kl > 0 {
+			stats[string(b[binHeaderLen+el:binHeaderLen+el+kl])] = string(b[binHeaderLen+el+kl : n])
+		}
+		b = b[n:]
+	}
+	return stats
+}
+
+// TestBinarySASLExchanges sends the same raw packets to memcached -S and leasecached -S and compares the
+// replies byte for byte, and whether the server closed the connection: the mechanisms, the right and
+// wrong passwords, commands before authenticating (AUTH_ERROR), and text commands (refused).
+func TestBinarySASLExchanges(t *testing.T) {
+	requireMemcached(t)
+	requireLeasecached(t)
+	mc, lc := startSASLPair(t)
+	auth := func(user, password string) string {
+		return string(binPacket(binOpSASLAuth, "PLAIN", "", "\x00"+user+"\x00"+password, 7, 0))
+	}
+	pkt := func(op byte, key, extras, value string) string {
+		return string(binPacket(op, key, extras, value, 0x01020304, 0))
+	}
+	good := auth(saslUser, saslPassword)
+	setExtras := "\x00\x00\x00\x05\x00\x00\x00\x00" // flags 5, no expiry
+	cases := []authCase{
+		{"list mechanisms", []string{pkt(binOpSASLList, "", "", "")}},
+		{"right password", []string{good, pkt(binOpSet, "k", setExtras, "v"), pkt(binOpGet, "k", "", "")}},
+		{"wrong password then right", []string{auth(saslUser, saslPassword+"x"), good, pkt(binOpGet, "k", "", "")}},
+		{"unknown user", []string{auth("mallory", saslPassword), pkt(binOpNoop, "", "", "")}},
+		{"empty password", []string{auth(saslUser, "")}},
+		{"authzid given", []string{string(binPacket(binOpSASLAuth, "PLAIN", "", saslUser+"\x00"+saslUser+"\x00"+saslPassword, 9, 0))}},
+		{"mechanism not offered", []string{pkt(binOpSASLAuth, "CRAM-MD5", "", "x")}},
+		{"no NULs in the PLAIN data", []string{pkt(binOpSASLAuth, "PLAIN", "", saslUser+saslPassword)}},
+		{"step without start", []string{pkt(binOpSASLStep, "PLAIN", "", "\x00"+saslUser+"\x00"+saslPassword)}},
+		{"version before auth", []string{pkt(binOpVersion, "", "", ""), good}},
+		{"get before auth", []string{pkt(binOpGet, "k", "", "")}},
+		{"set before auth", []string{pkt(binOpSet, "k", setExtras, "v")}},
+		{"quiet get before auth", []string{pkt(binOpGetKQ, "k", "", "") + pkt(binOpNoop, "", "", "")}},
+		{"noop before auth", []string{pkt(binOpNoop, "", "", "")}},
+		{"stat before auth", []string{pkt(binOpStat, "", "", "")}},
+		{"text command (short)", []string{"version\r\n"}},
+		{"text command (a header's length)", []string{"get aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n"}},
+		{"text set", []string{"set k 0 0 1\r\nv\r\nget k\r\n"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			want, wantClosed := authExchange(t, mc, tc.steps)
+			got, gotClosed := authExchange(t, lc, tc.steps)
+			assert.Equal(t, fmt.Sprintf("%q", binNormalizeCAS(want)), fmt.Sprintf("%q", binNormalizeCAS(got)),
+				"replies (memcached, leasecached; CAS zeroed)")
+			assert.Equal(t, wantClosed, gotClosed, "connection closed (memcached, leasecached)")
+		})
+	}
+	// The same cases ran on both, so the authentication counters must agree.
+	t.Run("stats auth_cmds auth_errors", func(t *testing.T) {
+		var views [2]string
+		for i, d := range []*daemon{mc, lc} {
+			got, _ := authExchange(t, d, []string{good, pkt(binOpStat, "", "", "")})
+			st := binStats([]byte(got))
+			views[i] = fmt.Sprintf("auth_cmds=%q auth_errors=%q", st["auth_cmds"], st["auth_errors"])
+		}
+		assert.Equal(t, views[0], views[1], "memcached, leasecached")
+	})
+}

@@ -1,0 +1,98 @@
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// libmemcached's tools over the binary protocol (issue 25): memcapable -b, its binary conformance suite
+// (every binary test it has), and short memslap --binary runs, each against a fresh memcached and a fresh
+// leasecached. A step's view must agree: the tool's exit status and output (memslap's timings dropped),
+// and after each memslap run the server's request counters, which show that every request was answered
+// as memcached answers it (memslap itself reports no errors).
+
+// slapCounters are the stats a memslap run moves deterministically: its keys are random but distinct.
+var slapCounters = []string{"cmd_get", "get_hits", "get_misses", "cmd_set", "curr_items", "total_items"}
+
+// Bounds of the wait for a server to finish what memslap sent.
+const (
+	slapSettle      = 100 * time.Millisecond
+	slapSettleReads = 20
+)
+
+// textStats reads d's stats over the text protocol (a fresh connection: the servers negotiate per connection).
+func textStats(t *testing.T, d *daemon) map[string]string {
+	t.Helper()
+	rep := roundTrip(t, d, "stats\r\n", wholeWrite)
+	require.False(t, rep.timedOut || rep.closed, "%s: stats: %q", d.name, rep.data)
+	st := map[string]string{}
+	for _, l := range strings.Split(string(rep.data), "\r\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "STAT" {
+			st[f[1]] = f[2]
+		}
+	}
+	return st
+}
+
+// settledCounters reads d's slapCounters until two reads slapSettle apart agree (at most slapSettleReads
+// reads): with --noreply memslap may exit before the server has read all it sent.
+func settledCounters(t *testing.T, d *daemon) string {
+	t.Helper()
+	view := func() string {
+		st := textStats(t, d)
+		var counters []string
+		for _, k := range slapCounters {
+			counters = append(counters, fmt.Sprintf("%s=%s", k, st[k]))
+		}
+		return strings.Join(counters, " ")
+	}
+	last := view()
+	for range slapSettleReads {
+		time.Sleep(slapSettle)
+		now := view()
+		if now == last {
+			break
+		}
+		last = now
+	}
+	return last
+}
+
+// TestBinaryLibmemcachedTools runs memcapable -b and memslap --binary against both servers.
+func TestBinaryLibmemcachedTools(t *testing.T) {
+	capable, slap := findTool("capable"), findTool("slap")
+	if capable == "" || slap == "" {
+		missing(t, "libmemcached-tools is not installed (apt-get install libmemcached-tools; make test-deps does)")
+	}
+	mc, lc := startPair(t)
+	daemons := []*daemon{mc, lc}
+
+	t.Run("capable -b", func(t *testing.T) {
+		var views [2]string
+		for i, d := range daemons {
+			host, port, _ := strings.Cut(d.addr, ":")
+			views[i] = defaultView(runTool(t.TempDir(), toolTimeout, capable, "-b", "-h", host, "-p", port, "-t", "5"))
+		}
+		require.Contains(t, views[0], "All tests passed", "memcapable -b against memcached (the oracle)")
+		assert.Equal(t, views[0], views[1], "memcapable -b (memcached, leasecached)")
+	})
+
+	for _, test := range []string{"set", "get", "mget", "set --noreply"} {
+		t.Run("slap --binary --test="+test, func(t *testing.T) {
+			var views [2]string
+			for i, d := range daemons {
+				args := append([]string{"--servers=" + d.addr, "--binary", "--concurrency=2", "--execute-number=200",
+					"--test=" + strings.Fields(test)[0]}, strings.Fields(test)[1:]...)
+				r := runTool(t.TempDir(), toolTimeout, slap, args...)
+				views[i] = slapView(r) + "\n" + settledCounters(t, d)
+			}
+			require.Contains(t, views[0], "exit 0", "memslap against memcached (the oracle)")
+			assert.Equal(t, views[0], views[1], "memslap --binary and the counters after it (memcached, leasecached)")
+		})
+	}
+}
