@@ -187,12 +187,16 @@ function scenario(string $host, int $port): void {
     op($c, 'get key 251 chars', fn() => $c->get(str_repeat('k', 251)));
     op($c, 'get c after bad keys', fn() => $c->get('c'));
 
+    // Only quiet commands that succeed: a failing one is still answered (ADDQ on an existing key, DELETEQ
+    // on a missing one), and whether libmemcached, which expects no reply, has read that stray reply
+    // before the next command's is a matter of timing.
     op($nr, 'set noreply (SETQ)', fn() => $nr->set('nr', 'quiet'));
-    op($nr, 'add noreply exists (ADDQ)', fn() => $nr->add('nr', 'loud'));
-    op($nr, 'delete noreply missing (DELETEQ)', fn() => $nr->delete('missing'));
+    op($nr, 'set noreply 2 (SETQ)', fn() => $nr->set('nr2', 'gone soon'));
+    op($nr, 'delete noreply (DELETEQ)', fn() => $nr->delete('nr2'));
     op($nr, 'increment noreply (INCREMENTQ)', fn() => $nr->increment('n', 1));
     op($nr, 'get nr (same connection: the quiet commands were read first)', fn() => $nr->get('nr'));
     op($c, 'get n after quiet increment', fn() => $c->get('n'));
+    op($c, 'get nr2 after quiet delete', fn() => $c->get('nr2'));
 
     op($c, 'set ttl ' . TTL, fn() => $c->set('ttl', 'short', TTL));
     op($c, 'get ttl now', fn() => $c->get('ttl'));
