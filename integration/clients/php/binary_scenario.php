@@ -98,7 +98,6 @@ function large_value(int $n): string {
 
 function scenario(string $host, int $port): void {
     $c = client($host, $port);
-    $v = client($host, $port, [Memcached::OPT_VERIFY_KEY => true]);
     $nr = client($host, $port, [Memcached::OPT_NOREPLY => true]);
 
     op($c, 'getVersion', fn() => array_values($c->getVersion()));
@@ -116,6 +115,22 @@ function scenario(string $host, int $port): void {
     op($c, 'getMulti preserve order', fn() => array_keys($c->getMulti(['m2', 'missing', 'm1'], Memcached::GET_PRESERVE_ORDER)));
     op($c, 'setMulti 40 keys', fn() => $c->setMulti(array_combine(array_map(fn($i) => "k$i", range(0, 39)), array_map(fn($i) => "v$i", range(0, 39)))));
     op($c, 'getMulti 45 keys', fn() => count($c->getMulti(array_map(fn($i) => "k$i", range(0, 44)))));
+    op($c, 'setMulti 500, getMulti 600', function () use ($c) {
+        $items = [];
+        for ($i = 0; $i < 500; $i++) {
+            $items["bulk$i"] = str_repeat("v$i", $i % 50);
+        }
+        $c->setMulti($items);
+        $got = $c->getMulti(array_map(fn($i) => "bulk$i", range(0, 599)));
+        ksort($got);
+        return [count($got), substr(sha1(serialize($got)), 0, 16)];
+    });
+    op($c, 'getDelayed + fetchAll', function () use ($c) {
+        $c->getDelayed(['bulk1', 'bulk2', 'missing', 'bulk499'], true);
+        $all = $c->fetchAll();
+        usort($all, fn($x, $y) => strcmp($x['key'], $y['key']));
+        return array_map(fn($e) => [$e['key'], $e['value'], $e['cas'] > 0], $all);
+    });
     op($c, 'add a (exists)', fn() => $c->add('a', 'x'));
     op($c, 'add c', fn() => $c->add('c', 'gamma'));
     op($c, 'replace a', fn() => $c->replace('a', 'alpha2'));
@@ -178,9 +193,8 @@ function scenario(string $host, int $port): void {
 
     op($c, 'set unicode key', fn() => $c->set('ключ-ü', 'значение'));
     op($c, 'get unicode key', fn() => $c->get('ключ-ü'));
-    op($c, 'set key with space (no verify: binary allows it)', fn() => $c->set('has space', 'x'));
+    op($c, 'set key with space (binary allows it; libmemcached refuses OPT_VERIFY_KEY with it)', fn() => $c->set('has space', 'x'));
     op($c, 'get key with space', fn() => $c->get('has space'));
-    op($v, 'set key with space (verify)', fn() => $v->set('has space', 'x'));
     op($c, 'set key 250 chars', fn() => $c->set(str_repeat('k', 250), 'x'));
     op($c, 'get key 250 chars', fn() => $c->get(str_repeat('k', 250)));
     op($c, 'set key 251 chars', fn() => $c->set(str_repeat('k', 251), 'x'));
@@ -198,6 +212,11 @@ function scenario(string $host, int $port): void {
     op($c, 'get n after quiet increment', fn() => $c->get('n'));
     op($c, 'get nr2 after quiet delete', fn() => $c->get('nr2'));
 
+    // Over 30 days an expiry is an absolute Unix time: one in the future, one in the past.
+    op($c, 'set absolute expiry in 100 s', fn() => $c->set('abs', 'x', time() + 100));
+    op($c, 'get absolute expiry in 100 s', fn() => $c->get('abs'));
+    op($c, 'set absolute expiry 100 s ago', fn() => $c->set('past', 'x', time() - 100));
+    op($c, 'get absolute expiry 100 s ago', fn() => $c->get('past'));
     op($c, 'set ttl ' . TTL, fn() => $c->set('ttl', 'short', TTL));
     op($c, 'get ttl now', fn() => $c->get('ttl'));
     op($c, 'set negative expire', fn() => $c->set('neg', 'gone', -1));

@@ -7,6 +7,7 @@ Usage: pylibmc_scenario.py host:port                  the whole scenario
 
 Every operation prints one line "<op> -> <result>" (see common.py); CAS values print as "cas=<n>".
 """
+import hashlib
 import re
 import sys
 import time
@@ -34,6 +35,11 @@ def op(name, fn):
         except pylibmc.Error as e:
             raise type(e)(POINTER.sub("", str(e))) from None
     return common.op(name, run)
+
+
+def sha1_of(v):
+    """A short digest of v's repr."""
+    return hashlib.sha1(repr(v).encode()).hexdigest()[:16]
 
 
 def client(addr, **kw):
@@ -64,6 +70,11 @@ def scenario(addr):
     op("get_multi with prefix after set", lambda: c.get_multi(["1", "2", "3"], key_prefix="p"))
     op("add_multi (one exists)", lambda: sorted(c.add_multi({"m1": b"x", "m3": b"three"})))
     op("get_multi m1 m2 m3", lambda: c.get_multi(["m1", "m2", "m3"]))
+    op("set_multi 500, get_multi 600", lambda: (c.set_multi({"bulk%d" % i: b"v%d" % i * (i % 50) for i in range(500)}),
+                                                 sha1_of(sorted(c.get_multi(["bulk%d" % i for i in range(600)]).items()))))
+    op("set_multi 20 values of 100 KB", lambda: c.set_multi({"big%d" % i: large_value(100 * 1024 + i) for i in range(20)}))
+    op("get_multi 20 values of 100 KB", lambda: all(v == large_value(100 * 1024 + int(k[3:]))
+                                                     for k, v in c.get_multi(["big%d" % i for i in range(20)]).items()))
     op("add a (exists)", lambda: c.add("a", b"x"))
     op("add c", lambda: c.add("c", b"gamma"))
     op("replace a", lambda: c.replace("a", b"alpha2"))
@@ -135,6 +146,11 @@ def scenario(addr):
     op("add noreply exists (no_block)", lambda: nr.add("nr", b"loud"))
     op("get nr (same connection)", lambda: nr.get("nr"))
 
+    # Over 30 days a TTL is an absolute Unix time: one in the future, one in the past.
+    op("set absolute expiry in 100 s", lambda: c.set("abs", b"x", time=int(time.time()) + 100))
+    op("get absolute expiry in 100 s", lambda: c.get("abs"))
+    op("set absolute expiry 100 s ago", lambda: c.set("past", b"x", time=int(time.time()) - 100))
+    op("get absolute expiry 100 s ago", lambda: c.get("past"))
     op("set ttl %d" % TTL, lambda: c.set("ttl", b"short", time=TTL))
     op("get ttl now", lambda: c.get("ttl"))
     time.sleep(TTL_WAIT)

@@ -130,6 +130,16 @@ def scenario(addr)
     end
   end
   op('get_multi after multi') { c.get_multi('q1', 'q2', 'q3', 'qmissing') }
+  op('multi 500 sets (quiet), then get_multi 600 keys') do
+    c.multi { 500.times { |i| c.set("bulk#{i}", "v#{i}" * (i % 50), nil, raw) } }
+    h = c.get_multi((0...600).map { |i| "bulk#{i}" })
+    [h.size, Digest::SHA1.hexdigest(h.keys.sort.map { |k| "#{k}=#{h[k]}" }.join(','))[0, 16]]
+  end
+  op('get_multi 20 values of 100 KB') do
+    c.multi { 20.times { |i| c.set("big#{i}", large_value(100 * 1024 + i), nil, raw) } }
+    h = c.get_multi((0...20).map { |i| "big#{i}" })
+    [h.size, h.values.map(&:bytesize).sum, h.all? { |k, val| val == large_value(100 * 1024 + k.delete('big').to_i) }]
+  end
   store('add a (exists)') { c.add('a', 'x', nil, raw) }
   store('add c') { c.add('c', 'gamma', nil, raw) }
   store('replace a') { c.replace('a', 'alpha2', nil, raw) }
@@ -213,6 +223,9 @@ def scenario(addr)
   store('set key 251 chars (client hashes it)') { c.set('k' * 251, 'long', nil, raw) }
   op('get key 251 chars') { c.get('k' * 251) }
 
+  # Over 30 days Dalli sends the TTL as an absolute Unix time.
+  store('set ttl 40 days (absolute)') { c.set('ttl40d', 'long', 40 * 24 * 3600, raw) }
+  op('get ttl 40 days') { c.get('ttl40d') }
   store("set ttl #{TTL}") { c.set('ttl', 'short', TTL, raw) }
   op('get ttl now') { c.get('ttl') }
   op('get tcounter now') { c.get('tcounter') }
