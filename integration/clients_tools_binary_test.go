@@ -63,11 +63,46 @@ func settledCounters(t *testing.T, d *daemon) string {
 	return last
 }
 
-// TestBinaryLibmemcachedTools runs memcapable -b and memslap --binary against both servers.
+// binaryToolSteps are clients_tools_test.go's toolSteps told to use the binary protocol: --binary for
+// the tools that have it, -B for memaslap. memping and memdump have no such option and memcapable's
+// binary suite is TestBinaryLibmemcachedTools's own step: those are left out.
+func binaryToolSteps() []toolStep {
+	var steps []toolStep
+	for _, st := range toolSteps() {
+		var flag string
+		switch st.tool {
+		case "ping", "dump", "capable":
+			continue
+		case "aslap":
+			flag = "-B"
+		default:
+			flag = "--binary"
+		}
+		args := st.args
+		st.args = func(e toolEnv) []string { return append(args(e), flag) }
+		st.name += " " + flag
+		steps = append(steps, st)
+	}
+	return steps
+}
+
+// TestBinaryLibmemcachedTools runs memcapable -b, memslap --binary, and binaryToolSteps against both
+// servers; the tool steps once with the protocol negotiated and once with both servers binary-only (-B
+// binary), which shows that every step does speak binary.
 func TestBinaryLibmemcachedTools(t *testing.T) {
 	capable, slap := findTool("capable"), findTool("slap")
 	if capable == "" || slap == "" {
 		missing(t, "libmemcached-tools is not installed (apt-get install libmemcached-tools; make test-deps does)")
+	}
+	for _, proto := range []struct {
+		name string
+		args []string
+	}{{"auto", nil}, {"binary", []string{"-B", "binary"}}} {
+		t.Run("tools/"+proto.name, func(t *testing.T) {
+			t.Parallel()
+			mc, lc := startPair(t, proto.args...)
+			runToolSteps(t, mc, lc, binaryToolSteps())
+		})
 	}
 	mc, lc := startPair(t)
 	daemons := []*daemon{mc, lc}
