@@ -13,6 +13,7 @@ import (
 	"github.com/leasecached/leasecached/internal/testdaemon"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // Clients that speak memcached's binary protocol (issue 25), unchanged, against memcached 1.6.18 and
@@ -35,11 +36,30 @@ import (
 // memcached each find it) and, when it differs, for the name gethostname gives. leasecached takes the same
 // user from `--sasl-pwdb FILE` (`user:password` lines).
 
-// SASL credentials of the tests.
+// SASL credentials of the tests: the user the client scripts authenticate as, and others for the raw
+// exchanges.
 const (
 	saslUser     = "alice"
 	saslPassword = "s3cret-pw"
+	// saslUser2's password has what a `user:password` line must keep: a colon and spaces.
+	saslUser2     = "bob"
+	saslPassword2 = "p:a ss w"
+	// saslUser3's line in leasecached's password file is a bcrypt hash (memcached's sasldb has it plain).
+	saslUser3     = "carol"
+	saslPassword3 = "hashed-pw"
 )
+
+// saslAccount is one user of setupSASL.
+type saslAccount struct {
+	user, password string
+	bcrypt         bool // leasecached's line holds a bcrypt hash of the password
+}
+
+var saslAccounts = []saslAccount{
+	{saslUser, saslPassword, false},
+	{saslUser2, saslPassword2, false},
+	{saslUser3, saslPassword3, true},
+}
 
 // binaryClientScripts are the binary-protocol scenarios (clients/README.md). Each takes host:port, and
 // host:port USER PASSWORD for its SASL scenario.
@@ -128,8 +148,8 @@ type saslFiles struct {
 	pwdb    string
 }
 
-// setupSASL writes the SASL configuration of the header comment for user:password.
-func setupSASL(t *testing.T, user, password string) saslFiles {
+// setupSASL writes the SASL configuration of the header comment for the accounts.
+func setupSASL(t *testing.T, accounts []saslAccount) saslFiles {
 	t.Helper()
 	saslpasswd := ""
 	for _, p := range []string{"saslpasswd2", "/usr/sbin/saslpasswd2"} {
@@ -148,16 +168,26 @@ func setupSASL(t *testing.T, user, password string) saslFiles {
 	if host, err := os.Hostname(); err == nil && host != "" {
 		realms = append(realms, []string{"-u", host})
 	}
-	for _, realm := range realms {
-		args := append([]string{"-p", "-c", "-f", db, "-a", "memcached"}, realm...)
-		r := runToolInput(dir, clientProbeTimeout, []byte(password), saslpasswd, append(args, user)...)
-		require.Equal(t, "exit 0", r.exit, "saslpasswd2 %v: %s%s", args, r.stdout, r.stderr)
+	var pwdbLines strings.Builder
+	for _, a := range accounts {
+		for _, realm := range realms {
+			args := append([]string{"-p", "-c", "-f", db, "-a", "memcached"}, realm...)
+			r := runToolInput(dir, clientProbeTimeout, []byte(a.password), saslpasswd, append(args, a.user)...)
+			require.Equal(t, "exit 0", r.exit, "saslpasswd2 %v: %s%s", args, r.stdout, r.stderr)
+		}
+		pw := a.password
+		if a.bcrypt {
+			h, err := bcrypt.GenerateFromPassword([]byte(a.password), bcrypt.MinCost)
+			require.NoError(t, err)
+			pw = string(h)
+		}
+		pwdbLines.WriteString(a.user + ":" + pw + "\n")
 	}
 	require.NoError(t, os.Chmod(db, 0o644)) // memcached -u may not be root
 	conf := fmt.Sprintf("mech_list: plain\nsasldb_path: %s\n", db)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "memcached.conf"), []byte(conf), 0o644))
 	pwdb := filepath.Join(dir, "leasecached.pwdb")
-	require.NoError(t, os.WriteFile(pwdb, []byte(user+":"+password+"\n"), 0o644))
+	require.NoError(t, os.WriteFile(pwdb, []byte(pwdbLines.String()), 0o644))
 	return saslFiles{confDir: dir, pwdb: pwdb}
 }
 
@@ -173,7 +203,7 @@ func startMemcachedSASL(t testing.TB, f saslFiles, args ...string) *daemon {
 // memcached's SASL set-up authenticates that user (else every comparison would be against a broken oracle).
 func startSASLPair(t *testing.T, args ...string) (mc, lc *daemon) {
 	t.Helper()
-	f := setupSASL(t, saslUser, saslPassword)
+	f := setupSASL(t, saslAccounts)
 	mc = startMemcachedSASL(t, f, args...)
 	if os.Getenv(selfTestEnv) != "" {
 		lc = startMemcachedSASL(t, f, args...)
@@ -294,6 +324,22 @@ func TestBinarySASLExchanges(t *testing.T) {
 	setExtras := "\x00\x00\x00\x05\x00\x00\x00\x00" // flags 5, no expiry
 	cases := []authCase{
 		{"list mechanisms", []string{pkt(binOpSASLList, "", "", "")}},
+		{"password with a colon and spaces", []string{auth(saslUser2, saslPassword2), pkt(binOpGet, "k", "", "")}},
+		{"that password cut at the colon", []string{auth(saslUser2, "p")}},
+		{"bcrypt user", []string{auth(saslUser3, saslPassword3), pkt(binOpGet, "k", "", "")}},
+		{"bcrypt user, the hash as password", []string{auth(saslUser3, "$2a$04$")}},
+		{"one user's password for another", []string{auth(saslUser2, saslPassword)}},
+		{"authenticate twice", []string{good, good, pkt(binOpGet, "k", "", "")}},
+		{"right, then wrong, then a get", []string{good, auth(saslUser, "nope"), pkt(binOpGet, "k", "", "")}},
+		{"right, then another user", []string{good, auth(saslUser2, saslPassword2), pkt(binOpGet, "k", "", "")}},
+		{"mechanisms after authenticating", []string{good, pkt(binOpSASLList, "", "", "")}},
+		{"step after authenticating", []string{good, pkt(binOpSASLStep, "PLAIN", "", "x")}},
+		{"auth and get in one write", []string{good + pkt(binOpGet, "k", "", "") + pkt(binOpNoop, "", "", "")}},
+		{"lower-case mechanism", []string{pkt(binOpSASLAuth, "plain", "", "\x00"+saslUser+"\x00"+saslPassword)}},
+		{"empty user", []string{auth("", saslPassword)}},
+		{"1000-byte password", []string{auth(saslUser, strings.Repeat("p", 1000))}},
+		{"quit before auth", []string{pkt(0x07, "", "", "")}},
+		{"text after authenticating", []string{good, "get k\r\nget k\r\nget k\r\n"}},
 		{"right password", []string{good, pkt(binOpSet, "k", setExtras, "v"), pkt(binOpGet, "k", "", "")}},
 		{"wrong password then right", []string{auth(saslUser, saslPassword+"x"), good, pkt(binOpGet, "k", "", "")}},
 		{"unknown user", []string{auth("mallory", saslPassword), pkt(binOpNoop, "", "", "")}},
