@@ -221,17 +221,22 @@ func startSASLPair(t *testing.T, args ...string) (mc, lc *daemon) {
 }
 
 // TestBinaryClientLibrariesSASL runs every binary client's SASL scenario (the right password, a wrong
-// one, none) against memcached -S and leasecached -S.
+// one, none) against memcached -S and leasecached -S, and with -S -B binary (the same, said twice).
 func TestBinaryClientLibrariesSASL(t *testing.T) {
 	requireMemcached(t)
 	requireLeasecached(t)
-	for _, cs := range binaryClientScripts() {
-		t.Run(cs.name, func(t *testing.T) {
-			t.Parallel()
-			dir, interp := usableClient(t, cs)
-			mc, lc := startSASLPair(t)
-			runClientPair(t, cs, dir, interp, mc, lc, saslUser, saslPassword)
-		})
+	for _, proto := range []struct {
+		name string
+		args []string
+	}{{"implied", nil}, {"binary", []string{"-B", "binary"}}} {
+		for _, cs := range binaryClientScripts() {
+			t.Run(proto.name+"/"+cs.name, func(t *testing.T) {
+				t.Parallel()
+				dir, interp := usableClient(t, cs)
+				mc, lc := startSASLPair(t, proto.args...)
+				runClientPair(t, cs, dir, interp, mc, lc, saslUser, saslPassword)
+			})
+		}
 	}
 }
 

@@ -153,8 +153,11 @@ def scenario(addr):
     op("get absolute expiry 100 s ago", lambda: c.get("past"))
     op("set ttl %d" % TTL, lambda: c.set("ttl", b"short", time=TTL))
     op("get ttl now", lambda: c.get("ttl"))
+    op("set touch-ttl (no expiry)", lambda: c.set("touchttl", b"t"))
+    op("touch touch-ttl %d" % TTL, lambda: c.touch("touchttl", TTL))
     time.sleep(TTL_WAIT)
     op("get ttl after expiry", lambda: c.get("ttl"))
+    op("get touch-ttl after expiry", lambda: c.get("touchttl"))
 
     st = c.get_stats()
     stats_lines("stats", st[0][1] if st else {})
@@ -163,6 +166,14 @@ def scenario(addr):
     op("flush_all", c.flush_all)
     op("get c after flush", lambda: c.get("c"))
     op("flush_all time=0", lambda: c.flush_all(time=0))
+    # A delayed flush: the item is there until the delay has passed.
+    op("set fl", lambda: c.set("fl", b"until the flush"))
+    op("flush_all time=%d" % TTL, lambda: c.flush_all(time=TTL))
+    op("get fl before the flush time", lambda: c.get("fl"))
+    time.sleep(TTL_WAIT)
+    op("get fl after the flush time", lambda: c.get("fl"))
+    op("set fl again", lambda: c.set("fl", b"after"))
+    op("get fl again", lambda: c.get("fl"))
     c.disconnect_all()
     nr.disconnect_all()
 
@@ -172,6 +183,9 @@ def sasl_scenario(addr, user, password):
     op("auth: set", lambda: c.set("s", b"secret value"))
     op("auth: get", lambda: c.get("s"))
     op("auth: get_multi", lambda: c.get_multi(["s", "missing"]))
+    op("auth: set_multi, get_multi", lambda: (c.set_multi({"q%d" % i: b"v" for i in range(50)}),
+                                              len(c.get_multi(["q%d" % i for i in range(55)]))))
+    op("auth: touch", lambda: c.touch("s", 100))
     op("auth: incr missing", lambda: c.incr("ctr", 1))
     op("auth: delete", lambda: c.delete("s"))
     op("auth: stats curr_items", lambda: c.get_stats()[0][1].get("curr_items"))
