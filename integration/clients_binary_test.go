@@ -363,15 +363,29 @@ func TestBinarySASLExchanges(t *testing.T) {
 		{"text command (a header's length)", []string{"get aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n"}},
 		{"text set", []string{"set k 0 0 1\r\nv\r\nget k\r\n"}},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			want, wantClosed := authExchange(t, mc, tc.steps)
-			got, gotClosed := authExchange(t, lc, tc.steps)
-			assert.Equal(t, fmt.Sprintf("%q", binNormalizeCAS(want)), fmt.Sprintf("%q", binNormalizeCAS(got)),
-				"replies (memcached, leasecached; CAS zeroed)")
-			assert.Equal(t, wantClosed, gotClosed, "connection closed (memcached, leasecached)")
-		})
-	}
+	// Each case is connections of its own, so they run at once (each waits authQuiet after every step);
+	// the group returns when all have.
+	t.Run("cases", func(t *testing.T) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				var replies [2]string
+				var closed [2]bool
+				var wg sync.WaitGroup
+				for i, d := range []*daemon{mc, lc} {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						replies[i], closed[i] = authExchange(t, d, tc.steps)
+					}()
+				}
+				wg.Wait()
+				assert.Equal(t, fmt.Sprintf("%q", binNormalizeCAS(replies[0])), fmt.Sprintf("%q", binNormalizeCAS(replies[1])),
+					"replies (memcached, leasecached; CAS zeroed)")
+				assert.Equal(t, closed[0], closed[1], "connection closed (memcached, leasecached)")
+			})
+		}
+	})
 	// The same cases ran on both, so the authentication counters must agree.
 	t.Run("stats auth_cmds auth_errors", func(t *testing.T) {
 		var views [2]string
