@@ -6,10 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/leasecached/leasecached/internal/testcert"
 	"github.com/leasecached/leasecached/internal/testdaemon"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -211,6 +213,9 @@ func startSASLPair(t *testing.T, args ...string) (mc, lc *daemon) {
 	} else {
 		lc = startLeasecached(t, append([]string{"-S", "--sasl-pwdb", f.pwdb}, args...)...)
 	}
+	if slices.Contains(args, "-Z") {
+		return mc, lc // TLS: the probe below speaks plaintext; the client scripts' oracle check remains
+	}
 	probe := []string{string(binPacket(binOpSASLAuth, "PLAIN", "", "\x00"+saslUser+"\x00"+saslPassword, 0, 0))}
 	got, _ := authExchange(t, mc, probe)
 	_, _ = authExchange(t, lc, probe) // the same on both, for their auth_cmds
@@ -395,5 +400,27 @@ func TestBinarySASLExchanges(t *testing.T) {
 			views[i] = fmt.Sprintf("auth_cmds=%q auth_errors=%q", st["auth_cmds"], st["auth_errors"])
 		}
 		assert.Equal(t, views[0], views[1], "memcached, leasecached")
+	})
+}
+
+// TestBinaryClientsTLS runs Dalli's scenarios over TLS (its ssl_context) against memcached -Z and
+// leasecached -Z: the whole scenario, and the SASL one against -Z -S.
+func TestBinaryClientsTLS(t *testing.T) {
+	requireMemcached(t)
+	requireLeasecached(t)
+	cs := binaryClientScripts()[0]
+	require.Equal(t, "dalli", cs.name)
+	certs := testcert.New(t)
+	t.Run("scenario", func(t *testing.T) {
+		t.Parallel()
+		dir, interp := usableClient(t, cs)
+		mc, lc := startPair(t, tlsFlags(certs)...)
+		runClientPair(t, cs, dir, interp, mc, lc, "--tls", certs.CA.CertFile)
+	})
+	t.Run("SASL", func(t *testing.T) {
+		t.Parallel()
+		dir, interp := usableClient(t, cs)
+		mc, lc := startSASLPair(t, tlsFlags(certs)...)
+		runClientPair(t, cs, dir, interp, mc, lc, saslUser, saslPassword, "--tls", certs.CA.CertFile)
 	})
 }
