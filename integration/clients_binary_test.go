@@ -74,6 +74,8 @@ func binaryClientScripts() []clientScript {
 			"python", "pylibmc_scenario.py", "apt-get install python3-pylibmc"},
 		{"php-memcached-binary", []string{"php"}, []string{"-r", `exit(class_exists("Memcached") ? 0 : 1);`},
 			"php", "binary_scenario.php", "apt-get install php-cli php-memcached"},
+		{"php-session", []string{"php"}, []string{"-r", `exit(class_exists("Memcached") ? 0 : 1);`},
+			"php", "session_scenario.php", "apt-get install php-cli php-memcached"},
 		{"memjs", []string{"node"}, []string{"-e", `require("memjs")`},
 			"node", "memjs_scenario.js", "cd integration/clients/node && npm ci (make test-deps does)"},
 	}
