@@ -127,14 +127,15 @@ func usableClient(t *testing.T, cs clientScript) (dir, interp string) {
 }
 
 // TestBinaryClientLibraries runs every binary client's scenario against a fresh memcached and a fresh
-// leasecached: with the protocol negotiated (-B auto, the default) and forced (-B binary).
+// leasecached: with the protocol negotiated (-B auto, the default), forced (-B binary), and with a 4 MB
+// item limit (-I 4m), under which the scenarios' 2 MB value is stored.
 func TestBinaryClientLibraries(t *testing.T) {
 	requireMemcached(t)
 	requireLeasecached(t)
 	for _, proto := range []struct {
 		name string
 		args []string
-	}{{"auto", nil}, {"binary", []string{"-B", "binary"}}} {
+	}{{"auto", nil}, {"binary", []string{"-B", "binary"}}, {"items-4m", []string{"-I", "4m"}}} {
 		for _, cs := range binaryClientScripts() {
 			t.Run(proto.name+"/"+cs.name, func(t *testing.T) {
 				t.Parallel()
