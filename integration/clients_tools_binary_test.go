@@ -117,12 +117,14 @@ func TestBinaryLibmemcachedTools(t *testing.T) {
 		assert.Equal(t, views[0], views[1], "memcapable -b (memcached, leasecached)")
 	})
 
-	for _, test := range []string{"set", "get", "mget", "set --noreply"} {
-		t.Run("slap --binary --test="+test, func(t *testing.T) {
+	for _, test := range []string{"--test=set", "--test=get", "--test=mget", "--test=set --noreply",
+		"--test=get --concurrency=8 --execute-number=1000"} {
+		t.Run("slap --binary "+test, func(t *testing.T) {
 			var views [2]string
 			for i, d := range daemons {
-				args := append([]string{"--servers=" + d.addr, "--binary", "--concurrency=2", "--execute-number=200",
-					"--test=" + strings.Fields(test)[0]}, strings.Fields(test)[1:]...)
+				// Later flags win: a test's own --concurrency and --execute-number override these.
+				args := append([]string{"--servers=" + d.addr, "--binary", "--concurrency=2", "--execute-number=200"},
+					strings.Fields(test)...)
 				r := runTool(t.TempDir(), toolTimeout, slap, args...)
 				views[i] = slapView(r) + "\n" + settledCounters(t, d)
 			}
