@@ -320,6 +320,26 @@ func binStats(b []byte) map[string]string {
 	return stats
 }
 
+// compareExchange sends steps to mc and lc at once (authExchange: a connection each, a step at a time)
+// and requires the same replies, CAS zeroed, and the same close.
+func compareExchange(t *testing.T, mc, lc *daemon, steps []string) {
+	t.Helper()
+	var replies [2]string
+	var closed [2]bool
+	var wg sync.WaitGroup
+	for i, d := range []*daemon{mc, lc} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			replies[i], closed[i] = authExchange(t, d, steps)
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, fmt.Sprintf("%q", binNormalizeCAS(replies[0])), fmt.Sprintf("%q", binNormalizeCAS(replies[1])),
+		"replies (memcached, leasecached; CAS zeroed)")
+	assert.Equal(t, closed[0], closed[1], "connection closed (memcached, leasecached)")
+}
+
 // TestBinarySASLExchanges sends the same raw packets to memcached -S and leasecached -S and compares the
 // replies byte for byte, and whether the server closed the connection: the mechanisms, the right and
 // wrong passwords, commands before authenticating (AUTH_ERROR), and text commands (refused).
@@ -377,20 +397,7 @@ func TestBinarySASLExchanges(t *testing.T) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
-				var replies [2]string
-				var closed [2]bool
-				var wg sync.WaitGroup
-				for i, d := range []*daemon{mc, lc} {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						replies[i], closed[i] = authExchange(t, d, tc.steps)
-					}()
-				}
-				wg.Wait()
-				assert.Equal(t, fmt.Sprintf("%q", binNormalizeCAS(replies[0])), fmt.Sprintf("%q", binNormalizeCAS(replies[1])),
-					"replies (memcached, leasecached; CAS zeroed)")
-				assert.Equal(t, closed[0], closed[1], "connection closed (memcached, leasecached)")
+				compareExchange(t, mc, lc, tc.steps)
 			})
 		}
 	})
@@ -426,4 +433,43 @@ func TestBinaryClientsTLS(t *testing.T) {
 		mc, lc := startSASLPair(t, tlsFlags(certs)...)
 		runClientPair(t, cs, dir, interp, mc, lc, saslUser, saslPassword, "--tls", certs.CA.CertFile)
 	})
+}
+
+// TestBinaryProtocolFlagExchanges sends the same bytes to memcached and leasecached started with -B
+// ascii, -B binary and neither (auto) and compares the replies byte for byte, and whether the server
+// closed: each protocol where it is allowed and where it is not, and both on one connection.
+func TestBinaryProtocolFlagExchanges(t *testing.T) {
+	requireMemcached(t)
+	requireLeasecached(t)
+	pkt := func(op byte, key, extras, value string) string {
+		return string(binPacket(op, key, extras, value, 0x0a0b0c0d, 0))
+	}
+	noop := pkt(binOpNoop, "", "", "")
+	cases := []authCase{
+		{"binary noop", []string{noop}},
+		{"binary set and get", []string{pkt(binOpSet, "k", "\x00\x00\x00\x01\x00\x00\x00\x00", "v") + pkt(binOpGet, "k", "", "")}},
+		{"binary version", []string{pkt(binOpVersion, "", "", "")}},
+		{"text version", []string{"version\r\n"}},
+		{"text get as long as a header", []string{"get aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n"}},
+		{"text, then binary", []string{"version\r\n", noop}},
+		{"binary, then text", []string{noop, "version\r\n", "get aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n"}},
+		{"a response's magic first", []string{strings.Replace(noop, "\x80", "\x81", 1)}},
+		{"half a header", []string{noop[:12]}},
+		{"meta no-op", []string{"mn\r\n"}},
+	}
+	for _, proto := range []struct {
+		name string
+		args []string
+	}{{"auto", nil}, {"ascii", []string{"-B", "ascii"}}, {"binary", []string{"-B", "binary"}}} {
+		t.Run(proto.name, func(t *testing.T) {
+			t.Parallel()
+			mc, lc := startPair(t, proto.args...)
+			for _, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) {
+					t.Parallel()
+					compareExchange(t, mc, lc, tc.steps)
+				})
+			}
+		})
+	}
 }
