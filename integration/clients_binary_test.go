@@ -9,7 +9,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/leasecached/leasecached/internal/testcert"
 	"github.com/leasecached/leasecached/internal/testdaemon"
@@ -147,38 +149,56 @@ func TestBinaryClientLibraries(t *testing.T) {
 	}
 }
 
-// saslFiles is one test's SASL set-up: memcached's SASL_CONF_PATH directory and leasecached's password file.
+// saslFiles is one test's SASL set-up: memcached's SASL_CONF_PATH directory with its sasldb, and
+// leasecached's password file.
 type saslFiles struct {
-	confDir string
-	pwdb    string
+	confDir    string
+	sasldb     string
+	pwdb       string
+	saslpasswd string     // saslpasswd2's path
+	realms     [][]string // saslpasswd2's realm arguments, each user is written for every one
 }
 
 // setupSASL writes the SASL configuration of the header comment for the accounts.
-func setupSASL(t *testing.T, accounts []saslAccount) saslFiles {
+func setupSASL(t *testing.T, accounts []saslAccount) *saslFiles {
 	t.Helper()
-	saslpasswd := ""
+	f := &saslFiles{}
 	for _, p := range []string{"saslpasswd2", "/usr/sbin/saslpasswd2"} {
 		if found, err := exec.LookPath(p); err == nil {
-			saslpasswd = found
+			f.saslpasswd = found
 			break
 		}
 	}
-	if saslpasswd == "" {
+	if f.saslpasswd == "" {
 		missing(t, "saslpasswd2 is not installed (apt-get install sasl2-bin libsasl2-modules-db; make test-deps does): memcached -S needs a sasldb")
 	}
-	dir := t.TempDir()
-	require.NoError(t, os.Chmod(dir, 0o755))
-	db := filepath.Join(dir, "sasldb")
-	realms := [][]string{nil}
+	f.confDir = t.TempDir()
+	require.NoError(t, os.Chmod(f.confDir, 0o755))
+	f.sasldb = filepath.Join(f.confDir, "sasldb")
+	f.pwdb = filepath.Join(f.confDir, "leasecached.pwdb")
+	f.realms = [][]string{nil}
 	if host, err := os.Hostname(); err == nil && host != "" {
-		realms = append(realms, []string{"-u", host})
+		f.realms = append(f.realms, []string{"-u", host})
 	}
-	var pwdbLines strings.Builder
+	f.setAccounts(t, accounts, nil)
+	require.NoError(t, os.Chmod(f.sasldb, 0o644)) // memcached -u may not be root
+	conf := fmt.Sprintf("mech_list: plain\nsasldb_path: %s\n", f.sasldb)
+	require.NoError(t, os.WriteFile(filepath.Join(f.confDir, "memcached.conf"), []byte(conf), 0o644))
+	return f
+}
+
+// setAccounts makes accounts the users of both servers' files: each is (re)written to memcached's sasldb
+// and the deleted users removed from it, and leasecached's password file is replaced by the accounts.
+func (f *saslFiles) setAccounts(t *testing.T, accounts []saslAccount, deleted []string) {
+	t.Helper()
+	saslpasswd := func(input string, args ...string) {
+		r := runToolInput(f.confDir, clientProbeTimeout, []byte(input), f.saslpasswd, args...)
+		require.Equal(t, "exit 0", r.exit, "saslpasswd2 %v: %s%s", args, r.stdout, r.stderr)
+	}
+	var lines strings.Builder
 	for _, a := range accounts {
-		for _, realm := range realms {
-			args := append([]string{"-p", "-c", "-f", db, "-a", "memcached"}, realm...)
-			r := runToolInput(dir, clientProbeTimeout, []byte(a.password), saslpasswd, append(args, a.user)...)
-			require.Equal(t, "exit 0", r.exit, "saslpasswd2 %v: %s%s", args, r.stdout, r.stderr)
+		for _, realm := range f.realms {
+			saslpasswd(a.password, append(append([]string{"-p", "-c", "-f", f.sasldb, "-a", "memcached"}, realm...), a.user)...)
 		}
 		pw := a.password
 		if a.bcrypt {
@@ -186,18 +206,18 @@ func setupSASL(t *testing.T, accounts []saslAccount) saslFiles {
 			require.NoError(t, err)
 			pw = string(h)
 		}
-		pwdbLines.WriteString(a.user + ":" + pw + "\n")
+		lines.WriteString(a.user + ":" + pw + "\n")
 	}
-	require.NoError(t, os.Chmod(db, 0o644)) // memcached -u may not be root
-	conf := fmt.Sprintf("mech_list: plain\nsasldb_path: %s\n", db)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "memcached.conf"), []byte(conf), 0o644))
-	pwdb := filepath.Join(dir, "leasecached.pwdb")
-	require.NoError(t, os.WriteFile(pwdb, []byte(pwdbLines.String()), 0o644))
-	return saslFiles{confDir: dir, pwdb: pwdb}
+	for _, user := range deleted {
+		for _, realm := range f.realms {
+			saslpasswd("", append(append([]string{"-d", "-f", f.sasldb, "-a", "memcached"}, realm...), user)...)
+		}
+	}
+	writeAuthFile(t, f.pwdb, lines.String())
 }
 
 // startMemcachedSASL starts memcached -S on the configuration in f.
-func startMemcachedSASL(t testing.TB, f saslFiles, args ...string) *daemon {
+func startMemcachedSASL(t testing.TB, f *saslFiles, args ...string) *daemon {
 	t.Helper()
 	requireMemcached(t)
 	return startDaemonSpec(t, testdaemon.Spec{Name: "memcached", Path: memcachedPath,
@@ -208,7 +228,14 @@ func startMemcachedSASL(t testing.TB, f saslFiles, args ...string) *daemon {
 // memcached's SASL set-up authenticates that user (else every comparison would be against a broken oracle).
 func startSASLPair(t *testing.T, args ...string) (mc, lc *daemon) {
 	t.Helper()
-	f := setupSASL(t, saslAccounts)
+	mc, lc, _ = startSASLPairFiles(t, args...)
+	return mc, lc
+}
+
+// startSASLPairFiles is startSASLPair, also returning the files the servers read.
+func startSASLPairFiles(t *testing.T, args ...string) (mc, lc *daemon, f *saslFiles) {
+	t.Helper()
+	f = setupSASL(t, saslAccounts)
 	mc = startMemcachedSASL(t, f, args...)
 	if os.Getenv(selfTestEnv) != "" {
 		lc = startMemcachedSASL(t, f, args...)
@@ -217,7 +244,7 @@ func startSASLPair(t *testing.T, args ...string) (mc, lc *daemon) {
 		lc = startLeasecached(t, append([]string{"-S", "--sasl-pwdb", f.pwdb}, args...)...)
 	}
 	if slices.Contains(args, "-Z") {
-		return mc, lc // TLS: the probe below speaks plaintext; the client scripts' oracle check remains
+		return mc, lc, f // TLS: the probe below speaks plaintext; the client scripts' oracle check remains
 	}
 	probe := []string{string(binPacket(binOpSASLAuth, "PLAIN", "", "\x00"+saslUser+"\x00"+saslPassword, 0, 0))}
 	got, _ := authExchange(t, mc, probe)
@@ -225,7 +252,7 @@ func startSASLPair(t *testing.T, args ...string) (mc, lc *daemon) {
 	require.Equal(t, "Authenticated", binBody(t, []byte(got)),
 		"memcached -S with SASL_CONF_PATH=%s does not authenticate %s (is libsasl2-modules-db installed?); its output:\n%s",
 		f.confDir, saslUser, mc.out.String())
-	return mc, lc
+	return mc, lc, f
 }
 
 // TestBinaryClientLibrariesSASL runs every binary client's SASL scenario (the right password, a wrong
@@ -471,5 +498,50 @@ func TestBinaryProtocolFlagExchanges(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// TestBinarySASLReload changes the users while both servers run: memcached's Cyrus SASL reads its sasldb
+// at each authentication, leasecached re-reads --sasl-pwdb on SIGHUP (sent to both). A new user can then
+// authenticate on both, a deleted one no longer, and a connection that authenticated before stays so.
+func TestBinarySASLReload(t *testing.T) {
+	requireMemcached(t)
+	requireLeasecached(t)
+	mc, lc, f := startSASLPairFiles(t)
+	auth := func(user, password string) string {
+		return string(binPacket(binOpSASLAuth, "PLAIN", "", "\x00"+user+"\x00"+password, 1, 0))
+	}
+	get := string(binPacket(binOpGet, "k", "", "", 2, 0))
+	held := map[*daemon]*rawConn{}
+	for _, d := range []*daemon{mc, lc} {
+		rc := dialRaw(t, d)
+		rep := rc.exchange([]byte(auth(saslUser, saslPassword)), wholeWrite, nil, authQuiet)
+		require.Equal(t, "Authenticated", binBody(t, rep.data), d.name)
+		held[d] = rc
+	}
+	compareExchange(t, mc, lc, []string{auth("dave", "new-pw"), get})
+
+	dave := saslAccount{"dave", "new-pw", false}
+	f.setAccounts(t, []saslAccount{dave, saslAccounts[1], saslAccounts[2]}, []string{saslUser})
+	for _, d := range []*daemon{mc, lc} {
+		require.NoError(t, d.cmd.Process.Signal(syscall.SIGHUP))
+	}
+	// leasecached's reload is asynchronous: poll it (bounded) until the new user authenticates.
+	deadline := time.Now().Add(authReloadWait)
+	for time.Now().Before(deadline) {
+		if got, _ := authExchange(t, lc, []string{auth("dave", "new-pw")}); len(got) > binHeaderLen && got[binHeaderLen:] == "Authenticated" {
+			break
+		}
+	}
+	for _, steps := range [][]string{
+		{auth("dave", "new-pw"), get},
+		{auth(saslUser, saslPassword), get},
+		{auth(saslUser2, saslPassword2), get},
+	} {
+		compareExchange(t, mc, lc, steps)
+	}
+	for _, d := range []*daemon{mc, lc} {
+		rep := held[d].exchange([]byte(get), wholeWrite, nil, authQuiet)
+		assert.Equal(t, "Not found", binBody(t, rep.data), "%s: authenticated before the reload, still", d.name)
 	}
 }
