@@ -21,9 +21,10 @@ import (
 )
 
 // Clients that speak memcached's binary protocol (issue 25), unchanged, against memcached 1.6.18 and
-// leasecached: the same scenario scripts as clients_test.go (clients/README.md), outputs compared line by
-// line once CAS values and the servers' addresses are normalised; each without SASL, with both servers
-// forced to binary (-B binary), and against servers started with SASL (-S).
+// leasecached: scenario scripts as clients_test.go's (clients/README.md), outputs compared line by line
+// once CAS values and the servers' addresses are normalised; each with the protocol negotiated, forced
+// (-B binary), under -I 4m, and against servers started with SASL (-S); Dalli also over TLS. Raw packets
+// compare what the clients cannot show: SASL's edges byte for byte, the -B modes, a SASL reload.
 //
 // SASL on memcached: Debian's memcached 1.6.18 authenticates through Cyrus SASL, with no password file of
 // its own (it is built without --enable-sasl-pwdb). Cyrus reads the service's configuration,
@@ -36,9 +37,9 @@ import (
 //
 // and starts `SASL_CONF_PATH=<dir> memcached -S` (-S makes memcached binary-only: with -B auto or ascii it
 // refuses to start). saslpasswd2 is Debian's sasl2-bin; the sasldb plugin that reads the file is
-// libsasl2-modules-db. The user is written for the default realm (the host's name, as saslpasswd2 and
-// memcached each find it) and, when it differs, for the name gethostname gives. leasecached takes the same
-// user from `--sasl-pwdb FILE` (`user:password` lines).
+// libsasl2-modules-db. Each user is written for the default realm (the host's name, as saslpasswd2 and
+// memcached each find it) and again with `-u <gethostname>`, in case the two names differ. leasecached
+// takes the same users from `--sasl-pwdb FILE` (`user:password` lines).
 
 // SASL credentials of the tests: the user the client scripts authenticate as, and others for the raw
 // exchanges.
