@@ -87,7 +87,12 @@ func binaryClientScripts() []clientScript {
 // normalizeRun replaces d's address and port in what a script printed: Dalli and memjs key stats and
 // versions by server, and their errors name it.
 func normalizeRun(r toolRun, d *daemon) toolRun {
-	host, port, _ := strings.Cut(d.addr, ":")
+	host, port, ok := strings.Cut(d.addr, ":")
+	if !ok { // a unix socket's path
+		r.stdout = []byte(strings.ReplaceAll(string(r.stdout), d.addr, "<addr>"))
+		r.stderr = []byte(strings.ReplaceAll(string(r.stderr), d.addr, "<addr>"))
+		return r
+	}
 	e := toolEnv{addr: d.addr, host: host, port: port}
 	r.stdout, r.stderr = normalizeAddr(r.stdout, e), normalizeAddr(r.stderr, e)
 	return r
@@ -544,5 +549,30 @@ func TestBinarySASLReload(t *testing.T) {
 	for _, d := range []*daemon{mc, lc} {
 		rep := held[d].exchange([]byte(get), wholeWrite, nil, authQuiet)
 		assert.Equal(t, "Not found", binBody(t, rep.data), "%s: authenticated before the reload, still", d.name)
+	}
+}
+
+// TestBinaryClientsUnixSocket runs Dalli's and pylibmc's scenarios over a unix socket (-s), the address
+// they are given being the socket's path.
+func TestBinaryClientsUnixSocket(t *testing.T) {
+	requireMemcached(t)
+	requireLeasecached(t)
+	for _, cs := range binaryClientScripts() {
+		if cs.name != "dalli" && cs.name != "pylibmc" {
+			continue
+		}
+		t.Run(cs.name, func(t *testing.T) {
+			t.Parallel()
+			dir, interp := usableClient(t, cs)
+			sockDir := t.TempDir()
+			var ds [2]*daemon
+			for i, server := range []string{"memcached", "leasecached"} {
+				// The same length for both paths: the scripts show no path, but their stats may count its bytes.
+				sock := filepath.Join(sockDir, server[:2]+".sock")
+				ds[i] = startOnSocket(t, server, sock, "-s", sock)
+				ds[i].addr = sock
+			}
+			runClientPair(t, cs, dir, interp, ds[0], ds[1])
+		})
 	}
 }
