@@ -166,9 +166,11 @@ def scenario(addr):
     op("flush_all", c.flush_all)
     op("get c after flush", lambda: c.get("c"))
     op("flush_all time=0", lambda: c.flush_all(time=0))
-    # A delayed flush: the item is there until the delay has passed.
+    # A delayed flush: the item is there until the delay has passed. memcached flushes what was stored up
+    # to delay-1 s after the flush on its one-second clock, so with TTL+1 the read just after the flush is
+    # never flushed however the clock ticks, and the read after TTL_WAIT always is.
     op("set fl", lambda: c.set("fl", b"until the flush"))
-    op("flush_all time=%d" % TTL, lambda: c.flush_all(time=TTL))
+    op("flush_all time=%d" % (TTL + 1), lambda: c.flush_all(time=TTL + 1))
     op("get fl before the flush time", lambda: c.get("fl"))
     time.sleep(TTL_WAIT)
     op("get fl after the flush time", lambda: c.get("fl"))
