@@ -195,7 +195,6 @@ def scenario(addr)
   op('incr counter again') { c.incr('counter', 1, nil, 7) }
   op('decr dcounter (default 3)') { c.decr('dcounter', 1, nil, 3) }
   op('get counter') { c.get('counter', raw) }
-  op('incr tcounter (default 0, ttl)') { c.incr('tcounter', 4, TTL, 0) }
   op('incr c (non-numeric)') { c.incr('c', 1) }
   op('get c after failed incr') { c.get('c') }
   op('incr obj (marshalled)') { c.incr('obj', 1) }
@@ -241,6 +240,7 @@ def scenario(addr)
   op("gat gat-ttl #{TTL}") { c.gat('gatttl', TTL) }
   store('set touch-ttl (no expiry)') { c.set('touchttl', 't', nil, raw) }
   op("touch touch-ttl #{TTL}") { c.touch('touchttl', TTL) }
+  op('incr tcounter (default 0, ttl)') { c.incr('tcounter', 4, TTL, 0) }
   op('get tcounter now') { c.get('tcounter') }
   sleep TTL_WAIT
   op('get ttl after expiry') { c.get('ttl') }
