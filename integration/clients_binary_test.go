@@ -98,61 +98,97 @@ func normalizeRun(r toolRun, d *daemon) toolRun {
 	return r
 }
 
-// runClientPair runs one script against mc and lc at once, with extra arguments after the address, and
-// compares the outputs; memcached's run must finish cleanly (else the script is broken).
-func runClientPair(t *testing.T, cs clientScript, dir, interp string, mc, lc *daemon, extra ...string) {
-	t.Helper()
-	var runs [2]toolRun
-	var wg sync.WaitGroup
-	for i, d := range []*daemon{mc, lc} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runs[i] = normalizeRun(runTool(dir, clientScriptTimeout, interp, append([]string{cs.script, d.addr}, extra...)...), d)
-		}()
-	}
-	wg.Wait()
-	if os.Getenv(dumpEnv) != "" {
-		t.Logf("memcached run (%s):\n%s%s", runs[0].exit, runs[0].stdout, runs[0].stderr)
-	}
-	require.Equal(t, "exit 0", runs[0].exit,
-		"%s against memcached (the oracle) did not finish cleanly: the script is broken\nstdout:\n%s\nstderr:\n%s",
-		cs.script, runs[0].stdout, runs[0].stderr)
-	compareRuns(t, cs.script, runs[0], runs[1])
+// clientJob is one client script's run against a pair of servers.
+type clientJob struct {
+	name  string
+	cs    clientScript
+	start func(t *testing.T) (mc, lc *daemon) // starts the pair, on the test's goroutine
+	extra []string                            // the script's arguments after the address
 }
 
-// usableClient returns the script's directory and interpreter, or skips (fails in CI) when the client
-// library is missing.
-func usableClient(t *testing.T, cs clientScript) (dir, interp string) {
+// clientJobsAtOnce bounds how many jobs run at once. A run mostly waits (3.1 s for its items to expire),
+// so they do not take t.Parallel's slots, which are as many as CPUs: with two, one at a time took minutes.
+const clientJobsAtOnce = 6
+
+// runClientJobs starts every job's servers, runs the scripts (each against its two servers at once, at
+// most clientJobsAtOnce jobs at a time), then compares each job's runs in a subtest of its own:
+// memcached's run must finish cleanly (else the script is broken), and leasecached's must print the same.
+// A job whose client library is missing is skipped (failed in CI) in its subtest.
+func runClientJobs(t *testing.T, jobs []clientJob) {
 	t.Helper()
-	dir, err := filepath.Abs(filepath.Join(clientsDir, cs.dir))
-	require.NoError(t, err)
-	interp, err = cs.interpreter(dir)
-	if err != nil {
-		missing(t, "%s is not usable (%s): %v", cs.name, cs.pkg, err)
+	type prepared struct {
+		dir, interp string
+		unusable    error
+		d           [2]*daemon
+		runs        [2]toolRun
 	}
-	return dir, interp
+	prep := make([]prepared, len(jobs))
+	for j, job := range jobs {
+		p := &prep[j]
+		dir, err := filepath.Abs(filepath.Join(clientsDir, job.cs.dir))
+		require.NoError(t, err)
+		p.dir = dir
+		if p.interp, p.unusable = job.cs.interpreter(dir); p.unusable != nil {
+			continue
+		}
+		p.d[0], p.d[1] = job.start(t)
+	}
+	sem := make(chan struct{}, clientJobsAtOnce)
+	var wg sync.WaitGroup
+	for j, job := range jobs {
+		p := &prep[j]
+		if p.unusable != nil {
+			continue
+		}
+		for i, d := range p.d {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if i == 0 {
+					sem <- struct{}{}
+					defer func() { <-sem }()
+				}
+				args := append([]string{job.cs.script, d.addr}, job.extra...)
+				p.runs[i] = normalizeRun(runTool(p.dir, clientScriptTimeout, p.interp, args...), d)
+			}()
+		}
+	}
+	wg.Wait()
+	for j, job := range jobs {
+		p := &prep[j]
+		t.Run(job.name, func(t *testing.T) {
+			if p.unusable != nil {
+				missing(t, "%s is not usable (%s): %v", job.cs.name, job.cs.pkg, p.unusable)
+			}
+			if os.Getenv(dumpEnv) != "" {
+				t.Logf("memcached run (%s):\n%s%s", p.runs[0].exit, p.runs[0].stdout, p.runs[0].stderr)
+			}
+			require.Equal(t, "exit 0", p.runs[0].exit,
+				"%s against memcached (the oracle) did not finish cleanly: the script is broken\nstdout:\n%s\nstderr:\n%s",
+				job.cs.script, p.runs[0].stdout, p.runs[0].stderr)
+			compareRuns(t, job.cs.script, p.runs[0], p.runs[1])
+		})
+	}
 }
 
 // TestBinaryClientLibraries runs every binary client's scenario against a fresh memcached and a fresh
 // leasecached: with the protocol negotiated (-B auto, the default), forced (-B binary), and with a 4 MB
 // item limit (-I 4m), under which the scenarios' 2 MB value is stored.
 func TestBinaryClientLibraries(t *testing.T) {
+	t.Parallel() // with the other binary-protocol tests, after the package's serial ones
 	requireMemcached(t)
 	requireLeasecached(t)
+	var jobs []clientJob
 	for _, proto := range []struct {
 		name string
 		args []string
 	}{{"auto", nil}, {"binary", []string{"-B", "binary"}}, {"items-4m", []string{"-I", "4m"}}} {
 		for _, cs := range binaryClientScripts() {
-			t.Run(proto.name+"/"+cs.name, func(t *testing.T) {
-				t.Parallel()
-				dir, interp := usableClient(t, cs)
-				mc, lc := startPair(t, proto.args...)
-				runClientPair(t, cs, dir, interp, mc, lc)
-			})
+			jobs = append(jobs, clientJob{name: proto.name + "/" + cs.name, cs: cs,
+				start: func(t *testing.T) (*daemon, *daemon) { return startPair(t, proto.args...) }})
 		}
 	}
+	runClientJobs(t, jobs)
 }
 
 // saslFiles is one test's SASL set-up: memcached's SASL_CONF_PATH directory with its sasldb, and
@@ -264,21 +300,20 @@ func startSASLPairFiles(t *testing.T, args ...string) (mc, lc *daemon, f *saslFi
 // TestBinaryClientLibrariesSASL runs every binary client's SASL scenario (the right password, a wrong
 // one, none) against memcached -S and leasecached -S, and with -S -B binary (the same, said twice).
 func TestBinaryClientLibrariesSASL(t *testing.T) {
+	t.Parallel() // with the other binary-protocol tests, after the package's serial ones
 	requireMemcached(t)
 	requireLeasecached(t)
+	var jobs []clientJob
 	for _, proto := range []struct {
 		name string
 		args []string
 	}{{"implied", nil}, {"binary", []string{"-B", "binary"}}} {
 		for _, cs := range binaryClientScripts() {
-			t.Run(proto.name+"/"+cs.name, func(t *testing.T) {
-				t.Parallel()
-				dir, interp := usableClient(t, cs)
-				mc, lc := startSASLPair(t, proto.args...)
-				runClientPair(t, cs, dir, interp, mc, lc, saslUser, saslPassword)
-			})
+			jobs = append(jobs, clientJob{name: proto.name + "/" + cs.name, cs: cs, extra: []string{saslUser, saslPassword},
+				start: func(t *testing.T) (*daemon, *daemon) { return startSASLPair(t, proto.args...) }})
 		}
 	}
+	runClientJobs(t, jobs)
 }
 
 // Binary protocol opcodes and the header's size, for the raw SASL exchanges.
@@ -427,6 +462,7 @@ func binExchangeT(t *testing.T, d *daemon, steps []string) (string, bool) {
 // replies byte for byte, and whether the server closed the connection: the mechanisms, the right and
 // wrong passwords, commands before authenticating (AUTH_ERROR), and text commands (refused).
 func TestBinarySASLExchanges(t *testing.T) {
+	t.Parallel() // with the other binary-protocol tests, after the package's serial ones
 	requireMemcached(t)
 	requireLeasecached(t)
 	mc, lc := startSASLPair(t)
@@ -491,22 +527,17 @@ func TestBinarySASLExchanges(t *testing.T) {
 // TestBinaryClientsTLS runs Dalli's scenarios over TLS (its ssl_context) against memcached -Z and
 // leasecached -Z: the whole scenario, and the SASL one against -Z -S.
 func TestBinaryClientsTLS(t *testing.T) {
+	t.Parallel() // with the other binary-protocol tests, after the package's serial ones
 	requireMemcached(t)
 	requireLeasecached(t)
 	cs := binaryClientScripts()[0]
 	require.Equal(t, "dalli", cs.name)
 	certs := testcert.New(t)
-	t.Run("scenario", func(t *testing.T) {
-		t.Parallel()
-		dir, interp := usableClient(t, cs)
-		mc, lc := startPair(t, tlsFlags(certs)...)
-		runClientPair(t, cs, dir, interp, mc, lc, "--tls", certs.CA.CertFile)
-	})
-	t.Run("SASL", func(t *testing.T) {
-		t.Parallel()
-		dir, interp := usableClient(t, cs)
-		mc, lc := startSASLPair(t, tlsFlags(certs)...)
-		runClientPair(t, cs, dir, interp, mc, lc, saslUser, saslPassword, "--tls", certs.CA.CertFile)
+	runClientJobs(t, []clientJob{
+		{name: "scenario", cs: cs, extra: []string{"--tls", certs.CA.CertFile},
+			start: func(t *testing.T) (*daemon, *daemon) { return startPair(t, tlsFlags(certs)...) }},
+		{name: "SASL", cs: cs, extra: []string{saslUser, saslPassword, "--tls", certs.CA.CertFile},
+			start: func(t *testing.T) (*daemon, *daemon) { return startSASLPair(t, tlsFlags(certs)...) }},
 	})
 }
 
@@ -514,6 +545,7 @@ func TestBinaryClientsTLS(t *testing.T) {
 // ascii, -B binary and neither (auto) and compares the replies byte for byte, and whether the server
 // closed: each protocol where it is allowed and where it is not, and both on one connection.
 func TestBinaryProtocolFlagExchanges(t *testing.T) {
+	t.Parallel() // with the other binary-protocol tests, after the package's serial ones
 	requireMemcached(t)
 	requireLeasecached(t)
 	pkt := func(op byte, key, extras, value string) string {
@@ -548,6 +580,7 @@ func TestBinaryProtocolFlagExchanges(t *testing.T) {
 // at each authentication, leasecached re-reads --sasl-pwdb on SIGHUP (sent to both). A new user can then
 // authenticate on both, a deleted one no longer, and a connection that authenticated before stays so.
 func TestBinarySASLReload(t *testing.T) {
+	t.Parallel() // with the other binary-protocol tests, after the package's serial ones
 	requireMemcached(t)
 	requireLeasecached(t)
 	mc, lc, f := startSASLPairFiles(t)
@@ -590,15 +623,15 @@ func TestBinarySASLReload(t *testing.T) {
 // TestBinaryClientsUnixSocket runs Dalli's and pylibmc's scenarios over a unix socket (-s), the address
 // they are given being the socket's path.
 func TestBinaryClientsUnixSocket(t *testing.T) {
+	t.Parallel() // with the other binary-protocol tests, after the package's serial ones
 	requireMemcached(t)
 	requireLeasecached(t)
+	var jobs []clientJob
 	for _, cs := range binaryClientScripts() {
 		if cs.name != "dalli" && cs.name != "pylibmc" {
 			continue
 		}
-		t.Run(cs.name, func(t *testing.T) {
-			t.Parallel()
-			dir, interp := usableClient(t, cs)
+		jobs = append(jobs, clientJob{name: cs.name, cs: cs, start: func(t *testing.T) (*daemon, *daemon) {
 			sockDir := t.TempDir()
 			var ds [2]*daemon
 			for i, server := range []string{"memcached", "leasecached"} {
@@ -607,7 +640,8 @@ func TestBinaryClientsUnixSocket(t *testing.T) {
 				ds[i] = startOnSocket(t, server, sock, "-s", sock)
 				ds[i].addr = sock
 			}
-			runClientPair(t, cs, dir, interp, ds[0], ds[1])
-		})
+			return ds[0], ds[1]
+		}})
 	}
+	runClientJobs(t, jobs)
 }

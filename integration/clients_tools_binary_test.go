@@ -90,6 +90,7 @@ func binaryToolSteps() []toolStep {
 // servers; the tool steps once with the protocol negotiated and once with both servers binary-only (-B
 // binary), which shows that every step does speak binary.
 func TestBinaryLibmemcachedTools(t *testing.T) {
+	t.Parallel() // with the other binary-protocol tests, after the package\'s serial ones
 	capable, slap := findTool("capable"), findTool("slap")
 	if capable == "" || slap == "" {
 		missing(t, "libmemcached-tools is not installed (apt-get install libmemcached-tools; make test-deps does)")
