@@ -44,31 +44,31 @@ import (
 // SASL credentials of the tests: the user the client scripts authenticate as, and others for the raw
 // exchanges.
 const (
-	saslUser     = "alice"
-	saslPassword = "s3cret-pw"
-	// saslUser2's password has what a `user:password` line must keep: a colon and spaces.
-	saslUser2     = "bob"
-	saslPassword2 = "p:a ss w"
-	// saslUser3's line in leasecached's password file is a bcrypt hash (memcached's sasldb has it plain).
-	saslUser3     = "carol"
-	saslPassword3 = "hashed-pw"
+	bcSASLUser     = "alice"
+	bcSASLPassword = "s3cret-pw"
+	// bcSASLUser2's password has what a `user:password` line must keep: a colon and spaces.
+	bcSASLUser2     = "bob"
+	bcSASLPassword2 = "p:a ss w"
+	// bcSASLUser3's line in leasecached's password file is a bcrypt hash (memcached's sasldb has it plain).
+	bcSASLUser3     = "carol"
+	bcSASLPassword3 = "hashed-pw"
 )
 
-// saslAccount is one user of setupSASL.
-type saslAccount struct {
+// bcSASLAccount is one user of bcSetupSASL.
+type bcSASLAccount struct {
 	user, password string
 	bcrypt         bool // leasecached's line holds a bcrypt hash of the password
 }
 
-var saslAccounts = []saslAccount{
-	{saslUser, saslPassword, false},
-	{saslUser2, saslPassword2, false},
-	{saslUser3, saslPassword3, true},
+var bcSASLAccounts = []bcSASLAccount{
+	{bcSASLUser, bcSASLPassword, false},
+	{bcSASLUser2, bcSASLPassword2, false},
+	{bcSASLUser3, bcSASLPassword3, true},
 }
 
-// binaryClientScripts are the binary-protocol scenarios (clients/README.md). Each takes host:port, and
+// bcClientScripts are the binary-protocol scenarios (clients/README.md). Each takes host:port, and
 // host:port USER PASSWORD for its SASL scenario.
-func binaryClientScripts() []clientScript {
+func bcClientScripts() []clientScript {
 	py := []string{"/usr/bin/python3", "python3"}
 	return []clientScript{
 		{"dalli", []string{"ruby"}, []string{"-e", `require "dalli"`},
@@ -84,9 +84,9 @@ func binaryClientScripts() []clientScript {
 	}
 }
 
-// normalizeRun replaces d's address and port in what a script printed: Dalli and memjs key stats and
+// bcNormalizeRun replaces d's address and port in what a script printed: Dalli and memjs key stats and
 // versions by server, and their errors name it.
-func normalizeRun(r toolRun, d *daemon) toolRun {
+func bcNormalizeRun(r toolRun, d *daemon) toolRun {
 	host, port, ok := strings.Cut(d.addr, ":")
 	if !ok { // a unix socket's path
 		r.stdout = []byte(strings.ReplaceAll(string(r.stdout), d.addr, "<addr>"))
@@ -98,23 +98,23 @@ func normalizeRun(r toolRun, d *daemon) toolRun {
 	return r
 }
 
-// clientJob is one client script's run against a pair of servers.
-type clientJob struct {
+// bcClientJob is one client script's run against a pair of servers.
+type bcClientJob struct {
 	name  string
 	cs    clientScript
 	start func(t *testing.T) (mc, lc *daemon) // starts the pair, on the test's goroutine
 	extra []string                            // the script's arguments after the address
 }
 
-// clientJobsAtOnce bounds how many jobs run at once. A run mostly waits (3.1 s for its items to expire),
+// bcClientJobsAtOnce bounds how many jobs run at once. A run mostly waits (3.1 s for its items to expire),
 // so they do not take t.Parallel's slots, which are as many as CPUs: with two, one at a time took minutes.
-const clientJobsAtOnce = 6
+const bcClientJobsAtOnce = 6
 
-// runClientJobs starts every job's servers, runs the scripts (each against its two servers at once, at
-// most clientJobsAtOnce jobs at a time), then compares each job's runs in a subtest of its own:
+// bcRunClientJobs starts every job's servers, runs the scripts (each against its two servers at once, at
+// most bcClientJobsAtOnce jobs at a time), then compares each job's runs in a subtest of its own:
 // memcached's run must finish cleanly (else the script is broken), and leasecached's must print the same.
 // A job whose client library is missing is skipped (failed in CI) in its subtest.
-func runClientJobs(t *testing.T, jobs []clientJob) {
+func bcRunClientJobs(t *testing.T, jobs []bcClientJob) {
 	t.Helper()
 	type prepared struct {
 		dir, interp string
@@ -133,7 +133,7 @@ func runClientJobs(t *testing.T, jobs []clientJob) {
 		}
 		p.d[0], p.d[1] = job.start(t)
 	}
-	sem := make(chan struct{}, clientJobsAtOnce)
+	sem := make(chan struct{}, bcClientJobsAtOnce)
 	var wg sync.WaitGroup
 	for j, job := range jobs {
 		p := &prep[j]
@@ -149,7 +149,7 @@ func runClientJobs(t *testing.T, jobs []clientJob) {
 					defer func() { <-sem }()
 				}
 				args := append([]string{job.cs.script, d.addr}, job.extra...)
-				p.runs[i] = normalizeRun(runTool(p.dir, clientScriptTimeout, p.interp, args...), d)
+				p.runs[i] = bcNormalizeRun(runTool(p.dir, clientScriptTimeout, p.interp, args...), d)
 			}()
 		}
 	}
@@ -178,22 +178,22 @@ func TestBinaryClientLibraries(t *testing.T) {
 	t.Parallel() // with the other binary-protocol tests, after the package's serial ones
 	requireMemcached(t)
 	requireLeasecached(t)
-	var jobs []clientJob
+	var jobs []bcClientJob
 	for _, proto := range []struct {
 		name string
 		args []string
 	}{{"auto", nil}, {"binary", []string{"-B", "binary"}}, {"items-4m", []string{"-I", "4m"}}} {
-		for _, cs := range binaryClientScripts() {
-			jobs = append(jobs, clientJob{name: proto.name + "/" + cs.name, cs: cs,
+		for _, cs := range bcClientScripts() {
+			jobs = append(jobs, bcClientJob{name: proto.name + "/" + cs.name, cs: cs,
 				start: func(t *testing.T) (*daemon, *daemon) { return startPair(t, proto.args...) }})
 		}
 	}
-	runClientJobs(t, jobs)
+	bcRunClientJobs(t, jobs)
 }
 
-// saslFiles is one test's SASL set-up: memcached's SASL_CONF_PATH directory with its sasldb, and
+// bcSASLFiles is one test's SASL set-up: memcached's SASL_CONF_PATH directory with its sasldb, and
 // leasecached's password file.
-type saslFiles struct {
+type bcSASLFiles struct {
 	confDir    string
 	sasldb     string
 	pwdb       string
@@ -201,10 +201,10 @@ type saslFiles struct {
 	realms     [][]string // saslpasswd2's realm arguments, each user is written for every one
 }
 
-// setupSASL writes the SASL configuration of the header comment for the accounts.
-func setupSASL(t *testing.T, accounts []saslAccount) *saslFiles {
+// bcSetupSASL writes the SASL configuration of the header comment for the accounts.
+func bcSetupSASL(t *testing.T, accounts []bcSASLAccount) *bcSASLFiles {
 	t.Helper()
-	f := &saslFiles{}
+	f := &bcSASLFiles{}
 	for _, p := range []string{"saslpasswd2", "/usr/sbin/saslpasswd2"} {
 		if found, err := exec.LookPath(p); err == nil {
 			f.saslpasswd = found
@@ -231,7 +231,7 @@ func setupSASL(t *testing.T, accounts []saslAccount) *saslFiles {
 
 // setAccounts makes accounts the users of both servers' files: each is (re)written to memcached's sasldb
 // and the deleted users removed from it, and leasecached's password file is replaced by the accounts.
-func (f *saslFiles) setAccounts(t *testing.T, accounts []saslAccount, deleted []string) {
+func (f *bcSASLFiles) setAccounts(t *testing.T, accounts []bcSASLAccount, deleted []string) {
 	t.Helper()
 	saslpasswd := func(input string, args ...string) {
 		r := runToolInput(f.confDir, clientProbeTimeout, []byte(input), f.saslpasswd, args...)
@@ -258,29 +258,29 @@ func (f *saslFiles) setAccounts(t *testing.T, accounts []saslAccount, deleted []
 	writeAuthFile(t, f.pwdb, lines.String())
 }
 
-// startMemcachedSASL starts memcached -S on the configuration in f.
-func startMemcachedSASL(t testing.TB, f *saslFiles, args ...string) *daemon {
+// bcStartMemcachedSASL starts memcached -S on the configuration in f.
+func bcStartMemcachedSASL(t testing.TB, f *bcSASLFiles, args ...string) *daemon {
 	t.Helper()
 	requireMemcached(t)
 	return startDaemonSpec(t, testdaemon.Spec{Name: "memcached", Path: memcachedPath,
 		Args: memcachedArgs(append([]string{"-S"}, args...)), Env: []string{"SASL_CONF_PATH=" + f.confDir}})
 }
 
-// startSASLPair starts memcached -S and leasecached -S --sasl-pwdb with the same user, and checks that
+// bcStartSASLPair starts memcached -S and leasecached -S --sasl-pwdb with the same user, and checks that
 // memcached's SASL set-up authenticates that user (else every comparison would be against a broken oracle).
-func startSASLPair(t *testing.T, args ...string) (mc, lc *daemon) {
+func bcStartSASLPair(t *testing.T, args ...string) (mc, lc *daemon) {
 	t.Helper()
-	mc, lc, _ = startSASLPairFiles(t, args...)
+	mc, lc, _ = bcStartSASLPairFiles(t, args...)
 	return mc, lc
 }
 
-// startSASLPairFiles is startSASLPair, also returning the files the servers read.
-func startSASLPairFiles(t *testing.T, args ...string) (mc, lc *daemon, f *saslFiles) {
+// bcStartSASLPairFiles is bcStartSASLPair, also returning the files the servers read.
+func bcStartSASLPairFiles(t *testing.T, args ...string) (mc, lc *daemon, f *bcSASLFiles) {
 	t.Helper()
-	f = setupSASL(t, saslAccounts)
-	mc = startMemcachedSASL(t, f, args...)
+	f = bcSetupSASL(t, bcSASLAccounts)
+	mc = bcStartMemcachedSASL(t, f, args...)
 	if os.Getenv(selfTestEnv) != "" {
-		lc = startMemcachedSASL(t, f, args...)
+		lc = bcStartMemcachedSASL(t, f, args...)
 		lc.name = "memcached-as-leasecached"
 	} else {
 		lc = startLeasecached(t, append([]string{"-S", "--sasl-pwdb", f.pwdb}, args...)...)
@@ -288,12 +288,12 @@ func startSASLPairFiles(t *testing.T, args ...string) (mc, lc *daemon, f *saslFi
 	if slices.Contains(args, "-Z") {
 		return mc, lc, f // TLS: the probe below speaks plaintext; the client scripts' oracle check remains
 	}
-	probe := []string{string(binPacket(binOpSASLAuth, "PLAIN", "", "\x00"+saslUser+"\x00"+saslPassword, 0, 0))}
-	got, _ := binExchangeT(t, mc, probe)
-	_, _ = binExchangeT(t, lc, probe) // the same on both, for their auth_cmds
-	require.Equal(t, "Authenticated", binBody(t, []byte(got)),
+	probe := []string{string(bcPacket(bcOpSASLAuth, "PLAIN", "", "\x00"+bcSASLUser+"\x00"+bcSASLPassword, 0, 0))}
+	got, _ := bcExchangeT(t, mc, probe)
+	_, _ = bcExchangeT(t, lc, probe) // the same on both, for their auth_cmds
+	require.Equal(t, "Authenticated", bcBody(t, []byte(got)),
 		"memcached -S with SASL_CONF_PATH=%s does not authenticate %s (is libsasl2-modules-db installed?); its output:\n%s",
-		f.confDir, saslUser, mc.out.String())
+		f.confDir, bcSASLUser, mc.out.String())
 	return mc, lc, f
 }
 
@@ -303,40 +303,40 @@ func TestBinaryClientLibrariesSASL(t *testing.T) {
 	t.Parallel() // with the other binary-protocol tests, after the package's serial ones
 	requireMemcached(t)
 	requireLeasecached(t)
-	var jobs []clientJob
+	var jobs []bcClientJob
 	for _, proto := range []struct {
 		name string
 		args []string
 	}{{"implied", nil}, {"binary", []string{"-B", "binary"}}} {
-		for _, cs := range binaryClientScripts() {
-			jobs = append(jobs, clientJob{name: proto.name + "/" + cs.name, cs: cs, extra: []string{saslUser, saslPassword},
-				start: func(t *testing.T) (*daemon, *daemon) { return startSASLPair(t, proto.args...) }})
+		for _, cs := range bcClientScripts() {
+			jobs = append(jobs, bcClientJob{name: proto.name + "/" + cs.name, cs: cs, extra: []string{bcSASLUser, bcSASLPassword},
+				start: func(t *testing.T) (*daemon, *daemon) { return bcStartSASLPair(t, proto.args...) }})
 		}
 	}
-	runClientJobs(t, jobs)
+	bcRunClientJobs(t, jobs)
 }
 
 // Binary protocol opcodes and the header's size, for the raw SASL exchanges.
 const (
-	binHeaderLen     = 24
-	binOpGet         = 0x00
-	binOpSet         = 0x01
-	binOpNoop        = 0x0a
-	binOpVersion     = 0x0b
-	binOpGetKQ       = 0x0d
-	binOpStat        = 0x10
-	binOpSASLList    = 0x20
-	binOpSASLAuth    = 0x21
-	binOpSASLStep    = 0x22
-	binMagicRequest  = 0x80
-	binMagicResponse = 0x81
+	bcHeaderLen     = 24
+	bcOpGet         = 0x00
+	bcOpSet         = 0x01
+	bcOpNoop        = 0x0a
+	bcOpVersion     = 0x0b
+	bcOpGetKQ       = 0x0d
+	bcOpStat        = 0x10
+	bcOpSASLList    = 0x20
+	bcOpSASLAuth    = 0x21
+	bcOpSASLStep    = 0x22
+	bcMagicRequest  = 0x80
+	bcMagicResponse = 0x81
 )
 
-// binPacket is one binary-protocol request.
-func binPacket(op byte, key, extras, value string, opaque uint32, cas uint64) []byte {
+// bcPacket is one binary-protocol request.
+func bcPacket(op byte, key, extras, value string, opaque uint32, cas uint64) []byte {
 	body := extras + key + value
-	p := make([]byte, binHeaderLen, binHeaderLen+len(body))
-	p[0], p[1] = binMagicRequest, op
+	p := make([]byte, bcHeaderLen, bcHeaderLen+len(body))
+	p[0], p[1] = bcMagicRequest, op
 	binary.BigEndian.PutUint16(p[2:], uint16(len(key)))
 	p[4] = byte(len(extras))
 	binary.BigEndian.PutUint32(p[8:], uint32(len(body)))
@@ -345,23 +345,23 @@ func binPacket(op byte, key, extras, value string, opaque uint32, cas uint64) []
 	return append(p, body...)
 }
 
-// binBody returns the body of the one response packet in b (failing the test when b is not one).
-func binBody(t testing.TB, b []byte) string {
+// bcBody returns the body of the one response packet in b (failing the test when b is not one).
+func bcBody(t testing.TB, b []byte) string {
 	t.Helper()
-	require.GreaterOrEqual(t, len(b), binHeaderLen, "not a binary response: %q", b)
-	require.Equal(t, byte(binMagicResponse), b[0], "not a binary response: %q", b)
+	require.GreaterOrEqual(t, len(b), bcHeaderLen, "not a binary response: %q", b)
+	require.Equal(t, byte(bcMagicResponse), b[0], "not a binary response: %q", b)
 	n := int(binary.BigEndian.Uint32(b[8:]))
-	require.Equal(t, binHeaderLen+n, len(b), "not one response packet: %q", b)
-	return string(b[binHeaderLen:])
+	require.Equal(t, bcHeaderLen+n, len(b), "not one response packet: %q", b)
+	return string(b[bcHeaderLen:])
 }
 
-// binNormalizeCAS zeroes the CAS of every whole response packet at the start of b: the one field that
+// bcNormalizeCAS zeroes the CAS of every whole response packet at the start of b: the one field that
 // legitimately differs between the servers.
-func binNormalizeCAS(b string) string {
+func bcNormalizeCAS(b string) string {
 	out := []byte(b)
-	for p := out; len(p) >= binHeaderLen && p[0] == binMagicResponse; {
-		clear(p[16:binHeaderLen])
-		n := binHeaderLen + int(binary.BigEndian.Uint32(p[8:]))
+	for p := out; len(p) >= bcHeaderLen && p[0] == bcMagicResponse; {
+		clear(p[16:bcHeaderLen])
+		n := bcHeaderLen + int(binary.BigEndian.Uint32(p[8:]))
 		if n > len(p) {
 			break
 		}
@@ -370,33 +370,33 @@ func binNormalizeCAS(b string) string {
 	return string(out)
 }
 
-// binStats parses the STAT response packets in b into name -> value.
-func binStats(b []byte) map[string]string {
+// bcStats parses the STAT response packets in b into name -> value.
+func bcStats(b []byte) map[string]string {
 	stats := map[string]string{}
-	for len(b) >= binHeaderLen && b[0] == binMagicResponse {
+	for len(b) >= bcHeaderLen && b[0] == bcMagicResponse {
 		kl := int(binary.BigEndian.Uint16(b[2:]))
 		el := int(b[4])
-		n := binHeaderLen + int(binary.BigEndian.Uint32(b[8:]))
-		if n > len(b) || binHeaderLen+el+kl > n {
+		n := bcHeaderLen + int(binary.BigEndian.Uint32(b[8:]))
+		if n > len(b) || bcHeaderLen+el+kl > n {
 			break
 		}
 		if kl > 0 {
-			stats[string(b[binHeaderLen+el:binHeaderLen+el+kl])] = string(b[binHeaderLen+el+kl : n])
+			stats[string(b[bcHeaderLen+el:bcHeaderLen+el+kl])] = string(b[bcHeaderLen+el+kl : n])
 		}
 		b = b[n:]
 	}
 	return stats
 }
 
-// binQuiet is how long a raw exchange's step waits for more of its reply once nothing more arrives:
+// bcQuiet is how long a raw exchange's step waits for more of its reply once nothing more arrives:
 // replies are not delimited (a connection before authenticating answers no sentinel, and a closed one
 // none), so silence ends them. -Y's tests wait 300 ms; a SASL failure under the race detector, with the
 // rest of the suite running, has been seen to take longer.
-const binQuiet = time.Second
+const bcQuiet = time.Second
 
-// binExchange sends each step on one connection to d, each whole, and returns what d answered within
-// binQuiet of each, and whether d closed the connection. It may run on any goroutine.
-func binExchange(d *daemon, steps []string) (reply string, closed bool, err error) {
+// bcExchange sends each step on one connection to d, each whole, and returns what d answered within
+// bcQuiet of each, and whether d closed the connection. It may run on any goroutine.
+func bcExchange(d *daemon, steps []string) (reply string, closed bool, err error) {
 	rc, err := dialRawErr(d)
 	if err != nil {
 		return "", false, err
@@ -404,7 +404,7 @@ func binExchange(d *daemon, steps []string) (reply string, closed bool, err erro
 	defer rc.c.Close()
 	var all strings.Builder
 	for _, step := range steps {
-		rep := rc.exchange([]byte(step), wholeWrite, nil, binQuiet)
+		rep := rc.exchange([]byte(step), wholeWrite, nil, bcQuiet)
 		all.Write(rep.data)
 		if rep.closed {
 			return all.String(), true, nil
@@ -413,19 +413,19 @@ func binExchange(d *daemon, steps []string) (reply string, closed bool, err erro
 	return all.String(), false, nil
 }
 
-// binOutcome is what one server did with one case's steps.
-type binOutcome struct {
+// bcOutcome is what one server did with one case's steps.
+type bcOutcome struct {
 	reply  string
 	closed bool
 	err    error
 }
 
-// compareExchanges sends every case's steps to mc and lc, all at once (each case and server a connection
-// of its own: each step waits binQuiet, so one at a time would take minutes, and t.Parallel would be held
+// bcCompareExchanges sends every case's steps to mc and lc, all at once (each case and server a connection
+// of its own: each step waits bcQuiet, so one at a time would take minutes, and t.Parallel would be held
 // to -parallel), then requires, in a subtest per case, the same replies, CAS zeroed, and the same close.
-func compareExchanges(t *testing.T, mc, lc *daemon, cases []authCase) {
+func bcCompareExchanges(t *testing.T, mc, lc *daemon, cases []authCase) {
 	t.Helper()
-	out := make([][2]binOutcome, len(cases))
+	out := make([][2]bcOutcome, len(cases))
 	var wg sync.WaitGroup
 	for c, tc := range cases {
 		for i, d := range []*daemon{mc, lc} {
@@ -433,7 +433,7 @@ func compareExchanges(t *testing.T, mc, lc *daemon, cases []authCase) {
 			go func() {
 				defer wg.Done()
 				o := &out[c][i]
-				o.reply, o.closed, o.err = binExchange(d, tc.steps)
+				o.reply, o.closed, o.err = bcExchange(d, tc.steps)
 			}()
 		}
 	}
@@ -443,17 +443,17 @@ func compareExchanges(t *testing.T, mc, lc *daemon, cases []authCase) {
 			want, got := out[c][0], out[c][1]
 			require.NoError(t, want.err, "memcached")
 			require.NoError(t, got.err, "leasecached")
-			assert.Equal(t, fmt.Sprintf("%q", binNormalizeCAS(want.reply)), fmt.Sprintf("%q", binNormalizeCAS(got.reply)),
+			assert.Equal(t, fmt.Sprintf("%q", bcNormalizeCAS(want.reply)), fmt.Sprintf("%q", bcNormalizeCAS(got.reply)),
 				"replies (memcached, leasecached; CAS zeroed)")
 			assert.Equal(t, want.closed, got.closed, "connection closed (memcached, leasecached)")
 		})
 	}
 }
 
-// binExchangeT is binExchange on the test's goroutine, failing the test when d cannot be reached.
-func binExchangeT(t *testing.T, d *daemon, steps []string) (string, bool) {
+// bcExchangeT is bcExchange on the test's goroutine, failing the test when d cannot be reached.
+func bcExchangeT(t *testing.T, d *daemon, steps []string) (string, bool) {
 	t.Helper()
-	reply, closed, err := binExchange(d, steps)
+	reply, closed, err := bcExchange(d, steps)
 	require.NoError(t, err)
 	return reply, closed
 }
@@ -465,59 +465,59 @@ func TestBinarySASLExchanges(t *testing.T) {
 	t.Parallel() // with the other binary-protocol tests, after the package's serial ones
 	requireMemcached(t)
 	requireLeasecached(t)
-	mc, lc := startSASLPair(t)
+	mc, lc := bcStartSASLPair(t)
 	auth := func(user, password string) string {
-		return string(binPacket(binOpSASLAuth, "PLAIN", "", "\x00"+user+"\x00"+password, 7, 0))
+		return string(bcPacket(bcOpSASLAuth, "PLAIN", "", "\x00"+user+"\x00"+password, 7, 0))
 	}
 	pkt := func(op byte, key, extras, value string) string {
-		return string(binPacket(op, key, extras, value, 0x01020304, 0))
+		return string(bcPacket(op, key, extras, value, 0x01020304, 0))
 	}
-	good := auth(saslUser, saslPassword)
+	good := auth(bcSASLUser, bcSASLPassword)
 	setExtras := "\x00\x00\x00\x05\x00\x00\x00\x00" // flags 5, no expiry
 	cases := []authCase{
-		{"list mechanisms", []string{pkt(binOpSASLList, "", "", "")}},
-		{"password with a colon and spaces", []string{auth(saslUser2, saslPassword2), pkt(binOpGet, "k", "", "")}},
-		{"that password cut at the colon", []string{auth(saslUser2, "p")}},
-		{"bcrypt user", []string{auth(saslUser3, saslPassword3), pkt(binOpGet, "k", "", "")}},
-		{"bcrypt user, the hash as password", []string{auth(saslUser3, "$2a$04$")}},
-		{"one user's password for another", []string{auth(saslUser2, saslPassword)}},
-		{"authenticate twice", []string{good, good, pkt(binOpGet, "k", "", "")}},
-		{"right, then wrong, then a get", []string{good, auth(saslUser, "nope"), pkt(binOpGet, "k", "", "")}},
-		{"right, then another user", []string{good, auth(saslUser2, saslPassword2), pkt(binOpGet, "k", "", "")}},
-		{"mechanisms after authenticating", []string{good, pkt(binOpSASLList, "", "", "")}},
-		{"step after authenticating", []string{good, pkt(binOpSASLStep, "PLAIN", "", "x")}},
-		{"auth and get in one write", []string{good + pkt(binOpGet, "k", "", "") + pkt(binOpNoop, "", "", "")}},
-		{"lower-case mechanism", []string{pkt(binOpSASLAuth, "plain", "", "\x00"+saslUser+"\x00"+saslPassword)}},
-		{"empty user", []string{auth("", saslPassword)}},
-		{"1000-byte password", []string{auth(saslUser, strings.Repeat("p", 1000))}},
+		{"list mechanisms", []string{pkt(bcOpSASLList, "", "", "")}},
+		{"password with a colon and spaces", []string{auth(bcSASLUser2, bcSASLPassword2), pkt(bcOpGet, "k", "", "")}},
+		{"that password cut at the colon", []string{auth(bcSASLUser2, "p")}},
+		{"bcrypt user", []string{auth(bcSASLUser3, bcSASLPassword3), pkt(bcOpGet, "k", "", "")}},
+		{"bcrypt user, the hash as password", []string{auth(bcSASLUser3, "$2a$04$")}},
+		{"one user's password for another", []string{auth(bcSASLUser2, bcSASLPassword)}},
+		{"authenticate twice", []string{good, good, pkt(bcOpGet, "k", "", "")}},
+		{"right, then wrong, then a get", []string{good, auth(bcSASLUser, "nope"), pkt(bcOpGet, "k", "", "")}},
+		{"right, then another user", []string{good, auth(bcSASLUser2, bcSASLPassword2), pkt(bcOpGet, "k", "", "")}},
+		{"mechanisms after authenticating", []string{good, pkt(bcOpSASLList, "", "", "")}},
+		{"step after authenticating", []string{good, pkt(bcOpSASLStep, "PLAIN", "", "x")}},
+		{"auth and get in one write", []string{good + pkt(bcOpGet, "k", "", "") + pkt(bcOpNoop, "", "", "")}},
+		{"lower-case mechanism", []string{pkt(bcOpSASLAuth, "plain", "", "\x00"+bcSASLUser+"\x00"+bcSASLPassword)}},
+		{"empty user", []string{auth("", bcSASLPassword)}},
+		{"1000-byte password", []string{auth(bcSASLUser, strings.Repeat("p", 1000))}},
 		{"quit before auth", []string{pkt(0x07, "", "", "")}},
 		{"text after authenticating", []string{good, "get k\r\nget k\r\nget k\r\n"}},
 		// The only case that stores, under a key of its own: the cases run at once, and the others read k.
-		{"right password", []string{good, pkt(binOpSet, "kset", setExtras, "v"), pkt(binOpGet, "kset", "", "")}},
-		{"wrong password then right", []string{auth(saslUser, saslPassword+"x"), good, pkt(binOpGet, "k", "", "")}},
-		{"unknown user", []string{auth("mallory", saslPassword), pkt(binOpNoop, "", "", "")}},
-		{"empty password", []string{auth(saslUser, "")}},
-		{"authzid given", []string{string(binPacket(binOpSASLAuth, "PLAIN", "", saslUser+"\x00"+saslUser+"\x00"+saslPassword, 9, 0))}},
-		{"mechanism not offered", []string{pkt(binOpSASLAuth, "CRAM-MD5", "", "x")}},
-		{"no NULs in the PLAIN data", []string{pkt(binOpSASLAuth, "PLAIN", "", saslUser+saslPassword)}},
-		{"step without start", []string{pkt(binOpSASLStep, "PLAIN", "", "\x00"+saslUser+"\x00"+saslPassword)}},
-		{"version before auth", []string{pkt(binOpVersion, "", "", ""), good}},
-		{"get before auth", []string{pkt(binOpGet, "k", "", "")}},
-		{"set before auth", []string{pkt(binOpSet, "k", setExtras, "v")}},
-		{"quiet get before auth", []string{pkt(binOpGetKQ, "k", "", "") + pkt(binOpNoop, "", "", "")}},
-		{"noop before auth", []string{pkt(binOpNoop, "", "", "")}},
-		{"stat before auth", []string{pkt(binOpStat, "", "", "")}},
+		{"right password", []string{good, pkt(bcOpSet, "kset", setExtras, "v"), pkt(bcOpGet, "kset", "", "")}},
+		{"wrong password then right", []string{auth(bcSASLUser, bcSASLPassword+"x"), good, pkt(bcOpGet, "k", "", "")}},
+		{"unknown user", []string{auth("mallory", bcSASLPassword), pkt(bcOpNoop, "", "", "")}},
+		{"empty password", []string{auth(bcSASLUser, "")}},
+		{"authzid given", []string{string(bcPacket(bcOpSASLAuth, "PLAIN", "", bcSASLUser+"\x00"+bcSASLUser+"\x00"+bcSASLPassword, 9, 0))}},
+		{"mechanism not offered", []string{pkt(bcOpSASLAuth, "CRAM-MD5", "", "x")}},
+		{"no NULs in the PLAIN data", []string{pkt(bcOpSASLAuth, "PLAIN", "", bcSASLUser+bcSASLPassword)}},
+		{"step without start", []string{pkt(bcOpSASLStep, "PLAIN", "", "\x00"+bcSASLUser+"\x00"+bcSASLPassword)}},
+		{"version before auth", []string{pkt(bcOpVersion, "", "", ""), good}},
+		{"get before auth", []string{pkt(bcOpGet, "k", "", "")}},
+		{"set before auth", []string{pkt(bcOpSet, "k", setExtras, "v")}},
+		{"quiet get before auth", []string{pkt(bcOpGetKQ, "k", "", "") + pkt(bcOpNoop, "", "", "")}},
+		{"noop before auth", []string{pkt(bcOpNoop, "", "", "")}},
+		{"stat before auth", []string{pkt(bcOpStat, "", "", "")}},
 		{"text command (short)", []string{"version\r\n"}},
 		{"text command (a header's length)", []string{"get aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n"}},
 		{"text set", []string{"set k 0 0 1\r\nv\r\nget k\r\n"}},
 	}
-	t.Run("cases", func(t *testing.T) { compareExchanges(t, mc, lc, cases) })
+	t.Run("cases", func(t *testing.T) { bcCompareExchanges(t, mc, lc, cases) })
 	// The same cases ran on both, so the authentication counters must agree.
 	t.Run("stats auth_cmds auth_errors", func(t *testing.T) {
 		var views [2]string
 		for i, d := range []*daemon{mc, lc} {
-			got, _ := binExchangeT(t, d, []string{good, pkt(binOpStat, "", "", "")})
-			st := binStats([]byte(got))
+			got, _ := bcExchangeT(t, d, []string{good, pkt(bcOpStat, "", "", "")})
+			st := bcStats([]byte(got))
 			views[i] = fmt.Sprintf("auth_cmds=%q auth_errors=%q", st["auth_cmds"], st["auth_errors"])
 		}
 		assert.Equal(t, views[0], views[1], "memcached, leasecached")
@@ -530,14 +530,14 @@ func TestBinaryClientsTLS(t *testing.T) {
 	t.Parallel() // with the other binary-protocol tests, after the package's serial ones
 	requireMemcached(t)
 	requireLeasecached(t)
-	cs := binaryClientScripts()[0]
+	cs := bcClientScripts()[0]
 	require.Equal(t, "dalli", cs.name)
 	certs := testcert.New(t)
-	runClientJobs(t, []clientJob{
+	bcRunClientJobs(t, []bcClientJob{
 		{name: "scenario", cs: cs, extra: []string{"--tls", certs.CA.CertFile},
 			start: func(t *testing.T) (*daemon, *daemon) { return startPair(t, tlsFlags(certs)...) }},
-		{name: "SASL", cs: cs, extra: []string{saslUser, saslPassword, "--tls", certs.CA.CertFile},
-			start: func(t *testing.T) (*daemon, *daemon) { return startSASLPair(t, tlsFlags(certs)...) }},
+		{name: "SASL", cs: cs, extra: []string{bcSASLUser, bcSASLPassword, "--tls", certs.CA.CertFile},
+			start: func(t *testing.T) (*daemon, *daemon) { return bcStartSASLPair(t, tlsFlags(certs)...) }},
 	})
 }
 
@@ -549,13 +549,13 @@ func TestBinaryProtocolFlagExchanges(t *testing.T) {
 	requireMemcached(t)
 	requireLeasecached(t)
 	pkt := func(op byte, key, extras, value string) string {
-		return string(binPacket(op, key, extras, value, 0x0a0b0c0d, 0))
+		return string(bcPacket(op, key, extras, value, 0x0a0b0c0d, 0))
 	}
-	noop := pkt(binOpNoop, "", "", "")
+	noop := pkt(bcOpNoop, "", "", "")
 	cases := []authCase{
 		{"binary noop", []string{noop}},
-		{"binary set and get", []string{pkt(binOpSet, "k", "\x00\x00\x00\x01\x00\x00\x00\x00", "v") + pkt(binOpGet, "k", "", "")}},
-		{"binary version", []string{pkt(binOpVersion, "", "", "")}},
+		{"binary set and get", []string{pkt(bcOpSet, "k", "\x00\x00\x00\x01\x00\x00\x00\x00", "v") + pkt(bcOpGet, "k", "", "")}},
+		{"binary version", []string{pkt(bcOpVersion, "", "", "")}},
 		{"text version", []string{"version\r\n"}},
 		{"text get as long as a header", []string{"get aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n"}},
 		{"text, then binary", []string{"version\r\n", noop}},
@@ -571,7 +571,7 @@ func TestBinaryProtocolFlagExchanges(t *testing.T) {
 		t.Run(proto.name, func(t *testing.T) {
 			t.Parallel()
 			mc, lc := startPair(t, proto.args...)
-			compareExchanges(t, mc, lc, cases)
+			bcCompareExchanges(t, mc, lc, cases)
 		})
 	}
 }
@@ -583,40 +583,40 @@ func TestBinarySASLReload(t *testing.T) {
 	t.Parallel() // with the other binary-protocol tests, after the package's serial ones
 	requireMemcached(t)
 	requireLeasecached(t)
-	mc, lc, f := startSASLPairFiles(t)
+	mc, lc, f := bcStartSASLPairFiles(t)
 	auth := func(user, password string) string {
-		return string(binPacket(binOpSASLAuth, "PLAIN", "", "\x00"+user+"\x00"+password, 1, 0))
+		return string(bcPacket(bcOpSASLAuth, "PLAIN", "", "\x00"+user+"\x00"+password, 1, 0))
 	}
-	get := string(binPacket(binOpGet, "k", "", "", 2, 0))
+	get := string(bcPacket(bcOpGet, "k", "", "", 2, 0))
 	held := map[*daemon]*rawConn{}
 	for _, d := range []*daemon{mc, lc} {
 		rc := dialRaw(t, d)
-		rep := rc.exchange([]byte(auth(saslUser, saslPassword)), wholeWrite, nil, binQuiet)
-		require.Equal(t, "Authenticated", binBody(t, rep.data), d.name)
+		rep := rc.exchange([]byte(auth(bcSASLUser, bcSASLPassword)), wholeWrite, nil, bcQuiet)
+		require.Equal(t, "Authenticated", bcBody(t, rep.data), d.name)
 		held[d] = rc
 	}
-	compareExchanges(t, mc, lc, []authCase{{"new user before", []string{auth("dave", "new-pw"), get}}})
+	bcCompareExchanges(t, mc, lc, []authCase{{"new user before", []string{auth("dave", "new-pw"), get}}})
 
-	dave := saslAccount{"dave", "new-pw", false}
-	f.setAccounts(t, []saslAccount{dave, saslAccounts[1], saslAccounts[2]}, []string{saslUser})
+	dave := bcSASLAccount{"dave", "new-pw", false}
+	f.setAccounts(t, []bcSASLAccount{dave, bcSASLAccounts[1], bcSASLAccounts[2]}, []string{bcSASLUser})
 	for _, d := range []*daemon{mc, lc} {
 		require.NoError(t, d.cmd.Process.Signal(syscall.SIGHUP))
 	}
 	// leasecached's reload is asynchronous: poll it (bounded) until the new user authenticates.
 	deadline := time.Now().Add(authReloadWait)
 	for time.Now().Before(deadline) {
-		if got, _ := binExchangeT(t, lc, []string{auth("dave", "new-pw")}); len(got) > binHeaderLen && got[binHeaderLen:] == "Authenticated" {
+		if got, _ := bcExchangeT(t, lc, []string{auth("dave", "new-pw")}); len(got) > bcHeaderLen && got[bcHeaderLen:] == "Authenticated" {
 			break
 		}
 	}
-	compareExchanges(t, mc, lc, []authCase{
+	bcCompareExchanges(t, mc, lc, []authCase{
 		{"new user after", []string{auth("dave", "new-pw"), get}},
-		{"deleted user after", []string{auth(saslUser, saslPassword), get}},
-		{"kept user after", []string{auth(saslUser2, saslPassword2), get}},
+		{"deleted user after", []string{auth(bcSASLUser, bcSASLPassword), get}},
+		{"kept user after", []string{auth(bcSASLUser2, bcSASLPassword2), get}},
 	})
 	for _, d := range []*daemon{mc, lc} {
-		rep := held[d].exchange([]byte(get), wholeWrite, nil, binQuiet)
-		assert.Equal(t, "Not found", binBody(t, rep.data), "%s: authenticated before the reload, still", d.name)
+		rep := held[d].exchange([]byte(get), wholeWrite, nil, bcQuiet)
+		assert.Equal(t, "Not found", bcBody(t, rep.data), "%s: authenticated before the reload, still", d.name)
 	}
 }
 
@@ -626,12 +626,12 @@ func TestBinaryClientsUnixSocket(t *testing.T) {
 	t.Parallel() // with the other binary-protocol tests, after the package's serial ones
 	requireMemcached(t)
 	requireLeasecached(t)
-	var jobs []clientJob
-	for _, cs := range binaryClientScripts() {
+	var jobs []bcClientJob
+	for _, cs := range bcClientScripts() {
 		if cs.name != "dalli" && cs.name != "pylibmc" {
 			continue
 		}
-		jobs = append(jobs, clientJob{name: cs.name, cs: cs, start: func(t *testing.T) (*daemon, *daemon) {
+		jobs = append(jobs, bcClientJob{name: cs.name, cs: cs, start: func(t *testing.T) (*daemon, *daemon) {
 			sockDir := t.TempDir()
 			var ds [2]*daemon
 			for i, server := range []string{"memcached", "leasecached"} {
@@ -643,5 +643,5 @@ func TestBinaryClientsUnixSocket(t *testing.T) {
 			return ds[0], ds[1]
 		}})
 	}
-	runClientJobs(t, jobs)
+	bcRunClientJobs(t, jobs)
 }

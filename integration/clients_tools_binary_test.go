@@ -16,17 +16,17 @@ import (
 // and after each memslap run the server's request counters, which show that every request was answered
 // as memcached answers it (memslap itself reports no errors).
 
-// slapCounters are the stats a memslap run moves deterministically: its keys are random but distinct.
-var slapCounters = []string{"cmd_get", "get_hits", "get_misses", "cmd_set", "curr_items", "total_items"}
+// bcSlapCounters are the stats a memslap run moves deterministically: its keys are random but distinct.
+var bcSlapCounters = []string{"cmd_get", "get_hits", "get_misses", "cmd_set", "curr_items", "total_items"}
 
 // Bounds of the wait for a server to finish what memslap sent.
 const (
-	slapSettle      = 100 * time.Millisecond
-	slapSettleReads = 20
+	bcSlapSettle      = 100 * time.Millisecond
+	bcSlapSettleReads = 20
 )
 
-// textStats reads d's stats over the text protocol (a fresh connection: the servers negotiate per connection).
-func textStats(t *testing.T, d *daemon) map[string]string {
+// bcTextStats reads d's stats over the text protocol (a fresh connection: the servers negotiate per connection).
+func bcTextStats(t *testing.T, d *daemon) map[string]string {
 	t.Helper()
 	rep := roundTrip(t, d, "stats\r\n", wholeWrite)
 	require.False(t, rep.timedOut || rep.closed, "%s: stats: %q", d.name, rep.data)
@@ -39,21 +39,21 @@ func textStats(t *testing.T, d *daemon) map[string]string {
 	return st
 }
 
-// settledCounters reads d's slapCounters until two reads slapSettle apart agree (at most slapSettleReads
+// bcSettledCounters reads d's bcSlapCounters until two reads bcSlapSettle apart agree (at most bcSlapSettleReads
 // reads): with --noreply memslap may exit before the server has read all it sent.
-func settledCounters(t *testing.T, d *daemon) string {
+func bcSettledCounters(t *testing.T, d *daemon) string {
 	t.Helper()
 	view := func() string {
-		st := textStats(t, d)
+		st := bcTextStats(t, d)
 		var counters []string
-		for _, k := range slapCounters {
+		for _, k := range bcSlapCounters {
 			counters = append(counters, fmt.Sprintf("%s=%s", k, st[k]))
 		}
 		return strings.Join(counters, " ")
 	}
 	last := view()
-	for range slapSettleReads {
-		time.Sleep(slapSettle)
+	for range bcSlapSettleReads {
+		time.Sleep(bcSlapSettle)
 		now := view()
 		if now == last {
 			break
@@ -63,10 +63,10 @@ func settledCounters(t *testing.T, d *daemon) string {
 	return last
 }
 
-// binaryToolSteps are clients_tools_test.go's toolSteps told to use the binary protocol: --binary for
+// bcToolSteps are clients_tools_test.go's toolSteps told to use the binary protocol: --binary for
 // the tools that have it, -B for memaslap. memping and memdump have no such option and memcapable's
 // binary suite is TestBinaryLibmemcachedTools's own step: those are left out.
-func binaryToolSteps() []toolStep {
+func bcToolSteps() []toolStep {
 	var steps []toolStep
 	for _, st := range toolSteps() {
 		var flag string
@@ -86,7 +86,7 @@ func binaryToolSteps() []toolStep {
 	return steps
 }
 
-// TestBinaryLibmemcachedTools runs memcapable -b, memslap --binary, and binaryToolSteps against both
+// TestBinaryLibmemcachedTools runs memcapable -b, memslap --binary, and bcToolSteps against both
 // servers; the tool steps once with the protocol negotiated and once with both servers binary-only (-B
 // binary), which shows that every step does speak binary.
 func TestBinaryLibmemcachedTools(t *testing.T) {
@@ -102,7 +102,7 @@ func TestBinaryLibmemcachedTools(t *testing.T) {
 		t.Run("tools/"+proto.name, func(t *testing.T) {
 			t.Parallel()
 			mc, lc := startPair(t, proto.args...)
-			runToolSteps(t, mc, lc, binaryToolSteps())
+			runToolSteps(t, mc, lc, bcToolSteps())
 		})
 	}
 	mc, lc := startPair(t)
@@ -127,7 +127,7 @@ func TestBinaryLibmemcachedTools(t *testing.T) {
 				args := append([]string{"--servers=" + d.addr, "--binary", "--concurrency=2", "--execute-number=200"},
 					strings.Fields(test)...)
 				r := runTool(t.TempDir(), toolTimeout, slap, args...)
-				views[i] = slapView(r) + "\n" + settledCounters(t, d)
+				views[i] = slapView(r) + "\n" + bcSettledCounters(t, d)
 			}
 			require.Contains(t, views[0], "exit 0", "memslap against memcached (the oracle)")
 			assert.Equal(t, views[0], views[1], "memslap --binary and the counters after it (memcached, leasecached)")
