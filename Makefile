@@ -10,12 +10,15 @@ ARGS     ?=
 SUDO     := $(if $(filter 0,$(shell id -u)),,sudo)
 # Debian packages the tests talk to: the real memcached (differential tests) and twemproxy
 # (nutcracker: clientlib's ketama placement must agree with it); the other languages' memcached
-# clients and libmemcached's tools (integration/clients_test.go, integration/clients_tools_test.go); openssl
-# (s_client, the TLS tests: integration/tls_test.go); sasl2-bin (saslpasswd2: memcached's SASL users for
-# integration/differential_binary_sasl_test.go).
+# clients and libmemcached's tools (integration/clients_test.go, integration/clients_tools_test.go), with
+# the binary-protocol ones (ruby-dalli, python3-pylibmc: integration/clients_binary_test.go); openssl
+# (s_client, the TLS tests: integration/tls_test.go); Cyrus SASL's saslpasswd2 and sasldb plugin, which
+# memcached -S authenticates with (sasl2-bin, libsasl2-modules-db: integration/differential_binary_sasl_test.go,
+# integration/clients_binary_test.go).
 TEST_DEPS := memcached nutcracker \
 	python3-pymemcache python3-memcache libcache-memcached-perl libcache-memcached-fast-perl \
-	php-cli php-memcached libmemcached-tools nodejs npm openssl sasl2-bin
+	php-cli php-memcached libmemcached-tools nodejs npm openssl \
+	ruby ruby-dalli python3-pylibmc sasl2-bin libsasl2-modules-db
 
 .PHONY: all build run test test-deps vet fmt-check unit fuzz-smoke bench clean
 
@@ -43,7 +46,8 @@ test-deps:
 		echo "installing test dependencies:$$missing"; \
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
-	@[ -d integration/clients/node/node_modules/memcached ] || (cd integration/clients/node && npm ci --no-audit --no-fund)
+	@[ -d integration/clients/node/node_modules/memcached ] && [ -d integration/clients/node/node_modules/memjs ] || \
+		(cd integration/clients/node && npm ci --no-audit --no-fund)
 
 vet:
 	$(GO) vet ./...

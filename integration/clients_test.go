@@ -20,7 +20,7 @@ import (
 // operation. The test runs it against memcached and against leasecached and
 // requires the same output, byte for byte, once CAS values are normalized.
 // Every client here speaks the text protocol (php-memcached's binary option
-// is set off explicitly): leasecached has no binary protocol.
+// is set off explicitly); the binary-protocol clients are clients_binary_test.go's.
 
 // Limits of the client tests.
 const (

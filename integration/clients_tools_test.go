@@ -21,7 +21,7 @@ import (
 // memcached and leasecached. Each step runs once against each server, in the
 // same order, and what the tool printed and its exit status must agree once
 // the server's address is replaced by a placeholder. They use libmemcached's
-// text protocol unless told --binary, which no step does.
+// text protocol unless told --binary, which no step here does (clients_tools_binary_test.go's do).
 
 // Limits of the tool steps.
 const (
@@ -232,6 +232,12 @@ func TestLibmemcachedTools(t *testing.T) {
 		missing(t, "libmemcached-tools is not installed (apt-get install libmemcached-tools; make test-deps does)")
 	}
 	mc, lc := startPair(t)
+	runToolSteps(t, mc, lc, toolSteps())
+}
+
+// runToolSteps runs each step against mc, then lc, in order, and reports every step whose views differ.
+func runToolSteps(t *testing.T, mc, lc *daemon, steps []toolStep) {
+	t.Helper()
 	dir := t.TempDir()
 	writeToolFiles(t, dir)
 	envs := make([]toolEnv, 2)
@@ -239,7 +245,7 @@ func TestLibmemcachedTools(t *testing.T) {
 		host, port, _ := strings.Cut(d.addr, ":")
 		envs[i] = toolEnv{addr: d.addr, host: host, port: port, dir: dir}
 	}
-	for _, st := range toolSteps() {
+	for _, st := range steps {
 		path := findTool(st.tool)
 		if path == "" {
 			if os.Getenv(ciEnv) != "" {
