@@ -85,6 +85,29 @@ type Config struct {
 	// server speaks (learned once), and one warning when FillTimeout exceeds a server's lease window. It
 	// may be called from several goroutines at once. nil: nothing is logged.
 	Logf func(format string, args ...any)
+	// Observe, when set, is called for metrics and tracing after every request to a server (each round
+	// trip, the client's own writes, give-backs and capability probes included) and after every fill, on
+	// the goroutine that made it, with the context of the call that caused it (a tracer finds its parent
+	// span there). It must be quick and safe for concurrent use. nil: nothing is measured, at no cost.
+	Observe func(ctx context.Context, ev Event)
+}
+
+// Event is one request to a server, or one fill, as Config.Observe sees it. A span or a histogram
+// sample can be made from it after the fact: it begins at Start and lasts Duration.
+type Event struct {
+	// Op is the command ("gets", "set", "delete", "lease-get", "lease-set", "mg", "ms", "md", "version",
+	// "probe", ...), or "fill" for a fill function's call (one call of a GetMultiOrFill batch fill
+	// included).
+	Op string
+	// Addr is the server; "" for a fill.
+	Addr string
+	// Keys is how many keys the request or fill carried (0 for flush_all, stats, version, probes).
+	Keys     int
+	Start    time.Time
+	Duration time.Duration
+	// Err is the failure: network, timeout, a server error reply, a protocol error, a fill's error. A
+	// miss or a refused conditional write is an answer, not a failure: Err is nil.
+	Err error
 }
 
 func (c Config) withDefaults() Config {

@@ -679,6 +679,7 @@ func (c *Client) checkLeaseWindow(srv *server, o *FillOptions) {
 // its goroutine finishes on its own and its result is dropped. A panic is recovered on that goroutine.
 func (c *Client) runFill(ctx context.Context, key string, fill FillFunc, o *FillOptions) ([]byte, error) {
 	c.counters.fillsStarted.Add(1)
+	start := time.Now()
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.FillTimeout)
 	defer cancel()
 	type result struct {
@@ -704,7 +705,19 @@ func (c *Client) runFill(ctx context.Context, key string, fill FillFunc, o *Fill
 	if r.err != nil && !errors.Is(r.err, ErrNotFound) {
 		c.counters.fillErrors.Add(1)
 	}
+	c.observeFill(ctx, 1, start, r.err)
 	return r.data, r.err
+}
+
+// observeFill tells Config.Observe about a fill of n keys that began at start.
+func (c *Client) observeFill(ctx context.Context, n int, start time.Time, err error) {
+	if c.cfg.Observe == nil {
+		return
+	}
+	if errors.Is(err, ErrNotFound) {
+		err = nil // an answer
+	}
+	c.cfg.Observe(ctx, Event{Op: "fill", Keys: n, Start: start, Duration: time.Since(start), Err: err})
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
