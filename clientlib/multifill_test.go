@@ -467,3 +467,51 @@ func TestGetMultiOrFillFleet(t *testing.T) {
 		})
 	}
 }
+
+// TestGetMultiOrFillAcceptStale: with AcceptStale, a key another process is refilling is answered at
+// once with its stale value (leasecached: the value kept after a delete; memcached: an item marked stale
+// by md I), while the other key of the batch is filled.
+func TestGetMultiOrFillAcceptStale(t *testing.T) {
+	tests := []struct {
+		name  string
+		start func(testing.TB) *proc
+		// staleAndTake leaves "old" as key's stale value and makes holder its refiller.
+		staleAndTake func(t *testing.T, ctx context.Context, holder *clientlib.Client, key string)
+	}{
+		{"leasecached", startLeasecached, func(t *testing.T, ctx context.Context, h *clientlib.Client, key string) {
+			require.NoError(t, h.Set(ctx, &clientlib.Item{Key: key, Value: []byte("old"), TTL: time.Minute}))
+			require.NoError(t, h.Delete(ctx, key))
+			res, err := h.LeaseGet(ctx, key)
+			require.NoError(t, err)
+			require.Equal(t, clientlib.LeaseGranted, res.Status)
+		}},
+		{"memcached", startMemcached, func(t *testing.T, ctx context.Context, h *clientlib.Client, key string) {
+			require.NoError(t, h.Set(ctx, &clientlib.Item{Key: key, Value: []byte("old"), TTL: time.Minute}))
+			_, err := h.MetaDelete(ctx, key, clientlib.MetaFlags{}.Invalidate())
+			require.NoError(t, err)
+			res, err := h.MetaGet(ctx, key, clientlib.MetaFlags{}.ReturnValue().ReturnCAS().Vivify(30))
+			require.NoError(t, err)
+			require.True(t, res.Won() && res.Stale())
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.start(t)
+			holder := newClient(t, clientlib.Config{}, p.Addr)
+			reader := newClient(t, clientlib.Config{}, p.Addr)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			tc.staleAndTake(t, ctx, holder, "s")
+			src := &batchSource{}
+			start := time.Now()
+			got, err := reader.GetMultiOrFill(ctx, []string{"s", "t"}, src.fill, &clientlib.FillOptions{AcceptStale: true})
+			require.NoError(t, err)
+			require.Less(t, time.Since(start), time.Second, "not waited for")
+			require.Equal(t, [][]string{{"t"}}, src.takeCalls())
+			require.Equal(t, "old", string(got["s"].Data))
+			require.Equal(t, clientlib.SourceStale, got["s"].Source)
+			require.Equal(t, "filled t", string(got["t"].Data))
+			require.Equal(t, uint64(1), reader.Stats().StaleServed)
+		})
+	}
+}
