@@ -515,3 +515,58 @@ func TestGetMultiOrFillAcceptStale(t *testing.T) {
 		})
 	}
 }
+
+// TestGetMultiOrFillServerDown: with one of two servers killed, the batch still answers every key: the
+// dead server's keys go to the fallback (filled, uncached), in the same single call of fill as the live
+// server's misses; with FallbackError they fail with the cache's error instead, and the others do not.
+func TestGetMultiOrFillServerDown(t *testing.T) {
+	for name, mode := range map[string]clientlib.FallbackMode{"FallbackFill": clientlib.FallbackFill, "FallbackError": clientlib.FallbackError} {
+		t.Run(name, func(t *testing.T) {
+			live, dead := startLeasecached(t), startLeasecached(t)
+			c := newClient(t, clientlib.Config{}, live.Addr, dead.Addr)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var keys []string
+			onDead := map[string]bool{}
+			for i := range 20 {
+				k := "down:" + strconv.Itoa(i)
+				keys = append(keys, k)
+				a, err := c.ServerFor(k)
+				require.NoError(t, err)
+				onDead[k] = a == dead.Addr
+			}
+			dead.Kill()
+			src := &batchSource{}
+			got, err := c.GetMultiOrFill(ctx, keys, func(ctx context.Context, ks []string) (map[string][]byte, error) {
+				out, _ := src.fill(ctx, ks)
+				for _, k := range ks { // no key is "not found" here
+					out[k] = []byte("filled " + k)
+				}
+				return out, nil
+			}, &clientlib.FillOptions{Fallback: mode})
+			calls := src.takeCalls()
+			require.Len(t, calls, 1, "one fill call")
+			for _, k := range keys {
+				v, ok := got[k]
+				switch {
+				case !onDead[k]:
+					require.True(t, ok, k)
+					require.Equal(t, clientlib.SourceFill, v.Source, k)
+				case mode == clientlib.FallbackFill:
+					require.True(t, ok, k)
+					require.Equal(t, clientlib.SourceFallback, v.Source, k)
+				default:
+					require.False(t, ok, k)
+				}
+			}
+			if mode == clientlib.FallbackFill {
+				require.NoError(t, err)
+				require.Len(t, calls[0], 20)
+			} else {
+				require.Error(t, err, "the dead server's error")
+				require.Less(t, len(calls[0]), 20, "the dead server's keys were not filled")
+			}
+			require.NotZero(t, c.Stats().Fallbacks)
+		})
+	}
+}
