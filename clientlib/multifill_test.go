@@ -398,7 +398,9 @@ func TestGetMultiOrFillFleet(t *testing.T) {
 			var wg sync.WaitGroup
 			var cs []*clientlib.Client
 			for range clients {
-				c := newClient(t, clientlib.Config{Distribution: clientlib.Modulo}, addrs...)
+				// Timeout 3 s: on a loaded 2-CPU machine under -race, two requests stalled past the default 1 s
+				// once ejected a healthy server (and its keys moved, which looked like duplicate fills).
+				c := newClient(t, clientlib.Config{Distribution: clientlib.Modulo, Timeout: 3 * time.Second, Logf: t.Logf}, addrs...)
 				cs = append(cs, c)
 				for range goroutines {
 					wg.Add(1)
@@ -409,7 +411,7 @@ func TestGetMultiOrFillFleet(t *testing.T) {
 							for _, i := range rand.Perm(nkeys)[:perBatch] {
 								keys = append(keys, "fleet:"+strconv.Itoa(i))
 							}
-							ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+							ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
 							got, err := c.GetMultiOrFill(ctx, keys, fill, &clientlib.FillOptions{TTL: ttl})
 							cancel()
 							calls.Add(1)
