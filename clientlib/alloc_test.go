@@ -2,6 +2,7 @@ package clientlib_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,8 @@ func TestSteadyStateAllocations(t *testing.T) {
 	if err := c.Set(ctx, item); err != nil {
 		t.Fatal(err)
 	}
+	var observed atomic.Int64
+	oc := newClient(t, clientlib.Config{Observe: func(context.Context, clientlib.Event) { observed.Add(1) }}, p.Addr)
 	tests := []struct {
 		name string
 		max  float64
@@ -31,11 +34,18 @@ func TestSteadyStateAllocations(t *testing.T) {
 		{"Increment miss", 0, func() { _, _ = c.Increment(ctx, "alloc:none", 1) }},
 		{"Get miss", 0, func() { _, _ = c.Get(ctx, "alloc:none") }},
 		{"Get hit", 2, func() { _, _ = c.Get(ctx, "alloc:key") }},
+		// Config.Observe set: the hook itself allocates nothing either.
+		{"Get miss, observed", 0, func() { _, _ = oc.Get(ctx, "alloc:none") }},
+		{"Get hit, observed", 2, func() { _, _ = oc.Get(ctx, "alloc:key") }},
+		{"Set, observed", 0, func() { _ = oc.Set(ctx, item) }},
 	}
 	for _, tc := range tests {
 		if got := testing.AllocsPerRun(200, tc.run); got > tc.max {
 			t.Errorf("%s: %v allocations per call, want at most %v", tc.name, got, tc.max)
 		}
+	}
+	if observed.Load() == 0 {
+		t.Error("the observed client's hook was not called")
 	}
 }
 

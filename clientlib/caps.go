@@ -158,7 +158,13 @@ func (c *Client) probeProtocol(ctx context.Context, srv *server) (protocol, time
 
 // exchange dials srv, writes req and runs read on the reply, within ctx. A connection the server closed
 // before any reply byte arrived gives errClosedOnUs.
-func (c *Client) exchange(ctx context.Context, srv *server, req string, read func(r *bufio.Reader) error) error {
+func (c *Client) exchange(ctx context.Context, srv *server, req string, read func(r *bufio.Reader) error) (err error) {
+	if c.cfg.Observe != nil {
+		start := time.Now()
+		defer func() {
+			c.cfg.Observe(ctx, Event{Op: "probe", Addr: srv.addr, Start: start, Duration: time.Since(start), Err: err})
+		}()
+	}
 	nc, err := srv.pool.dialer.dial(ctx)
 	if err != nil {
 		if ae := (*authError)(nil); errors.As(err, &ae) {

@@ -43,7 +43,7 @@ func (c *Client) getOne(ctx context.Context, cmd, key string, hasExp bool, exp i
 // getOn is getOne on a given server.
 func (c *Client) getOn(ctx context.Context, srv *server, cmd, key string, hasExp bool, exp int64) (*Item, error) {
 	var it *Item
-	err := c.do(ctx, srv, func(cn *conn) error {
+	err := c.do(ctx, srv, cmd[:len(cmd)-1], 1, func(cn *conn) error {
 		cn.w.WriteString(cmd)
 		if hasExp {
 			cn.writeInt(exp)
@@ -133,7 +133,7 @@ func (c *Client) storeOn(ctx context.Context, srv *server, cmd string, it *Item,
 		return ErrValueTooLarge
 	}
 	exp := exptime(it.TTL, c.now)
-	return c.do(ctx, srv, func(cn *conn) error {
+	return c.do(ctx, srv, cmd, 1, func(cn *conn) error {
 		cn.w.WriteString(cmd)
 		cn.w.WriteByte(' ')
 		cn.w.WriteString(it.Key)
@@ -195,7 +195,7 @@ func (c *Client) simple(ctx context.Context, key, cmd string, hasArg bool, arg i
 
 // simpleOn is simple on a given server.
 func (c *Client) simpleOn(ctx context.Context, srv *server, key, cmd string, hasArg bool, arg int64, want []byte) error {
-	return c.do(ctx, srv, func(cn *conn) error {
+	return c.do(ctx, srv, cmd[:len(cmd)-1], 1, func(cn *conn) error {
 		cn.w.WriteString(cmd)
 		cn.w.WriteString(key)
 		if hasArg {
@@ -237,7 +237,7 @@ func (c *Client) arith(ctx context.Context, cmd, key string, delta uint64) (uint
 		return 0, err
 	}
 	var n uint64
-	err = c.do(ctx, srv, func(cn *conn) error {
+	err = c.do(ctx, srv, cmd[:len(cmd)-1], 1, func(cn *conn) error {
 		cn.w.WriteString(cmd)
 		cn.w.WriteString(key)
 		cn.w.WriteByte(' ')
@@ -266,7 +266,7 @@ func (c *Client) arith(ctx context.Context, cmd, key string, delta uint64) (uint
 // FlushAll invalidates every item on every live server.
 func (c *Client) FlushAll(ctx context.Context) error {
 	return c.eachServer(ctx, func(srv *server) error {
-		return c.do(ctx, srv, func(cn *conn) error {
+		return c.do(ctx, srv, "flush_all", 0, func(cn *conn) error {
 			cn.w.WriteString("flush_all\r\n")
 			if err := cn.flush(); err != nil {
 				return err
@@ -302,7 +302,7 @@ func (c *Client) Version(ctx context.Context) (map[string]string, error) {
 // versionOf sends "version" to srv.
 func (c *Client) versionOf(ctx context.Context, srv *server) (string, error) {
 	var v string
-	err := c.do(ctx, srv, func(cn *conn) error {
+	err := c.do(ctx, srv, "version", 0, func(cn *conn) error {
 		cn.w.WriteString("version\r\n")
 		if err := cn.flush(); err != nil {
 			return err
@@ -327,7 +327,7 @@ func (c *Client) ServerStats(ctx context.Context, group string) (map[string]map[
 	var mu = make(chan struct{}, 1)
 	err := c.eachServer(ctx, func(srv *server) error {
 		stats := make(map[string]string)
-		err := c.do(ctx, srv, func(cn *conn) error {
+		err := c.do(ctx, srv, "stats", 0, func(cn *conn) error {
 			cn.w.WriteString("stats")
 			if group != "" {
 				cn.w.WriteByte(' ')

@@ -209,7 +209,29 @@ func (c *Client) pick(key string) (*server, error) {
 // request is bounded by ctx and Config.Timeout; a connection whose request was interrupted or failed
 // mid-reply is closed; a network failure not caused by ctx counts against srv's health, and so does a
 // request its caller gave up on that the server then leaves unanswered for Config.Timeout (drain).
-func (c *Client) do(ctx context.Context, srv *server, fn func(cn *conn) error) error {
+//
+// op (the command) and keys (how many it carries) are for Config.Observe, which do calls after the
+// request when it is set; unset, it costs a nil check.
+func (c *Client) do(ctx context.Context, srv *server, op string, keys int, fn func(cn *conn) error) error {
+	if c.cfg.Observe == nil {
+		return c.do1(ctx, srv, fn)
+	}
+	start := time.Now()
+	err := c.do1(ctx, srv, fn)
+	c.cfg.Observe(ctx, Event{Op: op, Addr: srv.addr, Keys: keys, Start: start, Duration: time.Since(start), Err: failure(err)})
+	return err
+}
+
+// failure is err unless it is an answer: a miss or a refused conditional write is the server answering.
+func failure(err error) error {
+	if err == ErrCacheMiss || err == ErrNotStored || err == ErrCASConflict {
+		return nil
+	}
+	return err
+}
+
+// do1 is do without the observer.
+func (c *Client) do1(ctx context.Context, srv *server, fn func(cn *conn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -327,7 +349,12 @@ func (c *Client) revive(srv *server) {
 		if srv.removed.Load() {
 			return
 		}
-		if srv.probe(c.cfg.DialTimeout) == nil {
+		start := time.Now()
+		err := srv.probe(c.cfg.DialTimeout)
+		if c.cfg.Observe != nil {
+			c.cfg.Observe(c.life, Event{Op: "version", Addr: srv.addr, Start: start, Duration: time.Since(start), Err: err})
+		}
+		if err == nil {
 			srv.proto.Store(int32(protoUnknown))
 			srv.failures.Store(0)
 			srv.dead.Store(false)

@@ -10,12 +10,12 @@ import (
 // Defaults for Config fields left zero. Each is chosen to be safe for a service that has not tuned
 // anything: bounded waits, bounded connections, quick ejection of a dead server.
 const (
-	DefaultTimeout        = 1 * time.Second        // per-request I/O bound when the context has no earlier deadline
-	DefaultDialTimeout    = 500 * time.Millisecond // bound of the connect, and of the TLS handshake and the authentication each
+	defaultTimeout        = 1 * time.Second        // per-request I/O bound when the context has no earlier deadline
+	defaultDialTimeout    = 500 * time.Millisecond // bound of the connect, and of the TLS handshake and the authentication each
 	DefaultMaxOpenPerAddr = 64                     // open connections per server; callers wait beyond it
 	DefaultFailureLimit   = 2                      // consecutive failures that eject a server
-	DefaultRetryInterval  = 1 * time.Second        // how often an ejected server is probed
-	DefaultMaxValueSize   = 1 << 20                // memcached's default -I (1 MiB item size)
+	defaultRetryInterval  = 1 * time.Second        // how often an ejected server is probed
+	defaultMaxValueSize   = 1 << 20                // memcached's default -I (1 MiB item size)
 	// maxKeysPerGet bounds one "get k1 k2 ..." line (250-byte keys: about 25 KB a line).
 	maxKeysPerGet = 100
 )
@@ -48,8 +48,9 @@ type Server struct {
 type Config struct {
 	Servers      []Server
 	Distribution Distribution
-	// Timeout bounds one request's I/O when the context's deadline is later or absent.
-	Timeout     time.Duration
+	// Timeout bounds one request's I/O when the context's deadline is later or absent (default 1 s).
+	Timeout time.Duration
+	// DialTimeout bounds the connect, and the TLS handshake and the authentication each (default 500 ms).
 	DialTimeout time.Duration
 	// TLS, when not nil, makes every connection to a host:port server TLS with this configuration (memcached
 	// -Z); its ServerName, when empty, is the address's host. Unix socket servers stay plaintext, as memcached
@@ -75,9 +76,10 @@ type Config struct {
 	// reply for Timeout, whether or not its caller's deadline ended sooner (the client waits for the
 	// reply in the background). A server that hangs is out of the ring about Timeout after it stopped.
 	FailureLimit int
-	// RetryInterval is how long an ejected server stays out before each probe (a version command).
+	// RetryInterval is how long an ejected server stays out before each probe (a version command); default 1 s.
 	RetryInterval time.Duration
-	// MaxValueSize: larger values are refused with ErrValueTooLarge before anything is sent.
+	// MaxValueSize: larger values are refused with ErrValueTooLarge before anything is sent (default 1 MiB,
+	// memcached's default -I).
 	MaxValueSize int
 	// Fill holds the defaults for GetOrFill calls that pass nil options.
 	Fill FillOptions
@@ -85,14 +87,37 @@ type Config struct {
 	// server speaks (learned once), and one warning when FillTimeout exceeds a server's lease window. It
 	// may be called from several goroutines at once. nil: nothing is logged.
 	Logf func(format string, args ...any)
+	// Observe, when set, is called for metrics and tracing after every request to a server (each round
+	// trip, the client's own writes, give-backs and capability probes included) and after every fill, on
+	// the goroutine that made it, with the context of the call that caused it (a tracer finds its parent
+	// span there). It must be quick and safe for concurrent use. nil: nothing is measured, at no cost.
+	Observe func(ctx context.Context, ev Event)
+}
+
+// Event is one request to a server, or one fill, as Config.Observe sees it. A span or a histogram
+// sample can be made from it after the fact: it begins at Start and lasts Duration.
+type Event struct {
+	// Op is the command ("gets", "set", "delete", "lease-get", "lease-set", "mg", "ms", "md", "version",
+	// "probe", ...), or "fill" for a fill function's call (one call of a GetMultiOrFill batch fill
+	// included).
+	Op string
+	// Addr is the server; "" for a fill.
+	Addr string
+	// Keys is how many keys the request or fill carried (0 for flush_all, stats, version, probes).
+	Keys     int
+	Start    time.Time
+	Duration time.Duration
+	// Err is the failure: network, timeout, a server error reply, a protocol error, a fill's error. A
+	// miss or a refused conditional write is an answer, not a failure: Err is nil.
+	Err error
 }
 
 func (c Config) withDefaults() Config {
 	if c.Timeout <= 0 {
-		c.Timeout = DefaultTimeout
+		c.Timeout = defaultTimeout
 	}
 	if c.DialTimeout <= 0 {
-		c.DialTimeout = DefaultDialTimeout
+		c.DialTimeout = defaultDialTimeout
 	}
 	if c.MaxOpenPerAddr <= 0 {
 		c.MaxOpenPerAddr = DefaultMaxOpenPerAddr
@@ -101,10 +126,10 @@ func (c Config) withDefaults() Config {
 		c.FailureLimit = DefaultFailureLimit
 	}
 	if c.RetryInterval <= 0 {
-		c.RetryInterval = DefaultRetryInterval
+		c.RetryInterval = defaultRetryInterval
 	}
 	if c.MaxValueSize <= 0 {
-		c.MaxValueSize = DefaultMaxValueSize
+		c.MaxValueSize = defaultMaxValueSize
 	}
 	c.Fill = c.Fill.withDefaults()
 	return c

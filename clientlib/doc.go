@@ -19,10 +19,14 @@
 //     once per server: leasecached's leases (lease-get / lease-set), memcached 1.6's meta commands
 //     (mg N, ms C), or behind twemproxy the classic commands (then per process only). A fill that fails
 //     gives the key back at once. Optionally (FillOptions.EarlyRefresh) a hot key is refreshed before it
-//     expires by one reader in the fleet, in the background, so that its readers never miss. See
-//     doc/leases.md, "A client's side".
+//     expires by one reader in the fleet, in the background, so that its readers never miss.
+//     GetMultiOrFill does the same for many keys: one request per server and one call of a batch fill.
+//     See doc/leases.md, "A client's side".
 //   - Stats returns counters a service can export (fills, coalesced callers, hot-miss waits, stale
-//     values served, rejected lease-sets, fallbacks, per-server errors) without any metrics dependency.
+//     values served, rejected lease-sets, fallbacks, per-server errors) without any metrics dependency,
+//     and Config.Observe sees every request and fill (for histograms and tracing spans).
+//   - Typed values (a Cache[T] with JSON or gob codecs and compression) live in the subpackage
+//     clientlib/typed.
 //   - Servers are "host:port" addresses or Unix socket paths, over TLS (Config.TLS, or a Config.DialContext
 //     of one's own) and with -Y authentication (Config.Username) when asked; SetServers changes the list
 //     while the client is in use, and Ping checks that each server answers.

@@ -13,10 +13,10 @@ import (
 
 // Defaults and limits of GetOrFill.
 const (
-	DefaultFillTTL = 5 * time.Minute
-	// DefaultFillTimeout: keep FillTimeout below leasecached's lease window (10 s by default); the client
+	defaultFillTTL = 5 * time.Minute
+	// defaultFillTimeout: keep FillTimeout below leasecached's lease window (10 s by default); the client
 	// warns once, through Config.Logf, when it is not.
-	DefaultFillTimeout = 5 * time.Second
+	defaultFillTimeout = 5 * time.Second
 	// backoffStart, backoffCap: hot-miss waits start near 2 ms and double up to the cap, each sleep
 	// drawn uniformly from [0, current] ("full jitter") so waiting processes do not retry in step.
 	backoffStart = 2 * time.Millisecond
@@ -55,14 +55,15 @@ type FillFunc func(ctx context.Context, key string) ([]byte, error)
 // the package defaults (so a call cannot turn off a boolean, or pick FallbackFill, that the client's
 // defaults turned on). When callers coalesce, the options of the caller that started the fill apply.
 type FillOptions struct {
-	// TTL of the value written after a fill; 0 means DefaultFillTTL, NeverExpire means no expiry.
+	// TTL of the value written after a fill; 0 means 5 minutes, NeverExpire means no expiry.
 	TTL time.Duration
 	// TTLJitter shortens each written TTL by a random amount in [0, TTLJitter], so keys filled
 	// together do not all expire together.
 	TTLJitter time.Duration
 	// Flags are the client flags stored with filled values.
 	Flags uint32
-	// FillTimeout bounds one fill call; 0 means DefaultFillTimeout.
+	// FillTimeout bounds one fill call; 0 means 5 s. Keep it below leasecached's lease window (10 s by
+	// default): the client warns once, through Config.Logf, when it is not.
 	FillTimeout time.Duration
 	// MaxWait bounds the time spent waiting (with backoff) for another process's fill. 0 means
 	// FillTimeout plus one second: the longest that fill and its cache write may take, so that waiting
@@ -94,10 +95,10 @@ type FillOptions struct {
 
 func (o FillOptions) withDefaults() FillOptions {
 	if o.TTL == 0 {
-		o.TTL = DefaultFillTTL
+		o.TTL = defaultFillTTL
 	}
 	if o.FillTimeout <= 0 {
-		o.FillTimeout = DefaultFillTimeout
+		o.FillTimeout = defaultFillTimeout
 	}
 	return o
 }
@@ -679,6 +680,7 @@ func (c *Client) checkLeaseWindow(srv *server, o *FillOptions) {
 // its goroutine finishes on its own and its result is dropped. A panic is recovered on that goroutine.
 func (c *Client) runFill(ctx context.Context, key string, fill FillFunc, o *FillOptions) ([]byte, error) {
 	c.counters.fillsStarted.Add(1)
+	start := time.Now()
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.FillTimeout)
 	defer cancel()
 	type result struct {
@@ -704,7 +706,19 @@ func (c *Client) runFill(ctx context.Context, key string, fill FillFunc, o *Fill
 	if r.err != nil && !errors.Is(r.err, ErrNotFound) {
 		c.counters.fillErrors.Add(1)
 	}
+	c.observeFill(ctx, 1, start, r.err)
 	return r.data, r.err
+}
+
+// observeFill tells Config.Observe about a fill of n keys that began at start.
+func (c *Client) observeFill(ctx context.Context, n int, start time.Time, err error) {
+	if c.cfg.Observe == nil {
+		return
+	}
+	if errors.Is(err, ErrNotFound) {
+		err = nil // an answer
+	}
+	c.cfg.Observe(ctx, Event{Op: "fill", Keys: n, Start: start, Duration: time.Since(start), Err: err})
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

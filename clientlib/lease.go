@@ -68,7 +68,7 @@ func (c *Client) LeaseGet(ctx context.Context, key string) (LeaseResult, error) 
 // leaseGet is LeaseGet on a given server, without the capability check.
 func (c *Client) leaseGet(ctx context.Context, srv *server, key string) (LeaseResult, error) {
 	var res LeaseResult
-	err := c.do(ctx, srv, func(cn *conn) error {
+	err := c.do(ctx, srv, "lease-get", 1, func(cn *conn) error {
 		cn.w.WriteString("lease-get ")
 		cn.w.WriteString(key)
 		cn.w.Write(crlf)
@@ -137,7 +137,7 @@ func (c *Client) leaseSet(ctx context.Context, srv *server, it *Item, token uint
 		return ErrValueTooLarge
 	}
 	exp := exptime(it.TTL, c.now)
-	return c.do(ctx, srv, func(cn *conn) error {
+	return c.do(ctx, srv, "lease-set", 1, func(cn *conn) error {
 		cn.w.WriteString("lease-set ")
 		cn.w.WriteString(it.Key)
 		cn.w.WriteByte(' ')

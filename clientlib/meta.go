@@ -165,7 +165,7 @@ func (c *Client) meta(ctx context.Context, cmd, key string, value []byte, hasDat
 func (c *Client) metaOn(ctx context.Context, srv *server, cmd, key string, value []byte, hasData bool, flags MetaFlags, quietStatus string) (*MetaResult, error) {
 	quiet := flags.quiet()
 	res := &MetaResult{}
-	err := c.do(ctx, srv, func(cn *conn) error {
+	err := c.do(ctx, srv, cmd, 1, func(cn *conn) error {
 		cn.w.WriteString(cmd)
 		cn.w.WriteByte(' ')
 		cn.w.WriteString(key)

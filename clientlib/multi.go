@@ -30,7 +30,7 @@ func (c *Client) GetMulti(ctx context.Context, keys []string) (map[string]*Item,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := c.do(ctx, srv, func(cn *conn) error { return c.getBatch(cn, ks, out, &mu) })
+			err := c.do(ctx, srv, "gets", len(ks), func(cn *conn) error { return c.getBatch(cn, ks, out, &mu) })
 			if err != nil {
 				mu.Lock()
 				errs = append(errs, err)

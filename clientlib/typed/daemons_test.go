@@ -1,0 +1,89 @@
+package typed_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasecached/leasecached/internal/testdaemon"
+	"github.com/stretchr/testify/require"
+)
+
+// The real servers the typed cache is checked against, started as clientlib's own tests start them
+// (internal/testdaemon): leasecached built from this tree, and Debian's memcached 1.6.
+
+var (
+	buildOnce sync.Once
+	buildBin  string
+	buildErr  error
+)
+
+func start(t *testing.T, name, bin string, args func(port int) []string) string {
+	t.Helper()
+	d, err := testdaemon.Start(context.Background(), testdaemon.Spec{Name: name, Path: bin, Args: args,
+		Output: os.Stderr, StartTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Kill(5 * time.Second) })
+	return d.Addr
+}
+
+func startLeasecached(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "typed-test-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildBin = filepath.Join(dir, "leasecached")
+		if out, err := exec.Command("go", "build", "-o", buildBin, "github.com/leasecached/leasecached/cmd/leasecached").CombinedOutput(); err != nil {
+			buildErr = &exec.Error{Name: string(out), Err: err}
+		}
+	})
+	require.NoError(t, buildErr)
+	return start(t, "leasecached", buildBin, func(port int) []string {
+		return []string{"-p", strconv.Itoa(port), "-l", "127.0.0.1", "-m", "64", "-t", "2"}
+	})
+}
+
+func startMemcached(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("memcached")
+	if err != nil {
+		for _, p := range []string{"/usr/bin/memcached", "/usr/sbin/memcached"} {
+			if _, e := os.Stat(p); e == nil {
+				bin, err = p, nil
+			}
+		}
+	}
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("memcached is not installed")
+		}
+		t.Skip("memcached is not installed")
+	}
+	return start(t, "memcached", bin, func(port int) []string {
+		return []string{"-u", "nobody", "-l", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "0", "-m", "64"}
+	})
+}
+
+var backends = []struct {
+	name  string
+	start func(*testing.T) string
+}{
+	{"leasecached", startLeasecached},
+	{"memcached", startMemcached},
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildBin != "" {
+		_ = os.RemoveAll(filepath.Dir(buildBin))
+	}
+	os.Exit(code)
+}
