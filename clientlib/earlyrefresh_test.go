@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +31,9 @@ type earlyResult struct {
 	fills          []time.Time    // fill starts, in order
 	afterWarmUp    map[string]int // sources of the calls after warm-up
 	slowest        time.Duration  // slowest call after warm-up
+	// foreground counts fills after warm-up that ended while the reader whose call started them was still
+	// in that call: a reader that waited for its own refresh.
+	foreground int
 	waits          uint64         // hot-miss waits after warm-up, all clients
 	early, stored  uint64         // early refreshes won, conditional writes stored
 	rejected       uint64
@@ -43,10 +47,18 @@ func (r earlyResult) String() string {
 		gaps = append(gaps, r.fills[i].Sub(r.fills[i-1]).Round(10*time.Millisecond).String())
 	}
 	return fmt.Sprintf("%d calls, %d errors, %d fills (gaps between starts, up to 20: %v), %d duplicate fills, sources after warm-up %v, "+
-		"slowest call after warm-up %v, %d hot-miss waits, %d early refreshes won, %d writes stored, %d rejected, "+
+		"slowest call after warm-up %v, %d fills waited for, %d hot-miss waits, %d early refreshes won, %d writes stored, %d rejected, "+
 		"%d server misses after warm-up", r.calls, r.errors, len(r.fills), gaps, r.duplicateFills, r.afterWarmUp,
-		r.slowest.Round(time.Millisecond), r.waits, r.early, r.stored, r.rejected, r.serverMisses)
+		r.slowest.Round(time.Millisecond), r.foreground, r.waits, r.early, r.stored, r.rejected, r.serverMisses)
 }
+
+// earlyCall identifies a reader's call in its context: the reader's call counter and its value during the call.
+type earlyCall struct {
+	seq *atomic.Int64
+	at  int64
+}
+
+type earlyCallKey struct{}
 
 // runEarly runs the load against addr with the given EarlyRefresh and reports what readers and the
 // source saw.
@@ -55,15 +67,24 @@ func runEarly(t *testing.T, addr string, beta float64) earlyResult {
 	const key = "hot"
 	var mu sync.Mutex
 	res := earlyResult{afterWarmUp: map[string]int{}}
+	start := time.Now()
+	warm, end := start.Add(earlyWarmUp), start.Add(earlyRun)
 	fill := func(ctx context.Context, k string) ([]byte, error) {
+		began := time.Now()
 		mu.Lock()
-		res.fills = append(res.fills, time.Now())
+		res.fills = append(res.fills, began)
 		n := len(res.fills)
 		mu.Unlock()
 		select {
 		case <-time.After(earlyFillTime):
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		}
+		// The call that started this fill: is its reader still in it? (Its calls are numbered: odd while in one.)
+		if c, ok := ctx.Value(earlyCallKey{}).(earlyCall); ok && began.After(warm) && c.seq.Load() == c.at {
+			mu.Lock()
+			res.foreground++
+			mu.Unlock()
 		}
 		return []byte("value " + strconv.Itoa(n)), nil
 	}
@@ -77,19 +98,21 @@ func runEarly(t *testing.T, addr string, beta float64) earlyResult {
 		n, _ := strconv.Atoi(s[addr]["get_misses"])
 		return n
 	}
-	start := time.Now()
-	warm, end := start.Add(earlyWarmUp), start.Add(earlyRun)
 	var wg sync.WaitGroup
 	for _, c := range clients {
 		for range earlyGoroutines {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				var seq atomic.Int64
 				for time.Now().Before(end) {
-					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					at := seq.Add(1) // odd: in a call
+					ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), earlyCallKey{},
+						earlyCall{seq: &seq, at: at}), 5*time.Second)
 					t0 := time.Now()
 					v, err := c.GetOrFill(ctx, key, fill, nil)
 					took := time.Since(t0)
+					seq.Add(1)
 					cancel()
 					mu.Lock()
 					res.calls++
@@ -157,7 +180,10 @@ func TestEarlyRefresh(t *testing.T) {
 					"after warm-up every reader gets the cached value")
 				require.Zero(t, res.waits, "hot-miss waits: a reader waited for a fill")
 				require.Zero(t, res.serverMisses, "misses the server counted after warm-up")
-				require.Less(t, res.slowest, earlyFillTime, "a reader took as long as a fill")
+				// Not the slowest call against the fill time: on a loaded machine a call can take that long
+				// without waiting for anything (482 ms against 400 in one run). Whether the reader that won a
+				// refresh waited for it is what matters.
+				require.Zero(t, res.foreground, "a reader waited for the refresh it started")
 			})
 			t.Run("off", func(t *testing.T) {
 				res := runEarly(t, be.start(t).Addr, 0)
