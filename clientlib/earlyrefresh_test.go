@@ -27,15 +27,15 @@ const (
 )
 
 type earlyResult struct {
-	calls, errors  int
-	fills          []time.Time    // fill starts, in order
-	afterWarmUp    map[string]int // sources of the calls after warm-up
-	slowest        time.Duration  // slowest call after warm-up
+	calls, errors int
+	fills         []time.Time    // fill starts, in order
+	afterWarmUp   map[string]int // sources of the calls after warm-up
+	slowest       time.Duration  // slowest call after warm-up
 	// foreground counts fills after warm-up that ended while the reader whose call started them was still
 	// in that call: a reader that waited for its own refresh.
-	foreground int
-	waits          uint64         // hot-miss waits after warm-up, all clients
-	early, stored  uint64         // early refreshes won, conditional writes stored
+	foreground     int
+	waits          uint64 // hot-miss waits after warm-up, all clients
+	early, stored  uint64 // early refreshes won, conditional writes stored
 	rejected       uint64
 	serverMisses   int // get_misses the server counted after warm-up
 	duplicateFills int // fills that started less than a fill time after the one before (one refresh, two fills)
