@@ -579,17 +579,25 @@ func (cn *conn) binStats() {
 		lines = s.appendSlabStats(nil)
 	case string(group) == "sizes":
 		lines = stat(nil, "sizes_status", "disabled")
+	case string(group) == "sizes_enable", string(group) == "sizes_disable": // no empty packet after them
+		cn.binStatLines(appendSizesSwitch(nil, string(group) == "sizes_enable"))
+		return
 	default:
 		cn.binError(bp.StatusKeyENOENT)
 		return
 	}
+	cn.binStatLines(lines)
+	cn.out = bp.AppendStat(cn.out, &r.Header, nil, nil)
+}
+
+// binStatLines answers the text protocol's "STAT <name> <value>\r\n" lines as one packet each.
+func (cn *conn) binStatLines(lines []byte) {
 	for len(lines) > 0 {
 		var line []byte
 		line, lines, _ = bytes.Cut(lines, []byte("\r\n"))
 		name, value, _ := bytes.Cut(bytes.TrimPrefix(line, []byte("STAT ")), []byte(" "))
-		cn.out = bp.AppendStat(cn.out, &r.Header, name, value)
+		cn.out = bp.AppendStat(cn.out, &cn.bin.req.Header, name, value)
 	}
-	cn.out = bp.AppendStat(cn.out, &r.Header, nil, nil)
 }
 
 // SASL (-S): PLAIN only, checked against --sasl-pwdb's users with -Y's checker (auth.Verifier).

@@ -363,3 +363,17 @@ func TestBinarySASLBcryptOffLoop(t *testing.T) {
 		assert.Equal(t, c.want, got, c.pass)
 	}
 }
+
+// stats sizes_disable answers as memcached does (one stat, no END, no empty packet after it); sizes_enable
+// answers memcached's error form, as leasecached keeps no size histogram.
+func TestSizesSwitch(t *testing.T) {
+	s := newTestServer(t)
+	out, _ := serveBinaryOn(s, "stats sizes_disable\r\nstats sizes_enable\r\n")
+	assert.Equal(t, "STAT sizes_status disabled\r\nSTAT sizes_status error\r\nSTAT sizes_error not_supported\r\n", string(out))
+	out, _ = serveBinaryOn(s, bpkt(bp.OpStat, "sizes_disable", "", "", 0)+bpkt(bp.OpNoop, "", "", "", 0))
+	rs := replies(t, out)
+	require.Len(t, rs, 2)
+	assert.Equal(t, bp.OpStat, rs[0].Opcode)
+	assert.True(t, bytes.Contains(out, []byte("sizes_statusdisabled")))
+	assert.Equal(t, bp.OpNoop, rs[1].Opcode, "no empty STAT packet")
+}

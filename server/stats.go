@@ -155,6 +155,9 @@ func (cn *conn) statsCmd(req *protocol.Request) {
 		cn.out = cn.srv.appendSlabStats(cn.out)
 	case "sizes":
 		cn.out = append(cn.out, "STAT sizes_status disabled\r\n"...)
+	case "sizes_enable", "sizes_disable": // memcached ends these without END
+		cn.out = appendSizesSwitch(cn.out, string(req.Args[0]) == "sizes_enable")
+		return
 	case "conns":
 		cn.out = cn.srv.appendConnStats(cn.out)
 	case "extstore":
@@ -177,6 +180,16 @@ func (cn *conn) statsCmd(req *protocol.Request) {
 		return
 	}
 	cn.out = append(cn.out, protocol.ReplyEnd...)
+}
+
+// appendSizesSwitch answers `stats sizes_enable` and `sizes_disable`. leasecached keeps no item size
+// histogram (`stats sizes` is always disabled): disabling answers as memcached does, enabling with
+// memcached's error form.
+func appendSizesSwitch(dst []byte, enable bool) []byte {
+	if !enable {
+		return stat(dst, "sizes_status", "disabled")
+	}
+	return stat(stat(dst, "sizes_status", "error"), "sizes_error", "not_supported")
 }
 
 func stat(dst []byte, name, value string) []byte {
