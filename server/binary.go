@@ -196,7 +196,9 @@ func (cn *conn) binRequest(in []byte) (int, binOutcome) {
 	if !h.HasValue() {
 		bc.req.Slice(h, in)
 		bc.after = in[prefix:]
-		return prefix, cn.execBinary()
+		out := cn.execBinary()
+		bc.after = nil // the input is the transport's
+		return prefix, out
 	}
 	if status, ok := cn.binValueFits(&h, in); !ok {
 		return prefix, cn.binRefuse(&h, status, h.ValueLen())
