@@ -349,13 +349,18 @@ func TestBinarySASLBcryptOffLoop(t *testing.T) {
 		require.NotNil(t, cn.bin.pending, "serve made the bcrypt check itself")
 		assert.Empty(t, wc.out.Bytes())
 		wc.in.WriteString(bpkt(bp.OpGet, "k", "", "", 0))
-		require.Equal(t, Continue, cn.serve(wc))
-		select {
-		case <-wc.woken:
-		case <-time.After(60 * time.Second):
-			t.Fatal("the checker did not wake the connection")
+		act := cn.serve(wc) // the check may be over already (bcrypt at its lowest cost): then all is answered
+		if cn.bin.pending != nil {
+			require.Equal(t, Continue, act)
+			assert.Empty(t, wc.out.Bytes(), "the get waits behind the check")
+			select {
+			case <-wc.woken:
+			case <-time.After(60 * time.Second):
+				t.Fatal("the checker did not wake the connection")
+			}
+			act = cn.serve(wc)
 		}
-		require.Equal(t, c.act, cn.serve(wc))
+		require.Equal(t, c.act, act)
 		var got []bp.Status
 		for _, r := range replies(t, wc.out.Bytes()) {
 			got = append(got, r.Status)
