@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -415,6 +417,11 @@ func TestStopDuringHandshake(t *testing.T) {
 	assert.Less(t, time.Since(start), 3*time.Second)
 	for _, c := range []net.Conn{silent, p} {
 		_, err := io.ReadAll(c)
+		if errors.Is(err, syscall.ECONNRESET) {
+			// Still in the listener's backlog when Stop closed the listener (the stream transport accepts
+			// on a goroutine): the kernel resets it. Closed all the same, and at once.
+			continue
+		}
 		assert.NoError(t, err, "closed by Stop")
 	}
 }

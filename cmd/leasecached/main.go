@@ -153,8 +153,9 @@ func serve(cfg server.Config) error {
 	}
 	srv := server.New(cfg, store)
 	sigs := make(chan os.Signal, 2)
+	// Never stopped: a signal that comes after the stop has finished, while the process exits, must not
+	// kill it by the default action (exit status "killed by SIGTERM" instead of 0).
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
 	returned, err := runUntilStopped(srv, sigs, stopTimeout, cfg.Logger)
 	if returned {
 		store.Close() // else an event loop may still be using it; exiting frees it
