@@ -134,15 +134,7 @@ func (c *Client) storeOn(ctx context.Context, srv *server, cmd string, it *Item,
 	}
 	exp := exptime(it.TTL, c.now)
 	return c.do(ctx, srv, cmd, 1, func(cn *conn) error {
-		cn.w.WriteString(cmd)
-		cn.w.WriteByte(' ')
-		cn.w.WriteString(it.Key)
-		cn.w.WriteByte(' ')
-		cn.writeUint(uint64(it.Flags))
-		cn.w.WriteByte(' ')
-		cn.writeInt(exp)
-		cn.w.WriteByte(' ')
-		cn.writeUint(uint64(len(it.Value)))
+		cn.writeStorageLine(cmd, it.Key, 0, it.Flags, exp, len(it.Value))
 		if cmd == "cas" {
 			cn.w.WriteByte(' ')
 			cn.writeUint(cas)

@@ -138,16 +138,7 @@ func (c *Client) leaseSet(ctx context.Context, srv *server, it *Item, token uint
 	}
 	exp := exptime(it.TTL, c.now)
 	return c.do(ctx, srv, "lease-set", 1, func(cn *conn) error {
-		cn.w.WriteString("lease-set ")
-		cn.w.WriteString(it.Key)
-		cn.w.WriteByte(' ')
-		cn.writeUint(token)
-		cn.w.WriteByte(' ')
-		cn.writeUint(uint64(it.Flags))
-		cn.w.WriteByte(' ')
-		cn.writeInt(exp)
-		cn.w.WriteByte(' ')
-		cn.writeUint(uint64(len(it.Value)))
+		cn.writeStorageLine("lease-set", it.Key, token, it.Flags, exp, len(it.Value))
 		cn.w.Write(crlf)
 		cn.writeData(it.Value)
 		if err := cn.flush(); err != nil {

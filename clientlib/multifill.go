@@ -545,16 +545,7 @@ func (b *batch) writeAll(ctx context.Context, srv *server, ws []write) (lost []p
 			exp := exptime(it.TTL, c.now)
 			switch w.p.cl.proto {
 			case protoLeases:
-				cn.w.WriteString("lease-set ")
-				cn.w.WriteString(it.Key)
-				cn.w.WriteByte(' ')
-				cn.writeUint(w.p.cl.token)
-				cn.w.WriteByte(' ')
-				cn.writeUint(uint64(it.Flags))
-				cn.w.WriteByte(' ')
-				cn.writeInt(exp)
-				cn.w.WriteByte(' ')
-				cn.writeUint(uint64(len(it.Value)))
+				cn.writeStorageLine("lease-set", it.Key, w.p.cl.token, it.Flags, exp, len(it.Value))
 			case protoMeta:
 				cn.w.WriteString("ms ")
 				cn.w.WriteString(it.Key)
@@ -567,14 +558,7 @@ func (b *batch) writeAll(ctx context.Context, srv *server, ws []write) (lost []p
 				cn.w.WriteString(" F")
 				cn.writeUint(uint64(it.Flags))
 			default:
-				cn.w.WriteString("set ")
-				cn.w.WriteString(it.Key)
-				cn.w.WriteByte(' ')
-				cn.writeUint(uint64(it.Flags))
-				cn.w.WriteByte(' ')
-				cn.writeInt(exp)
-				cn.w.WriteByte(' ')
-				cn.writeUint(uint64(len(it.Value)))
+				cn.writeStorageLine("set", it.Key, 0, it.Flags, exp, len(it.Value))
 			}
 			cn.w.Write(crlf)
 			cn.writeData(it.Value)

@@ -169,6 +169,24 @@ func (cn *conn) parseValue(line []byte, maxSize int) (valueHeader, error) {
 
 // Request writers. bufio.Writer errors are sticky and surface at flush.
 
+// writeStorageLine writes a storage command's line without its "\r\n": "<cmd> <key> <flags> <exptime>
+// <bytes>", with the lease token after the key for lease-set (ignored for the others).
+func (cn *conn) writeStorageLine(cmd, key string, token uint64, flags uint32, exp int64, n int) {
+	cn.w.WriteString(cmd)
+	cn.w.WriteByte(' ')
+	cn.w.WriteString(key)
+	cn.w.WriteByte(' ')
+	if cmd == "lease-set" {
+		cn.writeUint(token)
+		cn.w.WriteByte(' ')
+	}
+	cn.writeUint(uint64(flags))
+	cn.w.WriteByte(' ')
+	cn.writeInt(exp)
+	cn.w.WriteByte(' ')
+	cn.writeUint(uint64(n))
+}
+
 func (cn *conn) writeUint(n uint64) {
 	cn.w.Write(strconv.AppendUint(cn.num[:0], n, 10))
 }
