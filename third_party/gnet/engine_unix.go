@@ -65,6 +65,7 @@ func (eng *engine) closeEventLoops() {
 		for _, ln := range el.listeners {
 			ln.close()
 		}
+		el.closePending() // leasecached patch: drain_unix.go
 		_ = el.poller.Close()
 		return true
 	})
