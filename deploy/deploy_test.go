@@ -26,6 +26,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leasecached/leasecached/internal/sdnotify"
+	"github.com/leasecached/leasecached/internal/sdnotify/sdnotifytest"
 	"github.com/leasecached/leasecached/internal/testdaemon"
 )
 
@@ -200,13 +201,13 @@ func TestUnitStartsAndNotifies(t *testing.T) {
 	require.NoError(t, err)
 	argv := strings.Fields(unitDirectives(t, string(text))["Service.ExecStart"][0])
 	bin := staticBinary(t)
-	notes := listenNotify(t)
+	notes := sdnotifytest.Listen(t)
 	d, err := testdaemon.Start(context.Background(), testdaemon.Spec{
 		Name: "leasecached", Path: bin,
 		Args: func(port int) []string { return withPort(t, argv[1:], port) },
-		Env:  []string{sdnotify.EnvSocket + "=" + notes.name},
+		Env:  []string{sdnotify.EnvSocket + "=" + notes.Name},
 		Ready: func(addr string) error {
-			msg, ok := notes.next(20 * time.Millisecond)
+			msg, ok := notes.Next(20 * time.Millisecond)
 			if !ok {
 				return os.ErrDeadlineExceeded
 			}
@@ -218,15 +219,15 @@ func TestUnitStartsAndNotifies(t *testing.T) {
 	defer d.Kill(5 * time.Second)
 
 	require.NoError(t, d.Cmd.Process.Signal(syscall.SIGHUP))
-	msg, _ := notes.next(5 * time.Second)
+	msg, _ := notes.Next(5 * time.Second)
 	assert.True(t, strings.HasPrefix(msg, "RELOADING=1\nMONOTONIC_USEC="), "%q", msg)
-	msg, _ = notes.next(5 * time.Second)
+	msg, _ = notes.Next(5 * time.Second)
 	assert.Equal(t, sdnotify.Ready, msg)
 
 	exited, err := d.Terminate(10 * time.Second)
 	require.True(t, exited)
 	assert.NoError(t, err, "output:\n%s", d.Out.String())
-	msg, _ = notes.next(5 * time.Second)
+	msg, _ = notes.Next(5 * time.Second)
 	assert.Equal(t, sdnotify.Stopping, msg)
 }
 
@@ -329,36 +330,4 @@ func dial(addr string) error {
 		return err
 	}
 	return c.Close()
-}
-
-// notifySocket is a service manager's notify socket, as systemd makes one: a unix datagram socket.
-type notifySocket struct {
-	name string
-	conn *net.UnixConn
-}
-
-// listenNotify makes one in a short temporary directory (a socket path has at most 107 bytes).
-func listenNotify(t *testing.T) *notifySocket {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "sdn")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	name := filepath.Join(dir, "notify")
-	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: name, Net: "unixgram"})
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return &notifySocket{name: name, conn: c}
-}
-
-// next is the next datagram, or ok false when none comes within wait.
-func (s *notifySocket) next(wait time.Duration) (msg string, ok bool) {
-	if err := s.conn.SetReadDeadline(time.Now().Add(wait)); err != nil {
-		return "", false
-	}
-	buf := make([]byte, 4096)
-	n, err := s.conn.Read(buf)
-	if err != nil {
-		return "", false
-	}
-	return string(buf[:n]), true
 }

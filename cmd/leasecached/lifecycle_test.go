@@ -188,7 +188,7 @@ func startLifecycleWith(t *testing.T, f *fakeServer, timeout time.Duration, n *s
 	t.Helper()
 	notes := listenNotify(t)
 	if n == nil {
-		n = sdnotify.New(notes.name)
+		n = sdnotify.New(notes.Name)
 	}
 	r := &lifecycleRun{notifier: n, notes: notes, sigs: make(chan os.Signal, 2), result: make(chan [2]any, 1), exited: make(chan int, 1),
 		logLines: &strings.Builder{}}

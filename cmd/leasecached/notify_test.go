@@ -17,46 +17,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/leasecached/leasecached/internal/sdnotify"
+	"github.com/leasecached/leasecached/internal/sdnotify/sdnotifytest"
 	"github.com/leasecached/leasecached/internal/testdaemon"
 )
 
-// notifySocket is a service manager's notify socket, as systemd makes one: a unix datagram socket.
-type notifySocket struct {
-	name string
-	conn *net.UnixConn
-}
+// notifySocket adds expectations to a test notify socket.
+type notifySocket struct{ *sdnotifytest.Socket }
 
-// listenNotify makes one in a short temporary directory: a socket path has at most 107 bytes, which a
-// subtest's t.TempDir() can pass.
-func listenNotify(t *testing.T) *notifySocket {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "sdn")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	name := filepath.Join(dir, "notify")
-	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: name, Net: "unixgram"})
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return &notifySocket{name: name, conn: c}
-}
-
-// next is the next datagram, or ok false when none comes within wait.
-func (s *notifySocket) next(wait time.Duration) (msg string, ok bool) {
-	if err := s.conn.SetReadDeadline(time.Now().Add(wait)); err != nil {
-		return "", false
-	}
-	buf := make([]byte, 4096)
-	n, err := s.conn.Read(buf)
-	if err != nil {
-		return "", false
-	}
-	return string(buf[:n]), true
-}
+func listenNotify(t *testing.T) *notifySocket { return &notifySocket{sdnotifytest.Listen(t)} }
 
 // expect fails the test unless the next datagram, within 5 s, is want.
 func (s *notifySocket) expect(t *testing.T, want string) {
 	t.Helper()
-	msg, ok := s.next(5 * time.Second)
+	msg, ok := s.Next(5 * time.Second)
 	require.True(t, ok, "no %q within 5s", want)
 	require.Equal(t, want, msg)
 }
@@ -65,7 +38,7 @@ func (s *notifySocket) expect(t *testing.T, want string) {
 // later than now, as systemd's Type=notify-reload wants it.
 func (s *notifySocket) expectReloading(t *testing.T) {
 	t.Helper()
-	msg, ok := s.next(5 * time.Second)
+	msg, ok := s.Next(5 * time.Second)
 	require.True(t, ok, "no RELOADING=1 within 5s")
 	v, found := strings.CutPrefix(msg, "RELOADING=1\nMONOTONIC_USEC=")
 	require.True(t, found, "got %q", msg)
@@ -79,7 +52,7 @@ func (s *notifySocket) expectReloading(t *testing.T) {
 // expectNone fails the test if a datagram comes within wait.
 func (s *notifySocket) expectNone(t *testing.T, wait time.Duration, why string) {
 	t.Helper()
-	if msg, ok := s.next(wait); ok {
+	if msg, ok := s.Next(wait); ok {
 		t.Fatalf("%s: got %q", why, msg)
 	}
 }
@@ -175,10 +148,10 @@ func TestDaemonNotifiesServiceManager(t *testing.T) {
 	d, err := testdaemon.Start(context.Background(), testdaemon.Spec{
 		Name: "leasecached", Path: bin,
 		Args: func(port int) []string { return []string{"-p", strconv.Itoa(port), "-t", "1", "-m", "8"} },
-		Env:  []string{sdnotify.EnvSocket + "=" + notes.name},
+		Env:  []string{sdnotify.EnvSocket + "=" + notes.Name},
 		// Ready is READY=1; the port must accept at that moment, not only later.
 		Ready: func(addr string) error {
-			msg, ok := notes.next(20 * time.Millisecond)
+			msg, ok := notes.Next(20 * time.Millisecond)
 			if !ok {
 				return os.ErrDeadlineExceeded
 			}
@@ -218,7 +191,7 @@ func TestDaemonPortTakenNeverReady(t *testing.T) {
 	port := held.Addr().(*net.TCPAddr).Port
 
 	cmd := exec.Command(bin, "-p", strconv.Itoa(port), "-t", "1", "-m", "8")
-	cmd.Env = append(os.Environ(), sdnotify.EnvSocket+"="+notes.name)
+	cmd.Env = append(os.Environ(), sdnotify.EnvSocket+"="+notes.Name)
 	out := &testdaemon.Output{}
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())

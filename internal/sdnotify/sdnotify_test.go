@@ -2,7 +2,6 @@ package sdnotify
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,26 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/leasecached/leasecached/internal/sdnotify/sdnotifytest"
 )
-
-// listen is a notify socket as systemd makes one: a unix datagram socket, at a path or abstract.
-func listen(t *testing.T, name string) *net.UnixConn {
-	t.Helper()
-	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: name, Net: "unixgram"})
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// receive is the next datagram on c, failing the test after a second without one.
-func receive(t *testing.T, c *net.UnixConn) string {
-	t.Helper()
-	require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Second)))
-	buf := make([]byte, 4096)
-	n, err := c.Read(buf)
-	require.NoError(t, err, "no datagram within 1s")
-	return string(buf[:n])
-}
 
 func TestNotifySends(t *testing.T) {
 	cases := []struct {
@@ -47,13 +29,15 @@ func TestNotifySends(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			socket := tc.socket(t)
-			c := listen(t, socket)
+			c := sdnotifytest.ListenAt(t, socket)
 			t.Setenv(EnvSocket, socket)
 			n := FromEnv()
 			require.True(t, n.Enabled())
 			for _, state := range []string{Ready, Stopping, "RELOADING=1\nMONOTONIC_USEC=5"} {
 				require.NoError(t, n.Notify(state))
-				assert.Equal(t, state, receive(t, c), "one datagram, as sent")
+				msg, ok := c.Next(time.Second)
+				require.True(t, ok, "no datagram within 1s")
+				assert.Equal(t, state, msg, "one datagram, as sent")
 			}
 		})
 	}
