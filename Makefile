@@ -14,18 +14,31 @@ SUDO     := $(if $(filter 0,$(shell id -u)),,sudo)
 # the binary-protocol ones (ruby-dalli, python3-pylibmc: integration/clients_binary_test.go); openssl
 # (s_client, the TLS tests: integration/tls_test.go); Cyrus SASL's saslpasswd2 and sasldb plugin, which
 # memcached -S authenticates with (sasl2-bin, libsasl2-modules-db: integration/differential_binary_sasl_test.go,
-# integration/clients_binary_test.go).
+# integration/clients_binary_test.go); systemd's systemd-analyze, which checks deploy/leasecached.service
+# (deploy/deploy_test.go).
 TEST_DEPS := memcached nutcracker \
 	python3-pymemcache python3-memcache libcache-memcached-perl libcache-memcached-fast-perl \
 	php-cli php-memcached libmemcached-tools nodejs npm openssl \
-	ruby ruby-dalli python3-pylibmc sasl2-bin libsasl2-modules-db
+	ruby ruby-dalli python3-pylibmc sasl2-bin libsasl2-modules-db systemd
 
-.PHONY: all build run test test-deps vet fmt-check unit fuzz-smoke bench clean
+.PHONY: all build run test test-deps vet fmt-check unit fuzz-smoke bench clean static image
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/leasecached
+
+## static: the daemon as one static binary (no cgo: no libc, no dynamic loader; build paths trimmed), to copy
+## to a host (deploy/leasecached.service) or into a container image (deploy/Containerfile).
+STATIC_BIN ?= bin/static/leasecached
+static:
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(STATIC_BIN) ./cmd/leasecached
+
+## image: the container image of deploy/Containerfile, from the static binary alone (podman, else docker).
+CONTAINER ?= $(shell command -v podman || command -v docker)
+IMAGE     ?= leasecached
+image: static
+	$(CONTAINER) build -f deploy/Containerfile -t $(IMAGE) $(dir $(STATIC_BIN))
 
 ## run: build and start the server on port $(PORT) (127.0.0.1, 64 MB, one event loop per CPU).
 run: build

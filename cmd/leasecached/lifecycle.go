@@ -7,6 +7,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/leasecached/leasecached/internal/sdnotify"
 )
 
 // runner is what runUntilStopped needs of the server (*server.Server); tests fake it.
@@ -30,23 +32,38 @@ var exit = os.Exit
 // to stop) with one log line. A second signal meanwhile exits at once, with status 128 + its number (130
 // for SIGINT, 143 for SIGTERM), as a shell reports a process that signal killed. returned says whether Run
 // returned: if not, the server may still be using what it was given.
-func runUntilStopped(srv runner, sigs <-chan os.Signal, timeout time.Duration, logger *log.Logger) (returned bool, err error) {
+//
+// It tells the service manager through n (doc/design/deploy.md): READY=1 once the listeners accept
+// connections, RELOADING=1 and READY=1 around a reload, STOPPING=1 at the stopping signal.
+func runUntilStopped(srv runner, sigs <-chan os.Signal, timeout time.Duration, logger *log.Logger,
+	n *sdnotify.Notifier) (returned bool, err error) {
 	done := make(chan error, 1)
 	go func() { done <- srv.Run() }()
 
+	ready := srv.Ready()
 	var sig os.Signal
 	for sig == nil {
 		select {
 		case err := <-done:
 			return true, err
+		case <-ready:
+			ready = nil // a nil channel is never ready again: READY=1 once
+			notify(n, sdnotify.Ready, logger)
 		case s := <-sigs:
-			if s == syscall.SIGHUP {
+			if s != syscall.SIGHUP {
+				sig = s
+				continue
+			}
+			if ready != nil { // not serving yet: READY=1 comes when the listeners are up
 				reload(srv, logger)
 				continue
 			}
-			sig = s
+			notify(n, sdnotify.Reloading(), logger)
+			reload(srv, logger)
+			notify(n, sdnotify.Ready, logger)
 		}
 	}
+	notify(n, sdnotify.Stopping, logger)
 	logger.Printf("%s: stopping (a second signal exits at once)", signalName(sig))
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -84,6 +101,13 @@ func runUntilStopped(srv runner, sigs <-chan os.Signal, timeout time.Duration, l
 	}
 	exit(code)
 	return false, errors.New("exit returned") // only a test's exit returns
+}
+
+// notify tells the service manager state; one that cannot be told is a log line, and serving goes on.
+func notify(n *sdnotify.Notifier, state string, logger *log.Logger) {
+	if err := n.Notify(state); err != nil {
+		logger.Printf("%v", err)
+	}
 }
 
 // reload answers SIGHUP: srv re-reads its files and logs each that failed to load.

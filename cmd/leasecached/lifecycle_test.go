@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/urfave/cli/v2"
 
+	"github.com/leasecached/leasecached/internal/sdnotify"
 	"github.com/leasecached/leasecached/server"
 )
 
@@ -168,6 +169,8 @@ func (f *fakeServer) Stop(context.Context) error {
 // lifecycleRun runs runUntilStopped on f in the background with exit faked; the result arrives on the
 // returned channel, the exit status (if exit was called) on the other.
 type lifecycleRun struct {
+	notifier *sdnotify.Notifier // runUntilStopped's, to notes
+	notes    *notifySocket
 	sigs     chan os.Signal
 	result   chan [2]any // returned, err
 	exited   chan int
@@ -177,7 +180,17 @@ type lifecycleRun struct {
 
 func startLifecycle(t *testing.T, f *fakeServer, timeout time.Duration) *lifecycleRun {
 	t.Helper()
-	r := &lifecycleRun{sigs: make(chan os.Signal, 2), result: make(chan [2]any, 1), exited: make(chan int, 1),
+	return startLifecycleWith(t, f, timeout, nil)
+}
+
+// startLifecycleWith is startLifecycle telling n, or the run's notes socket when n is nil.
+func startLifecycleWith(t *testing.T, f *fakeServer, timeout time.Duration, n *sdnotify.Notifier) *lifecycleRun {
+	t.Helper()
+	notes := listenNotify(t)
+	if n == nil {
+		n = sdnotify.New(notes.Name)
+	}
+	r := &lifecycleRun{notifier: n, notes: notes, sigs: make(chan os.Signal, 2), result: make(chan [2]any, 1), exited: make(chan int, 1),
 		logLines: &strings.Builder{}}
 	old := exit
 	exit = func(code int) { r.exited <- code }
@@ -185,7 +198,7 @@ func startLifecycle(t *testing.T, f *fakeServer, timeout time.Duration) *lifecyc
 	r.log = &lockedWriter{w: r.logLines}
 	logger := log.New(r.log, "", 0)
 	go func() {
-		returned, err := runUntilStopped(f, r.sigs, timeout, logger)
+		returned, err := runUntilStopped(f, r.sigs, timeout, logger, r.notifier)
 		r.result <- [2]any{returned, err}
 	}()
 	return r

@@ -19,6 +19,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/leasecached/leasecached/internal/sdnotify"
 	"github.com/leasecached/leasecached/lease"
 	"github.com/leasecached/leasecached/server"
 	"github.com/leasecached/leasecached/shard"
@@ -156,7 +157,7 @@ func serve(cfg server.Config) error {
 	// Never stopped: a signal that comes after the stop has finished, while the process exits, must not
 	// kill it by the default action (exit status "killed by SIGTERM" instead of 0).
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	returned, err := runUntilStopped(srv, sigs, stopTimeout, cfg.Logger)
+	returned, err := runUntilStopped(srv, sigs, stopTimeout, cfg.Logger, sdnotify.FromEnv())
 	if returned {
 		store.Close() // else an event loop may still be using it; exiting frees it
 	}
