@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -279,4 +280,25 @@ func TestTopPipe(t *testing.T) {
 		var exitErr *exec.ExitError
 		assert.False(t, errors.As(err, &exitErr))
 	}
+}
+
+// A resized window is redrawn at once at its new width, not at the next frame; `-n` on a terminal prints
+// plain frames that stay on the screen.
+func TestTopResizeAndCount(t *testing.T) {
+	d := startLeasecached(t)
+	v := startTop(t, "-s", d.addr, "-d", "60")
+	wide := regexp.MustCompile(`requests   total 0/s  get 0/s  set 0/s  delete 0/s  incr 0/s  decr 0/s  cas 0/s  touch 0/s  meta 0/s  flush 0/s\x1b\[K`)
+	v.waitFor(t, wide)
+	require.NoError(t, unix.IoctlSetWinsize(int(v.tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: topRows, Col: 60}))
+	v.waitFor(t, regexp.MustCompile(`requests   total 0/s  get 0/s  set 0/s  delete 0/s  incr 0/s\x1b\[K\r+\n           decr 0/s`))
+	_, err := v.master.Write([]byte("q"))
+	require.NoError(t, err)
+	assert.Equal(t, 0, v.wait(t))
+
+	v = startTop(t, "-s", d.addr, "-n", "2", "-d", "0.1")
+	assert.Equal(t, 0, v.wait(t))
+	out := v.output()
+	assert.NotContains(t, out, "\x1b")
+	assert.Equal(t, 2, strings.Count(out, " at "+d.addr+", up "), out)
+	assert.Equal(t, v.before, lflag(t, v.tty))
 }

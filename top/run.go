@@ -43,10 +43,11 @@ type Options struct {
 }
 
 // Run shows the view of opt.Addr on out until it is quit (q or Ctrl-C on the terminal, SIGINT, SIGTERM, the
-// context), opt.Iterations frames are drawn, or the server is lost (an error). When out is a terminal it
-// switches to the alternate screen and redraws in place, reading keys from in when in is a terminal too,
-// and puts the terminal back before it returns; otherwise it prints one plain frame per interval, for
-// pipes and scripts.
+// context), opt.Iterations frames are drawn, or the server is lost (an error). When out is a terminal and
+// no Iterations are asked for, it switches to the alternate screen and redraws in place (at once when the
+// window is resized), reading keys from in when in is a terminal too, and puts the terminal back before it
+// returns; otherwise it prints one plain frame per interval, for pipes and scripts (and `-n 1` on a
+// terminal leaves its frame on the screen).
 func Run(ctx context.Context, opt Options, in, out *os.File) error {
 	if opt.Interval <= 0 {
 		opt.Interval = DefaultInterval
@@ -63,7 +64,7 @@ func Run(ctx context.Context, opt Options, in, out *os.File) error {
 	stop := func() { once.Do(func() { close(quit); c.Close() }) } // Close ends a poll in progress
 	defer stop()
 
-	screen := isTerminal(out.Fd())
+	screen := opt.Iterations == 0 && isTerminal(out.Fd())
 	if screen && isTerminal(in.Fd()) {
 		if restore, err := keyMode(in.Fd()); err == nil {
 			defer restore()
@@ -89,6 +90,12 @@ func Run(ctx context.Context, opt Options, in, out *os.File) error {
 		defer io.WriteString(out, leaveScreen) //nolint:errcheck // nothing to do about a terminal gone
 	}
 
+	resized := make(chan os.Signal, 1)
+	if screen {
+		signal.Notify(resized, syscall.SIGWINCH)
+		defer signal.Stop(resized)
+	}
+
 	var prev Snapshot
 	for n := 1; ; n++ {
 		cur, err := c.Poll()
@@ -108,12 +115,24 @@ func Run(ctx context.Context, opt Options, in, out *os.File) error {
 		if opt.Iterations > 0 && n >= opt.Iterations {
 			return nil
 		}
-		t := time.NewTimer(opt.Interval)
+		if quitted := wait(opt.Interval, quit, resized, func() error { return draw(out, f, screen) }); quitted {
+			return nil
+		}
+	}
+}
+
+// wait waits for the interval to pass, redrawing on each resize; it reports whether quit came first.
+func wait(interval time.Duration, quit <-chan struct{}, resized <-chan os.Signal, redraw func() error) bool {
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
 		select {
 		case <-quit:
-			t.Stop()
-			return nil
+			return true
+		case <-resized:
+			_ = redraw() // a failed write shows at the next frame's
 		case <-t.C:
+			return false
 		}
 	}
 }
