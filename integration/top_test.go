@@ -20,6 +20,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/leasecached/leasecached/internal/testcert"
 )
 
 // `leasecached top` in a pseudo-terminal, against both servers under traffic: what it draws, that q and
@@ -254,31 +256,59 @@ func TestTopServerGone(t *testing.T) {
 	})
 }
 
+// runTopPiped runs `leasecached top ARGS` with its output to a pipe, bounded by topWait.
+func runTopPiped(t *testing.T, args ...string) (stdout, stderr string, status int) {
+	t.Helper()
+	requireLeasecached(t)
+	cmd := exec.Command(leasecachedPlainPath, append([]string{"top"}, args...)...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var exitErr *exec.ExitError
+		if err != nil && !errors.As(err, &exitErr) {
+			t.Fatalf("top %v: %v", args, err)
+		}
+	case <-time.After(topWait):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("top %v did not exit within %v", args, topWait)
+	}
+	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+}
+
 // Frames to a pipe: plain text, one per interval, -n of them, status 0.
 func TestTopPipe(t *testing.T) {
-	requireLeasecached(t)
 	for _, d := range []*daemon{startLeasecached(t), startMemcached(t)} {
 		topTraffic(t, d)
-		cmd := exec.Command(leasecachedPlainPath, "top", "-s", d.addr, "-n", "3", "-d", "0.2")
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		done := make(chan struct{})
-		var out []byte
-		var err error
-		go func() { out, err = cmd.Output(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(topWait):
-			_ = cmd.Process.Kill()
-			<-done
-			t.Fatalf("%s: top -n 3 did not exit within %v", d.name, topWait)
-		}
-		require.NoError(t, err, "%s: %s", d.name, stderr.String())
-		assert.NotContains(t, string(out), "\x1b", d.name)
-		assert.Equal(t, 3, bytes.Count(out, []byte(" at "+d.addr+", up ")), "%s: frames in\n%s", d.name, out)
-		assert.Regexp(t, `rates over [0-9.]+m?s\n\nrequests   total [1-9]\d*/s  get [1-9]\d*/s`, string(out), d.name)
-		var exitErr *exec.ExitError
-		assert.False(t, errors.As(err, &exitErr))
+		out, stderr, status := runTopPiped(t, "-s", d.addr, "-n", "3", "-d", "0.2")
+		require.Equal(t, 0, status, "%s: %s", d.name, stderr)
+		assert.NotContains(t, out, "\x1b", d.name)
+		assert.Equal(t, 3, strings.Count(out, " at "+d.addr+", up "), "%s: frames in\n%s", d.name, out)
+		assert.Regexp(t, `rates over [0-9.]+m?s\n\nrequests   total [1-9]\d*/s  get [1-9]\d*/s`, out, d.name)
+	}
+}
+
+// --tls with the client certificate a server with ssl_verify_mode=2 asks for; without it, status 1 and the
+// reason.
+func TestTopTLS(t *testing.T) {
+	certs := testcert.New(t)
+	for _, s := range tlsServers {
+		t.Run(s.name, func(t *testing.T) {
+			d := s.start(t, mtlsFlags(certs)...)
+			tlsArgs := []string{"-s", d.addr, "-n", "1", "--tls", "--tls-ca-cert", certs.CA.CertFile}
+			out, stderr, status := runTopPiped(t, append(tlsArgs, "--tls-cert", certs.Client.CertFile, "--tls-key", certs.Client.KeyFile)...)
+			require.Equal(t, 0, status, stderr)
+			assert.Contains(t, out, " at "+d.addr+", up ")
+			assert.Contains(t, out, "hot keys: ")
+
+			_, stderr, status = runTopPiped(t, tlsArgs...)
+			assert.Equal(t, 1, status)
+			assert.Contains(t, stderr, "leasecached: top: cannot reach "+d.addr+": ")
+		})
 	}
 }
 

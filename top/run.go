@@ -104,8 +104,11 @@ func Run(ctx context.Context, opt Options, in, out *os.File) error {
 			case <-quit:
 				return nil
 			default:
-				return fmt.Errorf("lost %s: %w", opt.Addr, err)
 			}
+			if n == 1 { // a TLS server that refuses the client's certificate says so at the first read
+				return fmt.Errorf("cannot reach %s: %w", opt.Addr, err)
+			}
+			return fmt.Errorf("lost %s: %w", opt.Addr, err)
 		}
 		f := Compute(opt.Addr, prev, cur)
 		prev = cur

@@ -87,6 +87,7 @@ func TestRunPiped(t *testing.T) {
 		{"hot keys", 1, "STAT hotkeys_sample_rate 10\r\nSTAT hotkeys_window_seconds 2\r\nSTAT hotkey:1:key k1\r\nSTAT hotkey:1:rate 9\r\nEND\r\n", 1, "",
 			[]string{"hot keys: sampled 1 in 10, rates over 2 s", "  1        9   0.00%        0        0  k1"}, ""},
 		{"server lost", 1, "ERROR\r\n", 0, "lost 127.0.0.1:", []string{"get 200/s"}, ""},
+		{"closed before the first reply", 0, "", 0, "cannot reach 127.0.0.1:", nil, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
