@@ -27,7 +27,7 @@ func Render(f Frame, width, maxLines int) []string {
 	var b builder
 	b.width = width
 
-	head := fmt.Sprintf("%s at %s, up %s", clean(f.Server), clean(f.Addr), f.Uptime)
+	head := fmt.Sprintf("%s at %s, up %s", clean(f.Server), clean(f.Addr), formatUptime(f.Uptime))
 	if f.SinceStart {
 		head += ", rates since start"
 	} else {
@@ -149,6 +149,15 @@ func memory(f Frame) []string {
 		fields = append(fields, "["+strings.Repeat("#", n)+strings.Repeat(".", barWidth-n)+"]")
 	}
 	return append(fields, "items "+formatCount(f.Items))
+}
+
+// formatUptime counts days past the first: "3d4h0m5s", not "76h0m5s".
+func formatUptime(d time.Duration) string {
+	const day = 24 * time.Hour
+	if d < day {
+		return d.String()
+	}
+	return fmt.Sprintf("%dd%s", d/day, d%day)
 }
 
 // formatValue shows a rate ("/s" appended) or a gauge; n/a when the server lacks it.

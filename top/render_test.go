@@ -126,6 +126,9 @@ func TestFormat(t *testing.T) {
 		{formatBytes(Value{1536, true}, true), "1.5 KiB/s"},
 		{formatBytes(Value{64 << 30, true}, false), "64.0 GiB"},
 		{formatBytes(Value{}, false), "n/a"},
+		{formatUptime(59 * time.Second), "59s"},
+		{formatUptime(25*time.Hour + 5*time.Second), "1d1h0m5s"},
+		{formatUptime(76 * time.Hour), "3d4h0m0s"},
 	}
 	for i, tc := range cases {
 		assert.Equal(t, tc.want, tc.got, fmt.Sprint(i))
