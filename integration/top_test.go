@@ -215,6 +215,10 @@ func TestTopTerminal(t *testing.T) {
 			for _, re := range tc.shows {
 				assert.Regexp(t, re, out)
 			}
+			if strings.Contains(out, "hot keys: sampled") {
+				// top:hot is a fifth of the traffic's keyed requests: ranked, with a rate.
+				v.waitFor(t, regexp.MustCompile(`\x1b\[K\r+\n +\d+ +[1-9]\d* +[0-9.]+% +\d+ +\d+  top:hot\x1b\[K`))
+			}
 			assert.NotEqual(t, before, lflag(t, v.tty), "top did not take the keys from the terminal")
 
 			_, err := v.master.Write([]byte(tc.key))

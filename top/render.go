@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -133,7 +134,7 @@ func (b *builder) hotKeys(f Frame, maxLines int) {
 	// them whole.
 	b.line(fmt.Sprintf("%3s %8s %7s %8s %8s  %s", "#", "req/s", "share", "reads/s", "writes/s", "key"))
 	for i, k := range h.Keys[:rows] {
-		b.line(fmt.Sprintf("%3d %8d %6.2f%% %8d %8d  %s", i+1, k.Rate, k.Share, k.Reads, k.Writes, clean(k.Key)))
+		b.line(fmt.Sprintf("%3d %8d %6.2f%% %8d %8d  %s", i+1, k.Rate, k.Share, k.Reads, k.Writes, displayKey(k.Key)))
 	}
 }
 
@@ -206,6 +207,16 @@ func formatBytes(v Value, perSecond bool) string {
 		s += "/s"
 	}
 	return s
+}
+
+// displayKey decodes a key the server sent URL-encoded, when the decoded key is printable ASCII; any other
+// key is shown as sent, which is unambiguous and safe for the terminal.
+func displayKey(encoded string) string {
+	key, err := url.PathUnescape(encoded)
+	if err != nil || clean(key) != key {
+		return clean(encoded)
+	}
+	return key
 }
 
 // clean replaces every byte that is not printable ASCII.

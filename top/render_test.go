@@ -50,7 +50,7 @@ func TestRender(t *testing.T) {
 			"hold       off",
 			"hot keys: sampled 1 in 100, rates over 10 s",
 			"  #    req/s   share  reads/s writes/s  key",
-			"  1     5000   5.12%     4900      100  hot%20one",
+			"  1     5000   5.12%     4900      100  hot one",
 			"  3        5   0.01%        0        5  key-three",
 		}, []string{"n/a  n/a"}},
 		{"memcached", mc, 80, 0, []string{
@@ -93,7 +93,7 @@ func TestRenderWidths(t *testing.T) {
 			require.LessOrEqual(t, len(l), w, "width %d: %q", width, l)
 		}
 		text := strings.Join(lines, "\n")
-		for _, part := range []string{"get 1234/s", "flush 0/s", "items 99", "stale items n/a", "lease lapses n/a", "hot%20one"} {
+		for _, part := range []string{"get 1234/s", "flush 0/s", "items 99", "stale items n/a", "lease lapses n/a", "hot one"} {
 			require.Contains(t, text, part, "width %d", width)
 		}
 	}
@@ -126,6 +126,13 @@ func TestFormat(t *testing.T) {
 		{formatBytes(Value{1536, true}, true), "1.5 KiB/s"},
 		{formatBytes(Value{64 << 30, true}, false), "64.0 GiB"},
 		{formatBytes(Value{}, false), "n/a"},
+		{displayKey("top%3Ahot"), "top:hot"},
+		{displayKey("a%20b%25"), "a b%"},
+		{displayKey("a+b"), "a+b"},
+		{displayKey("%C3%A9t%C3%A9"), "%C3%A9t%C3%A9"}, // not ASCII: as sent
+		{displayKey("%1B%5B2J"), "%1B%5B2J"},           // a control sequence: as sent
+		{displayKey("bad%zz"), "bad%zz"},
+		{displayKey("k\x1b"), "k?"},
 		{formatUptime(59 * time.Second), "59s"},
 		{formatUptime(25*time.Hour + 5*time.Second), "1d1h0m5s"},
 		{formatUptime(76 * time.Hour), "3d4h0m0s"},
