@@ -56,6 +56,9 @@ func newApp() *cli.App {
 		// One line, not the usage screen: scripts and service managers log the reason, and a person can
 		// ask for --help.
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error { return err },
+		// The daemon is the app itself, so that memcached's command lines run it unchanged; a first argument
+		// naming a command runs that instead.
+		Commands: []*cli.Command{topCommand()},
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "port", Aliases: []string{"p"}, Value: server.DefaultPort, Usage: "TCP port to listen on"},
 			&cli.StringSliceFlag{Name: "listen", Aliases: []string{"l"}, KeepSpace: true, DefaultText: server.DefaultListen,
