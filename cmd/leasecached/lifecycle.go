@@ -37,8 +37,8 @@ var exit = os.Exit
 // It tells the service manager through n (doc/design/deploy.md): READY=1 once the listeners accept
 // connections, RELOADING=1 and READY=1 around a reload, STOPPING=1 at the stopping signal.
 //
-// What the operator caused (a signal) is logged at NOTICE, printed without -v as memcached prints "Signal
-// handled" (doc/design/logging.md).
+// What the operator caused (a signal) is logged at NOTICE, printed without -v, as memcached prints its
+// draining stop (doc/design/logging.md).
 func runUntilStopped(srv runner, sigs <-chan os.Signal, timeout time.Duration, logger *slog.Logger,
 	n *sdnotify.Notifier) (returned bool, err error) {
 	done := make(chan error, 1)

@@ -11,8 +11,8 @@ import (
 	"sync"
 )
 
-// Levels beyond slog's four. NOTICE is printed at -v0, as memcached prints what an operator caused (a
-// signal) without -v; TRACE is -vvv.
+// Levels beyond slog's four. NOTICE is printed at -v0: what an operator caused (a signal), as memcached
+// prints its draining stop without -v. TRACE is -vvv.
 const (
 	LevelTrace  = slog.LevelDebug - 4
 	LevelNotice = slog.LevelInfo + 2
