@@ -230,3 +230,18 @@ func statSetting(t *testing.T, c net.Conn, name string) string {
 	}
 	return ""
 }
+
+// A line the level does not print costs no allocation: connections open and close on a quiet server
+// without building their lines.
+func TestLogQuietAllocatesNothing(t *testing.T) {
+	var lv slog.LevelVar
+	lv.Set(logging.Level(0))
+	s := &Server{logger: logging.New(io.Discard, logging.JSON, &lv)}
+	cn := &conn{srv: s, fd: 23, remote: "127.0.0.1:5555"}
+	quiet := func() {
+		cn.log(slog.LevelDebug, "connection opened", slog.String("listen", "tcp:127.0.0.1:11211"))
+		s.logConn(slog.LevelInfo, "refused: too many open connections", 24, "127.0.0.1:5556", slog.Int("limit", 2))
+		cn.protocolError("not a binary request")
+	}
+	assert.Zero(t, testing.AllocsPerRun(200, quiet))
+}
