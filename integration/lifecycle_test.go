@@ -237,7 +237,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 				took.Round(time.Millisecond))
 			assert.Equal(t, 0, status, "exit status after %s; output:\n%s", tc.name, d.out.String())
 			assert.Less(t, took, sigtermTimeout)
-			assert.Contains(t, d.out.String(), tc.name+": stopping")
+			assert.Contains(t, d.out.String(), "stopping (a second signal exits at once) signal="+tc.name)
 			_, err := net.DialTimeout("tcp", d.addr, dialTimeout)
 			assert.Error(t, err, "a connection was accepted after the exit")
 			l.finish(t)
@@ -269,7 +269,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	switch status {
 	case 0:
 	case 128 + int(syscall.SIGTERM):
-		assert.Contains(t, d.out.String(), "SIGTERM again: exiting at once")
+		assert.Contains(t, d.out.String(), "second signal: exiting at once signal=SIGTERM")
 	default:
 		t.Errorf("exit status %d, want 0 or %d; output:\n%s", status, 128+int(syscall.SIGTERM), d.out.String())
 	}
@@ -328,8 +328,8 @@ func TestDescriptorLimitFitsConnLimit(t *testing.T) {
 		assert.Equal(t, uint64(nofile), soft)
 		out := d.out.String()
 		assert.Equal(t, 1, strings.Count(out, "file descriptors"), "one log line, naming the shortage:\n%s", out)
-		assert.Contains(t, out, fmt.Sprintf("-c %d needs", conns))
-		assert.Contains(t, out, fmt.Sprintf("the limit is %d", nofile))
+		assert.Contains(t, out, fmt.Sprintf("conns=%d", conns))
+		assert.Contains(t, out, fmt.Sprintf("limit=%d", nofile))
 	})
 }
 

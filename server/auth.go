@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"log/slog"
 
 	"github.com/leasecached/leasecached/auth"
 	"github.com/leasecached/leasecached/protocol"
@@ -97,8 +98,10 @@ func (cn *conn) serveAuth(c Transport, buf []byte) (int, Action) {
 			if a.slot >= 0 {
 				cn.out = cn.out[:a.slot]
 			}
+			cn.protocolError("authentication line too long")
 			return pos, Close
 		case protocol.AuthBlockTooLong: // memcached sent its answers while it waited for the block
+			cn.protocolError("authentication data too long")
 			return pos, Close
 		case protocol.AuthNotAttempt:
 			cn.authReply(protocol.ReplyUnauthenticated)
@@ -128,6 +131,7 @@ func (cn *conn) authAnswer(ok bool) bool {
 	cn.local[statAuthCmds]++
 	if !ok {
 		cn.local[statAuthErrors]++
+		cn.log(slog.LevelInfo, "authentication failed")
 		cn.authReply(protocol.ReplyAuthFailure)
 		return false
 	}

@@ -1,8 +1,7 @@
 package server
 
 import (
-	"io"
-	"log"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,7 +27,7 @@ func newAuthServer(t testing.TB, content string) (*Server, string) {
 	require.NoError(t, err)
 	t.Cleanup(store.Close)
 	s := New(Config{Listen: "127.0.0.1", Port: 1, Threads: 1, ConnLimit: 10, MaxItemSize: 1 << 20,
-		MemoryLimit: 64 << 20, Logger: log.New(io.Discard, "", 0), AuthFile: path}, store)
+		MemoryLimit: 64 << 20, Logger: slog.New(slog.DiscardHandler), AuthFile: path}, store)
 	require.NoError(t, s.authErr)
 	return s, path
 }
@@ -109,7 +108,7 @@ func TestAuthFileMissingFailsRun(t *testing.T) {
 	store, err := shard.New(shard.Config{MemoryLimit: 64 << 20, ReclaimInterval: -1})
 	require.NoError(t, err)
 	t.Cleanup(store.Close)
-	s := New(Config{Listen: "127.0.0.1", Port: 1, Threads: 1, ConnLimit: 10, Logger: log.New(io.Discard, "", 0),
+	s := New(Config{Listen: "127.0.0.1", Port: 1, Threads: 1, ConnLimit: 10, Logger: slog.New(slog.DiscardHandler),
 		AuthFile: filepath.Join(t.TempDir(), "none")}, store)
 	assert.ErrorContains(t, s.Run(), "-Y: open")
 }

@@ -2,8 +2,7 @@ package server
 
 import (
 	"fmt"
-	"io"
-	"log"
+	"log/slog"
 	"math/bits"
 	"math/rand/v2"
 	"strings"
@@ -147,7 +146,7 @@ func TestLargeBlockGrowsItsBuffer(t *testing.T) {
 	}
 	t.Cleanup(store.Close)
 	s := New(Config{Listen: "127.0.0.1", Port: 1, Threads: 1, ConnLimit: 10, MaxItemSize: 4 << 20,
-		MemoryLimit: 64 << 20, Logger: log.New(io.Discard, "", 0)}, store)
+		MemoryLimit: 64 << 20, Logger: slog.New(slog.DiscardHandler)}, store)
 	cn, fc := newConn(s, nil), &fakeConn{}
 	block := commandLike(3 << 20)
 	if out, _ := feed(cn, fc, "set big 9 0 3145728\r\n"); out != "" || cap(cn.big.buf) > bigPrealloc {

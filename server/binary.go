@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 
 	"github.com/leasecached/leasecached/auth"
 	"github.com/leasecached/leasecached/protocol"
@@ -163,11 +164,13 @@ func (cn *conn) binRequest(in []byte) (int, binOutcome) {
 	}
 	h := bp.ReadHeader(in)
 	if h.Magic != bp.MagicRequest {
+		cn.protocolError("not a binary request")
 		return 0, binLost
 	}
 	prefix := h.Prefix()
 	if prefix > protocol.ReadBufferSize { // memcached's read buffer cannot hold it: it reads on until full
 		if len(in) >= protocol.ReadBufferSize {
+			cn.protocolError("binary request header too long")
 			return 0, binLost
 		}
 		cn.need = protocol.ReadBufferSize
@@ -180,14 +183,17 @@ func (cn *conn) binRequest(in []byte) (int, binOutcome) {
 	bc := cn.bin
 	switch {
 	case !h.LengthsFit():
+		cn.protocolError("binary request lengths do not fit")
 		cn.out = bp.AppendError(cn.out, &h, bp.StatusUnknownCommand)
 		return prefix, binClose
 	case !bc.authed && !saslFree(h.Opcode):
+		cn.protocolError("binary command before SASL authentication")
 		cn.out = bp.AppendError(cn.out, &h, bp.StatusAuthError)
 		return prefix, binClose
 	}
 	switch h.Check() {
 	case bp.Invalid:
+		cn.protocolError("invalid binary request")
 		cn.out = bp.AppendError(cn.out, &h, bp.StatusEINVAL)
 		return prefix, binClose
 	case bp.Unknown:
@@ -309,6 +315,9 @@ func (cn *conn) binError(s bp.Status) {
 // execBinary executes cn.bin.req, whose prefix (and value, if it has one) is whole and valid.
 func (cn *conn) execBinary() binOutcome {
 	r := &cn.bin.req
+	if cn.srv.tracing.Load() { // -vvv (logger.go)
+		cn.traceCommand(slog.String("opcode", fmt.Sprintf("0x%02x", byte(r.Opcode))), r.Key, min(len(r.Key), 1))
+	}
 	switch r.Opcode.Base() {
 	case bp.OpGet, bp.OpGetK:
 		cn.binGet()
@@ -651,6 +660,7 @@ func (cn *conn) binSASL() binOutcome {
 	cn.local[statAuthCmds]++
 	if !ok {
 		cn.local[statAuthErrors]++
+		cn.log(slog.LevelInfo, "SASL authentication failed")
 		cn.binError(bp.StatusAuthError)
 		return binDone
 	}

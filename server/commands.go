@@ -1,6 +1,7 @@
 package server
 
 import (
+	"log/slog"
 	"strconv"
 
 	"github.com/leasecached/leasecached/protocol"
@@ -35,6 +36,9 @@ var storeModes = [...]shard.Mode{
 
 // execute runs one parsed request and appends its reply (unless noreply) to cn.out.
 func (cn *conn) execute(req *protocol.Request) outcome {
+	if cn.srv.tracing.Load() { // -vvv (logger.go)
+		cn.traceCommand(slog.String("cmd", req.Cmd.String()), req.Key(), len(req.Keys))
+	}
 	switch req.Cmd {
 	case protocol.CmdGet, protocol.CmdGets, protocol.CmdGat, protocol.CmdGats:
 		if cn.retrieve(req) {
@@ -63,7 +67,7 @@ func (cn *conn) execute(req *protocol.Request) outcome {
 	case protocol.CmdVerbosity:
 		if len(req.Args) > 0 {
 			if v, err := strconv.Atoi(string(req.Args[0])); err == nil {
-				cn.srv.verbosity.Store(int32(v))
+				cn.srv.setVerbosity(v)
 			}
 		}
 		cn.reply(req, protocol.ReplyOK)

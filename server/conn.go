@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"log/slog"
 	"sync/atomic"
 
 	"github.com/leasecached/leasecached/protocol"
@@ -273,6 +275,7 @@ func (cn *conn) refuse(err error) Action {
 	perr, ok := err.(*protocol.Error)
 	if !ok {
 		// The parser promises *protocol.Error; anything else is a bug we must not answer with a guess.
+		cn.log(slog.LevelError, "closing: internal parser error", slog.Any("err", err))
 		cn.out = append(cn.out, replyInternalParserError...)
 		return Close
 	}
@@ -286,9 +289,17 @@ func (cn *conn) refuse(err error) Action {
 		cn.out = append(cn.out, perr.Reply...)
 	}
 	if perr.Close {
+		if cn.srv.logs(slog.LevelInfo) {
+			cn.protocolError(string(bytes.TrimSpace(perr.Reply)))
+		}
 		return Close
 	}
 	return Continue
+}
+
+// protocolError logs (-v) that the connection closes for what its client sent, saying why.
+func (cn *conn) protocolError(why string) {
+	cn.log(slog.LevelInfo, "closing: protocol error", slog.String("error", why))
 }
 
 // shared is the connection's loopShared, made on first use for a connection that has none.

@@ -3,8 +3,7 @@ package server
 import (
 	"bytes"
 	"fmt"
-	"io"
-	"log"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -56,7 +55,7 @@ func newTestServerConfig(t testing.TB, edit func(*Config)) *Server {
 	}
 	t.Cleanup(store.Close)
 	cfg := Config{Listen: "127.0.0.1", Port: 1, Threads: 1, ConnLimit: 10, MaxItemSize: 1 << 20,
-		MemoryLimit: 64 << 20, Logger: log.New(io.Discard, "", 0)}
+		MemoryLimit: 64 << 20, Logger: slog.New(slog.DiscardHandler)}
 	if edit != nil {
 		edit(&cfg)
 	}

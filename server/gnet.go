@@ -1,6 +1,7 @@
 package server
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -26,6 +27,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return nil, s.openTLS(c)
 	}
 	if !s.admit() {
+		s.refused(c.Fd(), addrString(c.RemoteAddr()))
 		return tooManyConns, gnet.Close
 	}
 	cn := newConn(s, s.loopOf(c.EventLoop()))
@@ -46,6 +48,11 @@ func (s *Server) admit() bool {
 	return true
 }
 
+// refused logs (-v) a connection admit refused, as memcached does ("Too many open connections").
+func (s *Server) refused(fd int, peer string) {
+	s.logConn(slog.LevelInfo, "refused: too many open connections", fd, peer, slog.Int("limit", s.cfg.ConnLimit))
+}
+
 // openConn counts and records a connection either transport admitted (admit): cn is its engine, handle the
 // transport's connection (a gnet.Conn, or a *streamConn), listen the listener's address in `stats conns`
 // form.
@@ -54,9 +61,7 @@ func (s *Server) openConn(cn *conn, handle any, fd int, remote, listen string) {
 	cn.fd, cn.remote, cn.listen = fd, remote, listen
 	cn.lastCmd.Store(time.Now().Unix())
 	s.conns.Store(cn, handle)
-	if s.verbosity.Load() > 1 {
-		s.logger.Printf("new connection from %s on %s", remote, listen)
-	}
+	cn.log(slog.LevelDebug, "connection opened", slog.String("listen", listen))
 }
 
 // Refusal is what a connection refused for lack of file descriptors is told before it is closed
@@ -91,8 +96,12 @@ func (s *Server) closeConn(cn *conn, err error) {
 	}
 	s.conns.Delete(cn)
 	s.stats.currConns.Add(-1)
-	if s.verbosity.Load() > 1 {
-		s.logger.Printf("connection from %s closed: %v", cn.remote, err)
+	if s.logs(slog.LevelDebug) {
+		if err != nil {
+			cn.log(slog.LevelDebug, "connection closed", slog.Any("err", err))
+		} else {
+			cn.log(slog.LevelDebug, "connection closed")
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -97,8 +98,5 @@ func (s *Server) closeIdle(conns []idleConn, limit int64) {
 // kickedIdle counts (idle_kicks) and logs (-vv) a connection either transport closes for idleness.
 func (s *Server) kickedIdle(cn *conn) {
 	s.stats.idleKicks.Add(1)
-	if s.verbosity.Load() > 1 {
-		s.logger.Printf("closing idle connection from %s (fd %d): nothing read for over %ds",
-			cn.remote, cn.fd, s.idleTimeoutSeconds())
-	}
+	cn.log(slog.LevelDebug, "closing idle connection", slog.Int64("idle_timeout", s.idleTimeoutSeconds()))
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log"
+	"log/slog"
 	"net"
 	"slices"
 	"strconv"
@@ -58,7 +58,7 @@ func tryRun(t *testing.T, cfg Config) (*Server, <-chan error, error) {
 		cfg.ConnLimit = 64
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = log.New(io.Discard, "", 0)
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := New(cfg, store)
 	done := make(chan error, 1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"runtime"
@@ -139,7 +140,7 @@ func (s *Server) Run() error {
 		gnet.WithNumEventLoop(threads),
 		gnet.WithReuseAddr(true),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithLogger(gnetLogger{l: s.logger, verbosity: &s.verbosity, lastErr: &s.gnetErr}),
+		gnet.WithLogger(gnetLogger{l: s.logger, lastErr: &s.gnetErr}),
 		gnet.WithTicker(s.cfg.IdleTimeout > 0), // OnTick, the idle check (idle.go)
 	)
 	s.restoreUmask()
@@ -163,14 +164,14 @@ func (s *Server) Run() error {
 
 // announce logs the listeners once they accept connections (-v).
 func (s *Server) announce() {
-	if s.verbosity.Load() == 0 {
+	if !s.logs(slog.LevelInfo) {
 		return
 	}
 	names := make([]string, 0, len(s.Listeners()))
 	for _, l := range s.Listeners() {
 		names = append(names, l.String())
 	}
-	s.logger.Printf("listening on %s with %d event loops", strings.Join(names, ", "), s.cfg.Threads)
+	s.logger.Info("listening", "on", strings.Join(names, ", "), "event_loops", s.cfg.Threads)
 }
 
 // Stop closes the listeners and every connection of both transports at once, waiting at most until ctx

@@ -5,7 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -27,7 +27,7 @@ func TestSharedLoopLive(t *testing.T) {
 	}
 	t.Cleanup(store.Close)
 	s := New(Config{Listen: "127.0.0.1", Port: freePort(t), Threads: 1, ConnLimit: 100,
-		MaxItemSize: 1 << 20, MemoryLimit: 64 << 20, Logger: log.New(io.Discard, "", 0)}, store)
+		MaxItemSize: 1 << 20, MemoryLimit: 64 << 20, Logger: slog.New(slog.DiscardHandler)}, store)
 	done := make(chan error, 1)
 	go func() { done <- s.Run() }()
 	<-s.Ready()

@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/tls"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -194,31 +195,31 @@ func (lt *loopTLS) decrypt() error {
 func (s *Server) openTLS(c gnet.Conn) gnet.Action {
 	fd, err := unix.FcntlInt(uintptr(c.Fd()), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
-		s.logger.Printf("TLS connection from %s: %v", addrString(c.RemoteAddr()), err)
+		s.logConn(slog.LevelWarn, "TLS handshake not started", c.Fd(), addrString(c.RemoteAddr()), slog.Any("err", err))
 		return gnet.Close
 	}
 	if err := c.(gnet.Lender).Lend(); err != nil {
 		_ = unix.Close(fd)
-		s.logger.Printf("TLS connection from %s: %v", addrString(c.RemoteAddr()), err)
+		s.logConn(slog.LevelWarn, "TLS handshake not started", c.Fd(), addrString(c.RemoteAddr()), slog.Any("err", err))
 		return gnet.Close
 	}
 	lt := &loopTLS{s: s, gc: c, remote: c.RemoteAddr(), local: c.LocalAddr()}
 	lt.tc = tls.Server(tlsWire{lt}, s.tlsBase)
 	c.SetContext(lt)
 	s.handshakes.Add(1)
-	go s.handshakeTLS(lt, fd)
+	go s.handshakeTLS(lt, fd, c.Fd())
 	return gnet.None
 }
 
 // handshakeTLS runs on a goroutine of its own: the handshake over fd, a duplicate of the connection's
 // descriptor, then the wake-up that has the loop take the socket back.
-func (s *Server) handshakeTLS(lt *loopTLS, fd int) {
+func (s *Server) handshakeTLS(lt *loopTLS, fd, connFd int) {
 	defer s.handshakes.Done()
 	f := os.NewFile(uintptr(fd), "tls handshake")
 	hs, err := net.FileConn(f) // a descriptor of its own, watched by Go's poller
 	_ = f.Close()
 	if err != nil {
-		s.logger.Printf("TLS connection from %s: %v", addrString(lt.remote), err)
+		s.logConn(slog.LevelWarn, "TLS handshake not started", connFd, addrString(lt.remote), slog.Any("err", err))
 		_ = lt.gc.Close()
 		return
 	}
@@ -226,7 +227,7 @@ func (s *Server) handshakeTLS(lt *loopTLS, fd int) {
 	lt.hs = hs
 	closed := lt.closed
 	lt.mu.Unlock()
-	ok := !closed && s.handshake(lt.tc) // OnClose closes hs from here on, ending a handshake in progress
+	ok := !closed && s.handshake(lt.tc, connFd) // OnClose closes hs from here on, ending a handshake in progress
 	_ = hs.Close()
 	lt.mu.Lock()
 	lt.done, lt.hs = ok, nil

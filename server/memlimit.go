@@ -1,6 +1,10 @@
 package server
 
-import "github.com/leasecached/leasecached/protocol"
+import (
+	"log/slog"
+
+	"github.com/leasecached/leasecached/protocol"
+)
 
 // cache_memlimit <megabytes> [noreply]: memcached's run-time change of -m, with its replies and limits
 // (process_memlimit_command). The store applies it (shard.Store.SetMemoryLimit documents how pages follow).
@@ -28,15 +32,11 @@ func (cn *conn) memlimit(req *protocol.Request) {
 		cn.reply(req, replyMemlimitNotBytes)
 	default:
 		if err := cn.srv.store.SetMemoryLimit(int64(mb) << 20); err != nil {
-			if cn.srv.verbosity.Load() > 0 {
-				cn.srv.logger.Printf("cache_memlimit %d: %v", mb, err)
-			}
+			cn.log(slog.LevelInfo, "cache_memlimit refused", slog.Uint64("megabytes", mb), slog.Any("err", err))
 			cn.reply(req, replyMemlimitFailed)
 			return
 		}
-		if cn.srv.verbosity.Load() > 0 {
-			cn.srv.logger.Printf("maxbytes adjusted to %dm", mb)
-		}
+		cn.log(slog.LevelInfo, "maxbytes adjusted", slog.Uint64("megabytes", mb))
 		cn.reply(req, protocol.ReplyOK)
 	}
 }

@@ -10,7 +10,7 @@ package server
 import (
 	"crypto/tls"
 	"fmt"
-	"log"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -19,6 +19,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/leasecached/leasecached/auth"
+	"github.com/leasecached/leasecached/internal/logging"
 	"github.com/leasecached/leasecached/protocol"
 	"github.com/leasecached/leasecached/shard"
 	"github.com/leasecached/leasecached/tlsconf"
@@ -70,8 +71,13 @@ type Config struct {
 	ConnLimit   int
 	MaxItemSize int
 	MemoryLimit int64 // bytes
+	// Verbosity is -v's count. Logger is where the server logs (nil: text on stderr); LogLevel, when set,
+	// is the level its handler prints from, which the server sets from Verbosity and from memcached's
+	// `verbosity N` (nil: the server makes its own, which matters only when Logger is nil too). See
+	// doc/design/logging.md.
 	Verbosity   int
-	Logger      *log.Logger
+	Logger      *slog.Logger
+	LogLevel    *slog.LevelVar
 	LeaseWindow time.Duration // how long a granted lease is valid
 	StaleWindow time.Duration // how long a deleted or expired value is kept for lease-get (< 0: none)
 	Grace       time.Duration // --grace: how long an expired value answers plain reads while one refills (0: off)
@@ -89,7 +95,7 @@ type Server struct {
 	stats   serverStats
 	started time.Time
 	pid     int
-	logger  *log.Logger
+	logger  *slog.Logger
 
 	detail    prefixStats
 	gathering atomic.Int64 // bytes claimed by large requests being gathered (bigreq.go)
@@ -98,6 +104,7 @@ type Server struct {
 	eng       atomic.Pointer[gnet.Engine]
 	ready     chan struct{}
 	verbosity atomic.Int32
+	tracing   atomic.Bool                   // verbosity asks for TRACE: each command is logged (logger.go)
 	stopping  atomic.Bool                   // Stop was called: the engine's end was asked for
 	gnetErr   atomic.Pointer[string]        // gnet's last error line, for Run's error when the engine ends by itself
 	reloaders []reloader                    // what Reload re-reads, registered by New
@@ -119,12 +126,15 @@ type Server struct {
 
 // New returns a server for cfg over store. The store's lifetime is the caller's.
 func New(cfg Config, store *shard.Store) *Server {
+	if cfg.LogLevel == nil {
+		cfg.LogLevel = new(slog.LevelVar)
+	}
 	if cfg.Logger == nil {
-		cfg.Logger = log.New(os.Stderr, "leasecached: ", log.LstdFlags)
+		cfg.Logger = logging.New(os.Stderr, logging.Text, cfg.LogLevel)
 	}
 	s := &Server{cfg: cfg, store: store, started: time.Now(), pid: os.Getpid(), logger: cfg.Logger,
 		ready: make(chan struct{}), stopped: make(chan struct{})}
-	s.verbosity.Store(int32(cfg.Verbosity))
+	s.setVerbosity(cfg.Verbosity)
 	s.reloaders = append(s.reloaders, reloader{"TLS certificates", s.refreshCerts})
 	s.loadAuth()
 	return s
@@ -137,7 +147,7 @@ func (s *Server) Reload() []error {
 	var errs []error
 	for _, r := range s.reloaders {
 		if err := r.reload(); err != nil {
-			s.logger.Printf("reload %s: %v (keeping the one loaded before)", r.what, err)
+			s.logger.Warn("reload failed: keeping the one loaded before", "what", r.what, "err", err)
 			errs = append(errs, fmt.Errorf("%s: %w", r.what, err))
 		}
 	}

@@ -1,8 +1,7 @@
 package server
 
 import (
-	"io"
-	"log"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -20,7 +19,7 @@ func settingsOf(t *testing.T, cfg Config) map[string]string {
 	require.NoError(t, err)
 	t.Cleanup(store.Close)
 	cfg.Threads, cfg.ConnLimit, cfg.MaxItemSize, cfg.MemoryLimit = 1, 10, 1<<20, 64<<20
-	cfg.Logger = log.New(io.Discard, "", 0)
+	cfg.Logger = slog.New(slog.DiscardHandler)
 	got, _ := feed(newConn(New(cfg, store), nil), &fakeConn{}, "stats settings\r\n")
 	values := map[string]string{}
 	for _, l := range strings.Split(strings.TrimSuffix(got, "END\r\n"), "\r\n") {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"runtime"
@@ -120,7 +121,7 @@ func (s *Server) serveStream(ln net.Listener, listenAddr string) {
 			}
 			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
 			if time.Since(lastLog) > time.Minute {
-				s.logger.Printf("accept on %s: %v (retrying)", listenAddr, err)
+				s.logger.Warn("accept failed: retrying", "listen", listenAddr, "err", err)
 				lastLog = time.Now()
 			}
 			time.Sleep(pause)
@@ -143,7 +144,7 @@ func (s *Server) serveStreamConn(nc net.Conn, listenAddr string) {
 		return
 	}
 	if tc, ok := nc.(*tls.Conn); ok {
-		if !s.handshake(tc) {
+		if !s.handshake(tc, connFd(nc)) {
 			s.streams.remove(sc)
 			_ = nc.Close()
 			s.streams.wg.Done()
@@ -163,6 +164,7 @@ func (s *Server) serveHandshaken(sc *streamConn, listenAddr string) {
 	defer sc.nc.Close()
 	defer s.streams.remove(sc)
 	if !s.admit() {
+		s.refused(connFd(sc.nc), addrString(sc.nc.RemoteAddr()))
 		_ = sc.nc.SetWriteDeadline(time.Now().Add(time.Second))
 		_, _ = sc.nc.Write(tooManyConns)
 		return
@@ -173,15 +175,14 @@ func (s *Server) serveHandshaken(sc *streamConn, listenAddr string) {
 }
 
 // handshake completes tc's TLS handshake within handshakeTimeout, counting a failure in
-// ssl_handshake_errors. A plaintext client on a TLS port fails here: it gets nothing back.
-func (s *Server) handshake(tc *tls.Conn) bool {
+// ssl_handshake_errors and logging it (-v) as about the connection on descriptor fd. A plaintext client on a
+// TLS port fails here: it gets nothing back.
+func (s *Server) handshake(tc *tls.Conn, fd int) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		s.certs.Load().HandshakeFailed()
-		if s.verbosity.Load() > 0 {
-			s.logger.Printf("TLS handshake with %s failed: %v", addrString(tc.RemoteAddr()), err)
-		}
+		s.logConn(slog.LevelInfo, "TLS handshake failed", fd, addrString(tc.RemoteAddr()), slog.Any("err", err))
 		return false
 	}
 	s.certs.Load().HandshakeDone(tc.ConnectionState())

@@ -8,7 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -32,6 +32,7 @@ import (
 // tlsServer is a server with a TLS listener and a plaintext one, both on loopback.
 type tlsServer struct {
 	s        *Server
+	result   <-chan error // Run's result (startRun)
 	certs    *testcert.Set
 	tlsAddr  string
 	tcpAddr  string
@@ -53,7 +54,7 @@ func startTLS(t *testing.T, edit func(*Config)) *tlsServer {
 	if edit != nil {
 		edit(&cfg)
 	}
-	ts.s, _ = startRun(t, cfg)
+	ts.s, ts.result = startRun(t, cfg)
 	ts.tlsAddr, ts.tcpAddr = ts.s.cfg.Listeners[0].Addr, ts.s.cfg.Listeners[1].Addr
 	return ts
 }
@@ -434,7 +435,7 @@ func TestStopBeforeRunTLSOnly(t *testing.T) {
 	require.NoError(t, err)
 	defer store.Close()
 	s := New(Config{Listeners: []Listener{{Network: "tcp", Addr: addr, TLS: true}}, Threads: 1, ConnLimit: 4,
-		MaxItemSize: 1 << 20, Logger: log.New(io.Discard, "", 0),
+		MaxItemSize: 1 << 20, Logger: slog.New(slog.DiscardHandler),
 		TLS: tlsconf.Settings{ChainCert: set.Server.CertFile, Key: set.Server.KeyFile, MinVersion: tlsconf.DefaultMinVersion}}, store)
 	assert.Error(t, s.Stop(context.Background()), "not running yet")
 	require.NoError(t, s.Run())

@@ -145,7 +145,7 @@ func TestListenerCommandLine(t *testing.T) {
 			}, "", "", false},
 		{"every interface: one warning line", []string{"-l", "*"}, func(t *testing.T, c server.Config) {
 			assert.Equal(t, []server.Listener{tcp(":11211", false)}, c.Listeners)
-		}, "warning: listening on *:11211 without TLS or authentication", "", false},
+		}, "WARN listening on *:11211 without TLS or authentication", "", false},
 		{"-Y silences the warning", []string{"-l", "0.0.0.0", "-Y", auth}, func(t *testing.T, c server.Config) {
 			assert.Equal(t, auth, c.AuthFile)
 		}, "", "", false},
@@ -179,7 +179,7 @@ func TestListenerCommandLine(t *testing.T) {
 		{"-s with -l: -l ignored, said once", []string{"-s", sock, "-l", "0.0.0.0"}, func(t *testing.T, c server.Config) {
 			assert.Equal(t, []server.Listener{{Network: "unix", Addr: sock}}, c.Listeners)
 			assert.Equal(t, "0.0.0.0", c.Listen)
-		}, "-l 0.0.0.0 ignored", "", false},
+		}, "WARN -l ignored: with -s, only the unix socket is listened on (as memcached does) listen=0.0.0.0", "", false},
 
 		{"bad -l", []string{"-l", "127.0.0.1:http"}, nil, "", `-l/--listen: "127.0.0.1:http": invalid port number`, false},
 		{"empty -l", []string{"-l", ""}, nil, "", "-l/--listen: no address given", false},

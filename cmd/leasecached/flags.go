@@ -31,6 +31,9 @@ const (
 	maxIdleTimeout = 1<<31 - 1
 )
 
+// flagLogFormat is --log-format: text or json (internal/logging, doc/design/logging.md).
+const flagLogFormat = "log-format"
+
 // parseIdleTimeout reads --idle-timeout: whole seconds as memcached's -o idle_timeout takes them ("60"), or
 // a Go duration ("90s", "5m"). Connections are checked with a one-second clock, so a duration must be a
 // whole number of seconds.
@@ -90,7 +93,7 @@ func graceWarning(cfg server.Config) string {
 	if cfg.Grace == 0 || cfg.Grace > cfg.LeaseWindow {
 		return ""
 	}
-	return fmt.Sprintf("warning: --grace %s is not longer than --lease-window %s: a refill that never lands "+
+	return fmt.Sprintf("--grace %s is not longer than --lease-window %s: a refill that never lands "+
 		"outlasts the grace copy; choose a grace of several lease windows", cfg.Grace, cfg.LeaseWindow)
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/urfave/cli/v2"
 
+	"github.com/leasecached/leasecached/internal/logging"
 	"github.com/leasecached/leasecached/server"
 )
 
@@ -187,5 +189,45 @@ func TestProtocolFlags(t *testing.T) {
 		require.NoError(t, err, "%v", tc.args)
 		assert.Equal(t, tc.proto, got.Protocol, "%v", tc.args)
 		assert.Equal(t, tc.sasl, got.SASLFile, "%v", tc.args)
+	}
+}
+
+// --log-format picks the format of every line, the start-up warnings included; -v sets the level the
+// server starts at.
+func TestLogFormatFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		want    string // a regexp the warning line of -l * matches
+		errHas  string
+		level   slog.Level
+		verbose int
+	}{
+		{nil, `^leasecached: \S+ \S+ WARN listening on \*:11211 without TLS`, "", logging.LevelNotice, 0},
+		{[]string{"--log-format", "text"}, `^leasecached: \S+ \S+ WARN listening on`, "", logging.LevelNotice, 0},
+		{[]string{"--log-format=json"}, `^\{"time":"[^"]+","level":"WARN","msg":"listening on \*:11211 without TLS`, "",
+			logging.LevelNotice, 0},
+		{[]string{"--log-format", "json"}, `^\{"time":"[^"]+","level":"WARN"`, "", slog.LevelDebug, 2},
+		{[]string{"--log-format", "xml"}, "", `--log-format: "xml": want text or json`, 0, 0},
+		{[]string{"--log-format", ""}, "", `--log-format: "": want text or json`, 0, 0},
+	} {
+		app := newApp()
+		var logged strings.Builder
+		app.ErrWriter = &logged
+		var cfg server.Config
+		app.Action = func(c *cli.Context) error {
+			var err error
+			cfg, err = configFrom(c, tc.verbose)
+			return err
+		}
+		err := app.Run(append([]string{"leasecached", "-l", "*"}, tc.args...))
+		if tc.errHas != "" {
+			require.Error(t, err, "%v", tc.args)
+			assert.Contains(t, err.Error(), tc.errHas)
+			continue
+		}
+		require.NoError(t, err, "%v", tc.args)
+		assert.Regexp(t, tc.want, logged.String(), "%v", tc.args)
+		assert.Equal(t, 1, strings.Count(logged.String(), "\n"), "one line: %q", logged.String())
+		assert.Equal(t, tc.level, cfg.LogLevel.Level(), "%v", tc.args)
 	}
 }

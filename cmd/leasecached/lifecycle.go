@@ -3,11 +3,12 @@ package main
 import (
 	"context"
 	"errors"
-	"log"
+	"log/slog"
 	"os"
 	"syscall"
 	"time"
 
+	"github.com/leasecached/leasecached/internal/logging"
 	"github.com/leasecached/leasecached/internal/sdnotify"
 )
 
@@ -35,7 +36,10 @@ var exit = os.Exit
 //
 // It tells the service manager through n (doc/design/deploy.md): READY=1 once the listeners accept
 // connections, RELOADING=1 and READY=1 around a reload, STOPPING=1 at the stopping signal.
-func runUntilStopped(srv runner, sigs <-chan os.Signal, timeout time.Duration, logger *log.Logger,
+//
+// What the operator caused (a signal) is logged at NOTICE, printed without -v, as memcached prints its
+// draining stop (doc/design/logging.md).
+func runUntilStopped(srv runner, sigs <-chan os.Signal, timeout time.Duration, logger *slog.Logger,
 	n *sdnotify.Notifier) (returned bool, err error) {
 	done := make(chan error, 1)
 	go func() { done <- srv.Run() }()
@@ -64,7 +68,8 @@ func runUntilStopped(srv runner, sigs <-chan os.Signal, timeout time.Duration, l
 		}
 	}
 	notify(n, sdnotify.Stopping, logger)
-	logger.Printf("%s: stopping (a second signal exits at once)", signalName(sig))
+	logger.Log(context.Background(), logging.LevelNotice, "stopping (a second signal exits at once)",
+		"signal", signalName(sig))
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	go func() {
@@ -75,7 +80,7 @@ func runUntilStopped(srv runner, sigs <-chan os.Signal, timeout time.Duration, l
 		}
 		if err := srv.Stop(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) &&
 			!errors.Is(err, context.Canceled) {
-			logger.Printf("stop: %v", err)
+			logger.Error("stop failed", "err", err)
 		}
 	}()
 	// Run returns as soon as the engine has closed everything. gnet's Stop only polls for that every
@@ -86,7 +91,7 @@ func runUntilStopped(srv runner, sigs <-chan os.Signal, timeout time.Duration, l
 		case err := <-done:
 			return true, err
 		case <-ctx.Done():
-			logger.Printf("stop: connections still open after %v: exiting without them", timeout)
+			logger.Warn("stop: connections still open: exiting without them", "after", timeout)
 			return false, nil
 		case s := <-sigs:
 			if s != syscall.SIGHUP { // stopping: nothing to reload for
@@ -94,7 +99,7 @@ func runUntilStopped(srv runner, sigs <-chan os.Signal, timeout time.Duration, l
 			}
 		}
 	}
-	logger.Printf("%s again: exiting at once", signalName(sig))
+	logger.Log(context.Background(), logging.LevelNotice, "second signal: exiting at once", "signal", signalName(sig))
 	code := 1
 	if s, ok := sig.(syscall.Signal); ok {
 		code = 128 + int(s)
@@ -104,20 +109,20 @@ func runUntilStopped(srv runner, sigs <-chan os.Signal, timeout time.Duration, l
 }
 
 // notify tells the service manager state; one that cannot be told is a log line, and serving goes on.
-func notify(n *sdnotify.Notifier, state string, logger *log.Logger) {
+func notify(n *sdnotify.Notifier, state string, logger *slog.Logger) {
 	if err := n.Notify(state); err != nil {
-		logger.Printf("%v", err)
+		logger.Warn("service manager not told", "err", err)
 	}
 }
 
 // reload answers SIGHUP: srv re-reads its files and logs each that failed to load.
-func reload(srv runner, logger *log.Logger) {
+func reload(srv runner, logger *slog.Logger) {
 	errs := srv.Reload()
 	if len(errs) == 0 {
-		logger.Printf("SIGHUP: reloaded")
+		logger.Log(context.Background(), logging.LevelNotice, "reloaded", "signal", "SIGHUP")
 		return
 	}
-	logger.Printf("SIGHUP: reloaded, %d file(s) kept from before (see above)", len(errs))
+	logger.Warn("reloaded, some files kept from before (see above)", "signal", "SIGHUP", "kept", len(errs))
 }
 
 // signalName is how a log line names sig: SIGINT, SIGTERM.

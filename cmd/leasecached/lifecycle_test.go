@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"log"
 	"os"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/urfave/cli/v2"
 
+	"github.com/leasecached/leasecached/internal/logging"
 	"github.com/leasecached/leasecached/internal/sdnotify"
 	"github.com/leasecached/leasecached/server"
 )
@@ -196,7 +196,7 @@ func startLifecycleWith(t *testing.T, f *fakeServer, timeout time.Duration, n *s
 	exit = func(code int) { r.exited <- code }
 	t.Cleanup(func() { exit = old })
 	r.log = &lockedWriter{w: r.logLines}
-	logger := log.New(r.log, "", 0)
+	logger := logging.New(r.log, logging.Text, logging.Level(0))
 	go func() {
 		returned, err := runUntilStopped(f, r.sigs, timeout, logger, r.notifier)
 		r.result <- [2]any{returned, err}
@@ -257,7 +257,7 @@ func TestRunUntilStopped(t *testing.T) {
 		assert.False(t, returned, "Run has not returned")
 		assert.NoError(t, err, "asked to stop: status 0")
 		assert.Less(t, time.Since(start), time.Second)
-		assert.Contains(t, r.logLines.String(), "still open after 200ms")
+		assert.Contains(t, r.logLines.String(), "after=200ms")
 	})
 	t.Run("SIGHUP reloads and does not stop", func(t *testing.T) {
 		f := newFakeServer(0)
@@ -266,7 +266,9 @@ func TestRunUntilStopped(t *testing.T) {
 		for range 3 {
 			r.sigs <- syscall.SIGHUP
 		}
-		require.Eventually(t, func() bool { return strings.Count(r.log.String(), "SIGHUP: reloaded") == 3 },
+		require.Eventually(t, func() bool {
+			return strings.Count(r.log.String(), "WARN reloaded, some files kept from before (see above) signal=SIGHUP kept=1") == 3
+		},
 			2*time.Second, time.Millisecond)
 		select {
 		case <-r.result:
@@ -275,7 +277,6 @@ func TestRunUntilStopped(t *testing.T) {
 			t.Fatal("SIGHUP stopped the server")
 		case <-time.After(50 * time.Millisecond):
 		}
-		assert.Contains(t, r.log.String(), "SIGHUP: reloaded, 1 file(s) kept from before")
 		r.sigs <- syscall.SIGTERM // and a stopping signal still stops it
 		returned, err := r.wait(t, 2*time.Second)
 		assert.True(t, returned)
@@ -296,7 +297,7 @@ func TestRunUntilStopped(t *testing.T) {
 			t.Fatalf("SIGHUP while stopping exited with %d", code)
 		default:
 		}
-		assert.Contains(t, r.logLines.String(), "still open after 300ms")
+		assert.Contains(t, r.logLines.String(), "after=300ms")
 		assert.Zero(t, f.reloads.Load())
 	})
 	t.Run("second signal exits at once", func(t *testing.T) {
@@ -311,7 +312,7 @@ func TestRunUntilStopped(t *testing.T) {
 			t.Fatal("a second signal did not exit within 2s")
 		}
 		r.wait(t, 2*time.Second)
-		assert.Contains(t, r.logLines.String(), "SIGTERM: stopping")
-		assert.Contains(t, r.logLines.String(), "SIGTERM again: exiting at once")
+		assert.Contains(t, r.logLines.String(), "NOTICE stopping (a second signal exits at once) signal=SIGTERM")
+		assert.Contains(t, r.logLines.String(), "NOTICE second signal: exiting at once signal=SIGTERM")
 	})
 }

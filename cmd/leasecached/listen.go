@@ -326,7 +326,7 @@ func exposedWarning(entries []listenEntry, tls bool, auth bool) string {
 	if len(exposed) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("warning: listening on %s without TLS or authentication: anyone who can reach it can "+
+	return fmt.Sprintf("listening on %s without TLS or authentication: anyone who can reach it can "+
 		"read and change the cache; use -Z (TLS) or -Y (passwords), or allow only trusted hosts with a firewall",
 		strings.Join(exposed, ", "))
 }

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/leasecached/leasecached/internal/logging"
 	"github.com/leasecached/leasecached/internal/sdnotify"
 	"github.com/leasecached/leasecached/lease"
 	"github.com/leasecached/leasecached/server"
@@ -116,7 +117,9 @@ func newApp() *cli.App {
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile (pprof) to this file until the server stops"},
 			&cli.StringFlag{Name: "trace", Usage: "write a Go execution trace (go tool trace) to this file until the server stops"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Count: &verbose,
-				Usage: "log more (-vv: also connections)"},
+				Usage: "log more: -v connection errors and refusals, -vv also connections opened and closed, -vvv also each command"},
+			&cli.StringFlag{Name: flagLogFormat, Value: string(logging.Text),
+				Usage: "log lines as text (for people) or json (one object a line, for log shippers)"},
 		},
 		Action: func(c *cli.Context) error {
 			cfg, err := configFrom(c, verbose)
@@ -132,7 +135,7 @@ func newApp() *cli.App {
 					defer stop()
 				}
 			}
-			fitDescriptors(cfg.ConnLimit, cfg.Threads, cfg.Verbosity, cfg.Logger)
+			fitDescriptors(cfg.ConnLimit, cfg.Threads, cfg.Logger)
 			return serve(cfg)
 		},
 	}
@@ -181,8 +184,14 @@ func configFrom(c *cli.Context, verbose int) (server.Config, error) {
 		Grace:       c.Duration("grace"),
 		Hold:        c.Duration("hold"),
 		LargePages:  c.Bool("enable-largepages"),
-		Logger:      log.New(c.App.ErrWriter, "leasecached: ", log.LstdFlags),
+		LogLevel:    new(slog.LevelVar),
 	}
+	format, err := logging.ParseFormat(c.String(flagLogFormat))
+	if err != nil {
+		return cfg, fmt.Errorf("--%s: %w", flagLogFormat, err)
+	}
+	cfg.LogLevel.Set(logging.Level(verbose))
+	cfg.Logger = logging.New(c.App.ErrWriter, format, cfg.LogLevel)
 	ext, err := extendedFlags(c.StringSlice("extended"))
 	if err != nil {
 		return cfg, fmt.Errorf("-o: %w", err)
@@ -208,7 +217,7 @@ func configFrom(c *cli.Context, verbose int) (server.Config, error) {
 	cfg.MaxItemSize = int(itemSize)
 	cfg.MemoryLimit = memMB << 20
 	if w := graceWarning(cfg); w != "" {
-		cfg.Logger.Print(w)
+		cfg.Logger.Warn(w)
 	}
 	return cfg, validate(cfg, memMB)
 }
@@ -265,7 +274,7 @@ func listenersFrom(c *cli.Context, opt func(string) (string, bool, error), cfg *
 		}
 		if c.IsSet("listen") {
 			cfg.Listen = strings.Join(listen, ",")
-			cfg.Logger.Printf("-l %s ignored: with -s, only the unix socket is listened on (as memcached does)", cfg.Listen)
+			cfg.Logger.Warn("-l ignored: with -s, only the unix socket is listened on (as memcached does)", "listen", cfg.Listen)
 		}
 		cfg.Listeners = []server.Listener{{Network: "unix", Addr: sock}}
 		return nil
@@ -283,7 +292,7 @@ func listenersFrom(c *cli.Context, opt func(string) (string, bool, error), cfg *
 		return errors.New("-Z: every -l entry is notls:, so no listener would use TLS")
 	}
 	if w := exposedWarning(entries, tlsOn, cfg.AuthFile != "" || cfg.SASLFile != ""); w != "" {
-		cfg.Logger.Print(w)
+		cfg.Logger.Warn(w)
 	}
 	return nil
 }

@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"log"
+	"log/slog"
 	"syscall"
 )
 
@@ -79,16 +79,16 @@ func fitFileLimit(need uint64, ops rlimitOps) (uint64, error) {
 // fitDescriptors raises the descriptor limit to fit conns connections with threads event loops, as
 // memcached does at start. When it cannot, it logs one line and the daemon serves as many connections as
 // the limit allows.
-func fitDescriptors(conns, threads, verbosity int, logger *log.Logger) {
+func fitDescriptors(conns, threads int, logger *slog.Logger) {
 	need := fdsNeeded(conns, threads)
 	cur0, _, _ := sysRlimit.get()
 	have, err := fitFileLimit(need, sysRlimit)
 	switch {
 	case err != nil:
 		usable := int64(have) - int64(need-uint64(conns))
-		logger.Printf("-c %d needs %d file descriptors, but the limit is %d: %v; about %d connections "+
-			"can be open at once, more are refused", conns, need, have, err, max(usable, 0))
-	case have != cur0 && verbosity > 0:
-		logger.Printf("raised the file descriptor limit from %d to %d for -c %d", cur0, have, conns)
+		logger.Warn("too few file descriptors for -c: connections beyond the usable ones are refused",
+			"conns", conns, "needed", need, "limit", have, "usable", max(usable, 0), "err", err)
+	case have != cur0:
+		logger.Info("raised the file descriptor limit for -c", "from", cur0, "to", have, "conns", conns)
 	}
 }
