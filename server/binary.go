@@ -309,6 +309,9 @@ func (cn *conn) binError(s bp.Status) {
 // execBinary executes cn.bin.req, whose prefix (and value, if it has one) is whole and valid.
 func (cn *conn) execBinary() binOutcome {
 	r := &cn.bin.req
+	if len(r.Key) != 0 && cn.loop.hot.Due(1) { // hot-key detection: rarely taken (hotkeys.go)
+		cn.sampleBinary()
+	}
 	switch r.Opcode.Base() {
 	case bp.OpGet, bp.OpGetK:
 		cn.binGet()
@@ -579,6 +582,8 @@ func (cn *conn) binStats() {
 		lines = s.appendItemStats(nil)
 	case string(group) == "slabs":
 		lines = s.appendSlabStats(nil)
+	case string(group) == "hotkeys":
+		lines = s.appendHotKeyStats(nil)
 	case string(group) == "sizes":
 		lines = stat(nil, "sizes_status", "disabled")
 	case string(group) == "sizes_enable", string(group) == "sizes_disable": // no empty packet after them

@@ -35,6 +35,9 @@ var storeModes = [...]shard.Mode{
 
 // execute runs one parsed request and appends its reply (unless noreply) to cn.out.
 func (cn *conn) execute(req *protocol.Request) outcome {
+	if cn.loop.hot.Due(cn.keysToCount(req)) { // hot-key detection: rarely taken (hotkeys.go)
+		cn.sampleText(req)
+	}
 	switch req.Cmd {
 	case protocol.CmdGet, protocol.CmdGets, protocol.CmdGat, protocol.CmdGats:
 		if cn.retrieve(req) {

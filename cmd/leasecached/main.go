@@ -111,6 +111,8 @@ func newApp() *cli.App {
 				Usage: "keep an expired value this long for plain get/gets/gat/gats while one reader refills the key (0: off; see doc/leases.md)"},
 			&cli.DurationFlag{Name: "hold", Value: 0,
 				Usage: "park a get/gets/gat/gats of a key another reader is refilling for up to this long, until the refill lands (0: off; see doc/leases.md)"},
+			&cli.IntFlag{Name: "hot-keys", Value: server.DefaultHotKeys,
+				Usage: "how many hot keys `stats hotkeys` lists, from sampled request counts (0: detection off; see doc/design/hotkeys.md)"},
 			&cli.StringFlag{Name: flagIdleTimeout, Value: "0",
 				Usage: "close connections that send nothing for longer than this, in seconds or as a duration (0: never)"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile (pprof) to this file until the server stops"},
@@ -181,6 +183,7 @@ func configFrom(c *cli.Context, verbose int) (server.Config, error) {
 		Grace:       c.Duration("grace"),
 		Hold:        c.Duration("hold"),
 		LargePages:  c.Bool("enable-largepages"),
+		HotKeys:     c.Int("hot-keys"),
 		Logger:      log.New(c.App.ErrWriter, "leasecached: ", log.LstdFlags),
 	}
 	ext, err := extendedFlags(c.StringSlice("extended"))
