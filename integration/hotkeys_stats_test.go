@@ -180,4 +180,3 @@ func TestStatsHotKeys(t *testing.T) {
 		time.Sleep(hkPollEvery)
 	}
 }
-
