@@ -205,3 +205,37 @@ func TestNoAllocations(t *testing.T) {
 	}
 	assert.Zero(t, testing.AllocsPerRun(200_000, step)) // 2 s: the windows rotate
 }
+
+// BenchmarkOffer is the cost of one sampled request (the Zipf load; the tracker's lock included); ns/op
+// divided by the sampling rate is its share of every request.
+func BenchmarkOffer(b *testing.B) {
+	z := newZipfLoad(11)
+	const n = 1 << 16
+	idx, writes := make([]int, n), make([]bool, n)
+	for i := range n {
+		idx[i], writes[i] = z.next()
+	}
+	tr := NewTracker(128, time.Second)
+	i := 0
+	for b.Loop() {
+		k := idx[i%n]
+		tr.Offer(int64(i)*1000, z.keys[k], z.hs[k], writes[i%n])
+		i++
+	}
+}
+
+// BenchmarkDue is the per-request cost: the sampler's countdown.
+func BenchmarkDue(b *testing.B) {
+	s := NewSampler(16, 1)
+	n := 0
+	for b.Loop() {
+		if s.Due(1) {
+			for s.Next(1) >= 0 {
+				n++
+			}
+		}
+	}
+	if n == 0 && b.N > 1000 {
+		b.Fatal("nothing sampled")
+	}
+}
