@@ -148,6 +148,9 @@ func TestTrackerWindows(t *testing.T) {
 		require.NotEmpty(t, top, now)
 		assert.Equal(t, "warm", top[0].Key, now)
 	}
+	// At 13.5 s the span is window 12 (a quarter second of 500 requests a second) and the idle half of 13.
+	top = Top([]*Tracker{tr}, 13*sec+sec/2, 20, 16)
+	assert.InDelta(t, 500*0.25/1.5, top[0].Rate, 60, "window 11 (500/s) is not in the span")
 	assert.Empty(t, Top([]*Tracker{tr}, 14*sec, 20, 16), "gone two windows after the last")
 	assert.Empty(t, Top([]*Tracker{tr}, 100*sec, 20, 16))
 	// A request after a long pause starts afresh: nothing of the old windows is counted.
@@ -178,6 +181,17 @@ func TestSampler(t *testing.T) {
 		}
 		assert.InDelta(t, float64(n/rate), float64(sampled), 0.02*float64(n/rate), "rate %d", rate)
 	}
+	// A client cycling through 16 keys has each of them sampled, about equally.
+	s := NewSampler(16, 9)
+	var per [16]int
+	for i := range 160_000 {
+		if s.Due(1) && s.Next(1) == 0 {
+			per[i%16]++
+		}
+	}
+	for k, c := range per {
+		assert.InDelta(t, 10_000/16, c, 200, "key %d of the cycle", k)
+	}
 	off := NewSampler(0, 9)
 	for range 1000 {
 		require.False(t, off.Due(1<<20))
@@ -189,7 +203,7 @@ func TestSampler(t *testing.T) {
 func TestNoAllocations(t *testing.T) {
 	z := newZipfLoad(5)
 	tr := NewTracker(128, time.Second)
-	smp := NewSampler(4, 1)
+	smp := NewSampler(1, 1) // every request: AllocsPerRun divides whole allocations by the runs
 	now := int64(0)
 	step := func() {
 		i, w := z.next()

@@ -233,3 +233,22 @@ func TestHotKeysServeAllocatesNothing(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(500, serve))
 	assert.NotEmpty(t, s.HotKeys(1))
 }
+
+// TestHotKeysResumedFetchCountsOnce: a multi-key get whose replies pass flushThreshold yields and goes on
+// later from the next key (conn.resume); its keys are counted once all the same.
+func TestHotKeysResumedFetchCountsOnce(t *testing.T) {
+	s, _ := newHotServer(t, DefaultHotKeys)
+	cn, fc := newConn(s, nil), &fakeConn{}
+	value := strings.Repeat("v", 40<<10)
+	feed(cn, fc, fmt.Sprintf("set big 0 0 %d noreply\r\n%s\r\n", len(value), value))
+	const requests, keys = 400, 8 // 8 values of 40 KiB: past flushThreshold after the 7th
+	get := "get" + strings.Repeat(" big", keys) + "\r\n"
+	for range requests {
+		fc.out.Reset()
+		feed(cn, fc, get)
+		require.Equal(t, keys*(len(value)+len("VALUE big 0 40960\r\n\r\n"))+len("END\r\n"), fc.out.Len())
+	}
+	hot := s.HotKeys(1)
+	require.Len(t, hot, 1)
+	assert.InEpsilon(t, requests*keys/1.5, hot[0].Rate, 0.3)
+}
