@@ -50,7 +50,10 @@ type hotState struct {
 // init sets detection up for top keys listed (0: off).
 func (h *hotState) init(top int) {
 	h.top = min(max(top, 0), MaxHotKeys)
-	h.capacity = max(hotCapacityMin, 1<<bits.Len(uint(6*h.top-1)))
+	h.capacity = hotCapacityMin
+	if 6*h.top > hotCapacityMin { // a longer list: six entries a key, as 128 is for 20 (doc/design/hotkeys.md)
+		h.capacity = 1 << bits.Len(uint(6*h.top-1))
+	}
 }
 
 // newLoop returns the sampler and tracker of a new loopShared: an event loop's own tracker, or the shared

@@ -252,3 +252,16 @@ func TestHotKeysResumedFetchCountsOnce(t *testing.T) {
 	require.Len(t, hot, 1)
 	assert.InEpsilon(t, requests*keys/1.5, hot[0].Rate, 0.3)
 }
+
+// TestHotKeysCapacity: the summaries' size follows --hot-keys (doc/design/hotkeys.md, "Memory").
+func TestHotKeysCapacity(t *testing.T) {
+	for top, want := range map[int]int{0: 128, 1: 128, 20: 128, 21: 128, 22: 256, 100: 1024} {
+		var h hotState
+		h.init(top)
+		assert.Equal(t, want, h.capacity, "--hot-keys %d", top)
+	}
+	var h hotState
+	h.init(DefaultHotKeys)
+	_, tr := h.newLoop(true)
+	assert.Equal(t, 71_680, tr.Bytes(), "a loop's memory at the default")
+}
