@@ -302,9 +302,9 @@ func newBinNormalizer(prefix string) *binNormalizer {
 }
 
 // leasecachedStatExtension reports the stat names leasecached sends and memcached does not, by design
-// (the README lists them): leases, grace/hold, huge pages, its own version.
+// (the README lists them): leases, grace/hold, huge pages, its own version, hot keys.
 func leasecachedStatExtension(name string) bool {
-	for _, p := range []string{"lease_", "leasecached_", "stale_window", "huge_page_bytes", "grace", "hold"} {
+	for _, p := range []string{"lease_", "leasecached_", "stale_window", "huge_page_bytes", "grace", "hold", "hot_keys"} {
 		if strings.HasPrefix(name, p) {
 			return true
 		}

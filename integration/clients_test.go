@@ -48,10 +48,10 @@ var casValue = regexp.MustCompile(`cas=\d+`)
 // per stat name) naming one of leasecached's own stats: the lease counters
 // that doc/leases.md (rules 6 and 11) requires in `stats` (lease, grace and
 // hold), its version, the item memory on huge pages, and its lease and stale
-// windows, grace and hold in `stats settings`. memcached has none of them, so
+// windows, grace, hold and hot_keys in `stats settings`. memcached has none of them, so
 // they are no compatibility gap; every memcached stat name is still compared,
 // and any other extra name still fails.
-var extensionStat = regexp.MustCompile(`^(stats )?has (lease_[a-z_]+|leasecached_version|huge_page_bytes|stale_window|get_grace_hits|grace_[a-z_]+|grace|hold_[a-z_]+|hold)$`)
+var extensionStat = regexp.MustCompile(`^(stats )?has (lease_[a-z_]+|leasecached_version|huge_page_bytes|stale_window|get_grace_hits|grace_[a-z_]+|grace|hold_[a-z_]+|hold|hot_keys)$`)
 
 // dropExtensionStats removes extensionStat lines.
 func dropExtensionStats(lines []string) []string {

@@ -111,7 +111,7 @@ func TestSettingsNamesAndValues(t *testing.T) {
 		names = append(names, f[1])
 		values[f[1]] = f[2]
 	}
-	want := append(append([]string{}, memcachedSettings...), "lease_window", "stale_window")
+	want := append(append([]string{}, memcachedSettings...), "lease_window", "stale_window", "hot_keys")
 	if strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Fatalf("names\n got %v\nwant %v", names, want)
 	}

@@ -98,7 +98,7 @@ func TestTrafficBatchMatchesOneByOne(t *testing.T) {
 		// each has its own.
 		var ls *loopShared
 		if batched {
-			ls = s.newLoopShared()
+			ls = s.newLoopShared(true)
 		}
 		cs := make([]*ctxConn, clients)
 		for i := range cs {

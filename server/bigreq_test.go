@@ -116,7 +116,7 @@ func splitString(s string, size int) []string {
 // not happen to a block's continuation), and the buffer goes back once the request has been executed.
 func TestLargeBlockAcrossBatchedReads(t *testing.T) {
 	s := newTestServer(t)
-	ls := s.newLoopShared()
+	ls := s.newLoopShared(true)
 	a, b := &ctxConn{cn: newConn(s, ls)}, &ctxConn{cn: newConn(s, ls)}
 	block := commandLike(100 << 10)
 	pieces := append([]string{"set big 0 0 102400\r\n"}, splitString(block+"\r\nget big\r\n", 30<<10)...)

@@ -318,6 +318,9 @@ func (cn *conn) execBinary() binOutcome {
 	if cn.srv.tracing.Load() { // -vvv (logger.go)
 		cn.traceCommand(slog.String("opcode", fmt.Sprintf("0x%02x", byte(r.Opcode))), r.Key, min(len(r.Key), 1))
 	}
+	if len(r.Key) != 0 && cn.loop.hot.Due(1) { // hot-key detection: rarely taken (hotkeys.go)
+		cn.sampleBinary()
+	}
 	switch r.Opcode.Base() {
 	case bp.OpGet, bp.OpGetK:
 		cn.binGet()
@@ -588,6 +591,8 @@ func (cn *conn) binStats() {
 		lines = s.appendItemStats(nil)
 	case string(group) == "slabs":
 		lines = s.appendSlabStats(nil)
+	case string(group) == "hotkeys":
+		lines = s.appendHotKeyStats(nil)
 	case string(group) == "sizes":
 		lines = stat(nil, "sizes_status", "disabled")
 	case string(group) == "sizes_enable", string(group) == "sizes_disable": // no empty packet after them

@@ -39,6 +39,9 @@ func (cn *conn) execute(req *protocol.Request) outcome {
 	if cn.srv.tracing.Load() { // -vvv (logger.go)
 		cn.traceCommand(slog.String("cmd", req.Cmd.String()), req.Key(), len(req.Keys))
 	}
+	if cn.loop.hot.Due(cn.keysToCount(req)) { // hot-key detection: rarely taken (hotkeys.go)
+		cn.sampleText(req)
+	}
 	switch req.Cmd {
 	case protocol.CmdGet, protocol.CmdGets, protocol.CmdGat, protocol.CmdGats:
 		if cn.retrieve(req) {

@@ -305,7 +305,7 @@ func (cn *conn) protocolError(why string) {
 // shared is the connection's loopShared, made on first use for a connection that has none.
 func (cn *conn) shared() *loopShared {
 	if cn.loop == nil {
-		cn.loop = cn.srv.newLoopShared()
+		cn.loop = cn.srv.newLoopShared(false)
 	}
 	return cn.loop
 }

@@ -55,7 +55,7 @@ func newTestServerConfig(t testing.TB, edit func(*Config)) *Server {
 	}
 	t.Cleanup(store.Close)
 	cfg := Config{Listen: "127.0.0.1", Port: 1, Threads: 1, ConnLimit: 10, MaxItemSize: 1 << 20,
-		MemoryLimit: 64 << 20, Logger: slog.New(slog.DiscardHandler)}
+		MemoryLimit: 64 << 20, Logger: slog.New(slog.DiscardHandler), HotKeys: DefaultHotKeys}
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -157,7 +157,7 @@ func TestServeLease(t *testing.T) {
 // The request path allocates nothing per request once a connection's buffers have grown.
 func TestExecuteAllocatesNothing(t *testing.T) {
 	s := newTestServer(t)
-	cn := newConn(s, nil)
+	cn := newConn(s, s.newLoopShared(true)) // an event loop's: execute samples into its hot-key tracker
 	reqs := []string{
 		"set k 0 0 5\r\nhello\r\n", "get k\r\n", "gets k\r\n", "lease-get k\r\n", "lease-get miss\r\n",
 		"incr n 1\r\n", "touch k 0\r\n", "delete nope\r\n", "get a b c d e f g h i j\r\n", "gats 0 k\r\n",
@@ -270,7 +270,7 @@ func TestResultReplyCoversEveryResult(t *testing.T) {
 
 func BenchmarkGetHit(b *testing.B) {
 	s := newTestServer(b)
-	cn := newConn(s, nil)
+	cn := newConn(s, s.newLoopShared(true)) // an event loop's: execute samples into its hot-key tracker
 	cn.parser.Parse([]byte("set k 0 0 100\r\n"+strings.Repeat("v", 100)+"\r\n"), &cn.req)
 	cn.execute(&cn.req)
 	in := []byte("get k\r\n")
@@ -284,7 +284,7 @@ func BenchmarkGetHit(b *testing.B) {
 
 func BenchmarkLeaseGetHit(b *testing.B) {
 	s := newTestServer(b)
-	cn := newConn(s, nil)
+	cn := newConn(s, s.newLoopShared(true)) // an event loop's: execute samples into its hot-key tracker
 	cn.parser.Parse([]byte("set k 0 0 100\r\n"+strings.Repeat("v", 100)+"\r\n"), &cn.req)
 	cn.execute(&cn.req)
 	in := []byte("lease-get k\r\n")
@@ -320,7 +320,7 @@ func BenchmarkPipelinedMultiGet(b *testing.B) {
 
 func BenchmarkSet(b *testing.B) {
 	s := newTestServer(b)
-	cn := newConn(s, nil)
+	cn := newConn(s, s.newLoopShared(true)) // an event loop's: execute samples into its hot-key tracker
 	in := []byte("set k 0 0 100\r\n" + strings.Repeat("v", 100) + "\r\n")
 	b.ReportAllocs()
 	for b.Loop() {

@@ -4,6 +4,8 @@ import (
 	"sync"
 
 	"github.com/panjf2000/gnet/v2"
+
+	"github.com/leasecached/leasecached/hotkeys"
 )
 
 // loopShared is the state that every connection of one event loop shares: the batch of a pipelined read
@@ -26,6 +28,10 @@ type loopShared struct {
 	// tlsOut gathers the ciphertext of one TLS write of a connection on this loop (looptls.go); empty
 	// between calls.
 	tlsOut []byte
+	// hot picks the requests hot-key detection counts, into hotKeys: the loop's own tracker for an event
+	// loop, one shared by the others (hotkeys.go).
+	hot     hotkeys.Sampler
+	hotKeys *hotkeys.Tracker
 }
 
 // borrowOut hands out the loop's reply buffer for a serve call, if the connection's own (mine) is empty;
@@ -52,8 +58,13 @@ func (ls *loopShared) returnOut(b []byte) []byte {
 	return nil
 }
 
-// newLoopShared returns a loopShared whose counts the server's stats include.
-func (s *Server) newLoopShared() *loopShared { return &loopShared{counts: s.stats.newShare()} }
+// newLoopShared returns a loopShared whose counts the server's stats include. An event loop's (own) has a
+// hot-key tracker of its own; the others share one (hotkeys.go).
+func (s *Server) newLoopShared(own bool) *loopShared {
+	ls := &loopShared{counts: s.stats.newShare()}
+	ls.hot, ls.hotKeys = s.hot.newLoop(own)
+	return ls
+}
 
 // loops maps each gnet event loop to its loopShared.
 type loops struct {
@@ -71,7 +82,7 @@ func (s *Server) loopOf(el gnet.EventLoop) *loopShared {
 	}
 	ls := l.m[el]
 	if ls == nil {
-		ls = s.newLoopShared()
+		ls = s.newLoopShared(true)
 		l.m[el] = ls
 	}
 	return ls

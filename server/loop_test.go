@@ -48,7 +48,7 @@ func TestConnsShareLoopState(t *testing.T) {
 	for round := range 10 {
 		r := rand.New(rand.NewPCG(uint64(round), 13))
 		s := newTestServer(t)
-		ls := s.newLoopShared()
+		ls := s.newLoopShared(true)
 		cns, fcs, pieces := make([]*conn, conns), make([]*fakeConn, conns), make([][]string, conns)
 		for c := range conns {
 			cns[c], fcs[c], pieces[c] = newConn(s, ls), &fakeConn{}, cut(r, script(c))
@@ -84,7 +84,7 @@ func TestConnsShareLoopState(t *testing.T) {
 // the sum of every share; stats reset clears them all. (memcached counts cmd_get per key.)
 func TestStatsSumLoopShares(t *testing.T) {
 	s := newTestServer(t)
-	a, b := newConn(s, s.newLoopShared()), newConn(s, s.newLoopShared())
+	a, b := newConn(s, s.newLoopShared(true)), newConn(s, s.newLoopShared(true))
 	fa, fb := &fakeConn{}, &fakeConn{}
 	feed(a, fa, "set k 0 0 1\r\nx\r\nget k\r\nget k nope\r\n")
 	feed(b, fb, "get k\r\nget nope\r\n")

@@ -85,7 +85,8 @@ func TestMetaScripts(t *testing.T) {
 
 // TestMetaZeroAllocRequests proves the meta request paths allocate nothing in steady state.
 func TestMetaZeroAllocRequests(t *testing.T) {
-	cn := newConn(newTestServer(t), nil)
+	s := newTestServer(t)
+	cn := newConn(s, s.newLoopShared(true)) // an event loop's: execute samples into its hot-key tracker
 	reqs := []string{
 		"ms k 5 T100 F3 c k\r\nhello\r\n", "mg k v t c f s k O123 h l\r\n", "mg k q\r\n", "mg nope v k\r\n",
 		"ms YmluAA== 1 b k\r\nx\r\n", "mg YmluAA== b k v\r\n", "ms n 4\r\n1000\r\n", "ma n v t c\r\n",

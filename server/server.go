@@ -84,6 +84,7 @@ type Config struct {
 	Hold        time.Duration // --hold: how long a read of a key being refilled may wait for the refill (0: off)
 	LargePages  bool          // -L: item memory on transparent huge pages (for the store: shard.Config)
 	IdleTimeout time.Duration // --idle-timeout: close connections idle this long, whole seconds (0: never; idle.go)
+	HotKeys     int           // --hot-keys: how many keys `stats hotkeys` lists (0: detection off; hotkeys.go)
 }
 
 // Server is the gnet event handler. One Server serves one listener.
@@ -98,6 +99,7 @@ type Server struct {
 	logger  *slog.Logger
 
 	detail    prefixStats
+	hot       hotState     // hot-key detection (hotkeys.go)
 	gathering atomic.Int64 // bytes claimed by large requests being gathered (bigreq.go)
 	conns     sync.Map     // *conn -> its gnet.Conn, for `stats conns` and the idle check (idle.go)
 	loops     loops        // what the connections of each event loop share
@@ -135,6 +137,7 @@ func New(cfg Config, store *shard.Store) *Server {
 	s := &Server{cfg: cfg, store: store, started: time.Now(), pid: os.Getpid(), logger: cfg.Logger,
 		ready: make(chan struct{}), stopped: make(chan struct{})}
 	s.setVerbosity(cfg.Verbosity)
+	s.hot.init(cfg.HotKeys)
 	s.reloaders = append(s.reloaders, reloader{"TLS certificates", s.refreshCerts})
 	s.loadAuth()
 	return s

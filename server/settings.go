@@ -114,6 +114,7 @@ func (s *Server) appendSettingsStats(dst []byte) []byte {
 	dst = stat(dst, "memory_file", "(null)")
 	dst = stat(dst, "lease_window", s.cfg.LeaseWindow.String())
 	dst = stat(dst, "stale_window", s.cfg.StaleWindow.String())
+	dst = statInt(dst, "hot_keys", int64(s.hot.top)) // --hot-keys (hotkeys.go)
 	if s.cfg.Grace > 0 {
 		dst = stat(dst, "grace", s.cfg.Grace.String())
 	}

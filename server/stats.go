@@ -160,6 +160,8 @@ func (cn *conn) statsCmd(req *protocol.Request) {
 		return
 	case "conns":
 		cn.out = cn.srv.appendConnStats(cn.out)
+	case "hotkeys":
+		cn.out = cn.srv.appendHotKeyStats(cn.out)
 	case "extstore":
 		// No external storage: an empty listing, as memcached without extstore answers.
 	case "detail":

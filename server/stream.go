@@ -85,7 +85,7 @@ func (st *streamListeners) borrow() *loopShared {
 		st.idle = st.idle[:n-1]
 		return ls
 	}
-	return st.srv.newLoopShared()
+	return st.srv.newLoopShared(false)
 }
 
 func (st *streamListeners) giveBack(ls *loopShared) {

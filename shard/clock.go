@@ -144,6 +144,10 @@ func (c *coarseClock) close() {
 // its own per-request timestamps so that the hot path reads the clock as cheaply as the store does.
 func (s *Store) Now() int64 { return s.now() }
 
+// NowNano is the store's clock in unix nanoseconds (as coarse as its ticks): the lease clock, which the
+// server's hot-key windows read too, on sampled requests only.
+func (s *Store) NowNano() int64 { return s.nowNano() }
+
 func (s *Store) now() int64 {
 	if c := s.clock; c != nil {
 		return c.seconds()

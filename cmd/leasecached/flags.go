@@ -119,6 +119,8 @@ func validate(cfg server.Config, memMB int64) error {
 		return fmt.Errorf("--grace %s: must be between 0 and %s", cfg.Grace, maxWindow)
 	case cfg.Hold < 0 || cfg.Hold > maxHold:
 		return fmt.Errorf("--hold %s: must be between 0 and %s", cfg.Hold, maxHold)
+	case cfg.HotKeys < 0 || cfg.HotKeys > server.MaxHotKeys:
+		return fmt.Errorf("--hot-keys %d: must be between 0 and %d", cfg.HotKeys, server.MaxHotKeys)
 	case int64(cfg.MaxItemSize) > cfg.MemoryLimit/2:
 		return fmt.Errorf("-I/--max-item-size %d: cannot be more than half the memory limit (%d bytes)",
 			cfg.MaxItemSize, cfg.MemoryLimit)

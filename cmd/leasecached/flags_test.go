@@ -72,6 +72,9 @@ func TestValidate(t *testing.T) {
 		{"grace and hold", func(c *server.Config) { c.Grace, c.Hold = time.Minute, time.Second }, 64, ""},
 		{"negative hold", func(c *server.Config) { c.Hold = -time.Second }, 64, "--hold"},
 		{"hold over a minute", func(c *server.Config) { c.Hold = 61 * time.Second }, 64, "--hold"},
+		{"hot keys off", func(c *server.Config) { c.HotKeys = 0 }, 64, ""},
+		{"negative hot keys", func(c *server.Config) { c.HotKeys = -1 }, 64, "--hot-keys"},
+		{"too many hot keys", func(c *server.Config) { c.HotKeys = server.MaxHotKeys + 1 }, 64, "--hot-keys"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -98,9 +101,10 @@ func TestCommandLineToConfig(t *testing.T) {
 		want func(server.Config) bool
 	}{
 		{[]string{"-p", "12345", "-m", "128"}, func(c server.Config) bool {
-			return c.Port == 12345 && c.MemoryLimit == 128<<20 && !c.LargePages
+			return c.Port == 12345 && c.MemoryLimit == 128<<20 && !c.LargePages && c.HotKeys == server.DefaultHotKeys
 		}},
 		{[]string{"-L"}, func(c server.Config) bool { return c.LargePages }},
+		{[]string{"--hot-keys", "5"}, func(c server.Config) bool { return c.HotKeys == 5 }},
 		{[]string{"--enable-largepages", "-t", "3"}, func(c server.Config) bool { return c.LargePages && c.Threads == 3 }},
 		{[]string{"--grace", "30s", "--hold", "2s"}, func(c server.Config) bool {
 			return c.Grace == 30*time.Second && c.Hold == 2*time.Second

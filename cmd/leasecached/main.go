@@ -112,6 +112,8 @@ func newApp() *cli.App {
 				Usage: "keep an expired value this long for plain get/gets/gat/gats while one reader refills the key (0: off; see doc/leases.md)"},
 			&cli.DurationFlag{Name: "hold", Value: 0,
 				Usage: "park a get/gets/gat/gats of a key another reader is refilling for up to this long, until the refill lands (0: off; see doc/leases.md)"},
+			&cli.IntFlag{Name: "hot-keys", Value: server.DefaultHotKeys,
+				Usage: "how many hot keys `stats hotkeys` lists, from sampled request counts (0: detection off; see doc/design/hotkeys.md)"},
 			&cli.StringFlag{Name: flagIdleTimeout, Value: "0",
 				Usage: "close connections that send nothing for longer than this, in seconds or as a duration (0: never)"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile (pprof) to this file until the server stops"},
@@ -185,6 +187,7 @@ func configFrom(c *cli.Context, verbose int) (server.Config, error) {
 		Hold:        c.Duration("hold"),
 		LargePages:  c.Bool("enable-largepages"),
 		LogLevel:    new(slog.LevelVar),
+		HotKeys:     c.Int("hot-keys"),
 	}
 	format, err := logging.ParseFormat(c.String(flagLogFormat))
 	if err != nil {
