@@ -228,7 +228,7 @@ func (cn *conn) serveOne(pos, n int) (int, Action) {
 		cn.prefetchKeys(cn.req.Keys)
 	}
 	defer cn.fast.executed()
-	switch cn.execute(&cn.req) {
+	switch cn.run(&cn.req) {
 	case closeConn:
 		return pos + n, Close
 	case suspended: // the request stays in the input, to go on from cn.resume

@@ -80,7 +80,7 @@ func (cn *conn) serveAhead(buf []byte, pos, n int) (int, Action) {
 		}
 		cn.fast.hashAt = int(a.hashAt[i])
 		cn.fast.hashN = min(len(a.reqs[i].Keys), len(a.hs)-cn.fast.hashAt)
-		out := cn.execute(&a.reqs[i])
+		out := cn.run(&a.reqs[i])
 		cn.fast.executed()
 		if out == suspended {
 			return pos, Continue // request i stays in the input
