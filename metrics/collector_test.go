@@ -285,7 +285,7 @@ func TestSampling(t *testing.T) {
 		}
 	}
 	require.InDelta(t, n/SampleEvery, timed, n/SampleEvery/10) // within 10%
-	require.Greater(t, len(gaps), SampleEvery)                  // not a fixed period
+	require.Greater(t, len(gaps), SampleEvery)                 // not a fixed period
 }
 
 // TestObserveAllocatesNothing: the request path's part (Sample, Observe) allocates nothing.
