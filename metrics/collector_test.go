@@ -305,3 +305,24 @@ func TestCommandsFit(t *testing.T) {
 	require.Equal(t, "unknown", protocol.Command(maxCommands-1).String())
 	require.Equal(t, "refresh_certs", protocol.CmdRefreshCerts.String())
 }
+
+// BenchmarkTimedRequest is what a timed request adds to its execution: two clock reads and Observe.
+func BenchmarkTimedRequest(b *testing.B) {
+	l := NewLoopLatency(1)
+	for b.Loop() {
+		start := time.Now()
+		l.Observe(protocol.CmdGet, time.Since(start))
+	}
+}
+
+// BenchmarkSample is what every request pays with the endpoint on: the sampler's countdown.
+func BenchmarkSample(b *testing.B) {
+	l := NewLoopLatency(1)
+	n := 0
+	for b.Loop() {
+		if l.Sample() {
+			n++
+		}
+	}
+	_ = n
+}

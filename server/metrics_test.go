@@ -172,3 +172,9 @@ func TestRunRefusesABusyMetricsAddress(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, "failed to listen on metrics address "+busy.Addr().String()+": address already in use", err.Error())
 }
+
+// BenchmarkPipelinedGetSetMetrics is BenchmarkPipelinedGetSet with --metrics-listen on: the cost of the
+// request timings (compare the two's ns/request).
+func BenchmarkPipelinedGetSetMetrics(b *testing.B) {
+	benchPipelinedGetSet(b, newTestServerConfig(b, func(c *Config) { c.MetricsListen = "127.0.0.1:0" }), 10)
+}
