@@ -11,10 +11,9 @@ import (
 )
 
 // SampleEvery is how many requests an event loop executes per timed one, on average. A timed request
-// costs two clock reads and a bucket update (about 80 ns here), against 100-300 ns per request
-// served at pipeline depth 16: timing every one would cost a third or more of the throughput, one in 64
-// about 1.3 ns a request. A loop serving 100k requests a second still times 1.5k of them a second.
-// See doc/design/metrics.md.
+// costs two clock reads and a bucket update, about as much as serving a pipelined request: timing one in
+// SampleEvery keeps that to a small fraction of a request, and a busy loop still times thousands a second.
+// The measurements are in doc/design/metrics.md.
 const SampleEvery = 64
 
 // bucketBounds are the histogram's upper bounds in nanoseconds: a hit in the store is a few hundred,
