@@ -134,7 +134,9 @@ var lruCrawlerSeries = []series{
 	{"warm_max_factor", desc("memcached_lru_crawler_warm_max_factor", "WARM's idle age as a factor of COLD's."), gauge, number},
 }
 
-// itemSeries are `stats items` per-class fields ("items:<class>:<field>"), labelled slab.
+// itemSeries are `stats items` per-class fields ("items:<class>:<field>"), labelled slab. The exporter's
+// per-class LRU moves are left out: leasecached has no segmented LRU to send them, and as the exporter names
+// them (counters without _total) promtool would refuse them.
 var itemSeries = []series{
 	{"number", desc("memcached_slab_current_items", "Items stored in the class.", "slab"), gauge, number},
 	{"age", desc("memcached_slab_items_age_seconds", "Age of the class's oldest item.", "slab"), gauge, number},
@@ -150,9 +152,6 @@ var itemSeries = []series{
 	{"tailrepairs", desc("memcached_slab_items_tailrepairs_total", "Tail repairs in the class.", "slab"), counter, number},
 	// A gauge: memcached_exporter's counter from `stats items` (memcached 1.6 sends it there only), as uptime.
 	{"mem_requested", desc("memcached_slab_mem_requested_bytes", "Bytes the class's items take.", "slab"), gauge, number},
-	{"moves_to_cold", desc("memcached_slab_items_moves_to_cold", "Items of the class moved to COLD.", "slab"), counter, number},
-	{"moves_to_warm", desc("memcached_slab_items_moves_to_warm", "Items of the class moved to WARM.", "slab"), counter, number},
-	{"moves_within_lru", desc("memcached_slab_items_moves_within_lru", "Items of the class bumped within an LRU.", "slab"), counter, number},
 	{"number_hot", desc("memcached_slab_hot_items", "Items of the class in HOT.", "slab"), gauge, number},
 	{"number_warm", desc("memcached_slab_warm_items", "Items of the class in WARM.", "slab"), gauge, number},
 	{"number_cold", desc("memcached_slab_cold_items", "Items of the class in COLD.", "slab"), gauge, number},
