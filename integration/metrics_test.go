@@ -109,6 +109,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	rep := rc.exchange([]byte(traffic.String()+"mn\r\n"), wholeWrite, sentinelReply, 5*time.Second)
 	require.True(t, bytes.HasSuffix(rep.data, sentinelReply))
 
+	hot := rc.exchange([]byte("stats hotkeys\r\nmn\r\n"), wholeWrite, sentinelReply, defaultReplyTimeout)
 	before := statsGroupOf(t, rc, "")
 	body, fams := scrape(t, url)
 	after := statsGroupOf(t, rc, "")
@@ -159,6 +160,13 @@ func TestMetricsEndpoint(t *testing.T) {
 	assert.Greater(t, timed["get"], uint64(0), "%v", timed)
 	assert.Greater(t, timed["set"], uint64(0), "%v", timed)
 	assert.LessOrEqual(t, timed["get"], uint64(num(t, after, "cmd_get")), "%v", timed)
+
+	// Hot keys, once the server ranks them: the top key of `stats hotkeys` (s, half the traffic) is a series.
+	if !bytes.HasPrefix(hot.data, []byte("ERROR")) {
+		top := statsMap(hot.data)["hotkey:1:key"]
+		require.Equal(t, "s", top, "%q", hot.data)
+		assert.Greater(t, seriesValue(t, fams, "leasecached_hot_key_requests_per_second", "key", top), 0.0)
+	}
 
 	promtool(t, body)
 }
