@@ -332,3 +332,59 @@ func TestMetricsBindFailure(t *testing.T) {
 	require.Equal(t, 1, code, stderr)
 	require.Equal(t, "leasecached: failed to listen on metrics address "+busy.Addr().String()+": address already in use\n", stderr)
 }
+
+// TestMetricsScrapeUnderLoad scrapes while a client pipelines requests on every loop: the counters and the
+// histograms' counts never go down from one scrape to the next, and the daemon (built with the race
+// detector) reports no race between the scrapes and the event loops.
+func TestMetricsScrapeUnderLoad(t *testing.T) {
+	d, url := startWithMetrics(t)
+	done := make(chan struct{})
+	stopped := make(chan struct{}, 2)
+	for c := range 2 { // two connections: with -t 2, likely one per loop
+		rc := dialRaw(t, d)
+		go func() {
+			defer func() { stopped <- struct{}{} }()
+			batch := []byte(strings.Repeat("set k"+strconv.Itoa(c)+" 0 0 1\r\nx\r\nget k"+strconv.Itoa(c)+"\r\nmg k v\r\n", 50) + "mn\r\n")
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if rep := rc.exchange(batch, wholeWrite, sentinelReply, 5*time.Second); !bytes.HasSuffix(rep.data, sentinelReply) {
+					return
+				}
+			}
+		}()
+	}
+	last := map[string]float64{}
+	for range 10 {
+		time.Sleep(50 * time.Millisecond)
+		_, fams := scrape(t, url)
+		require.Equal(t, 1.0, seriesValue(t, fams, "memcached_up"))
+		now := map[string]float64{
+			"get hits": seriesValue(t, fams, "memcached_commands_total", "command", "get", "status", "hit"),
+			"sets":     seriesValue(t, fams, "memcached_commands_total", "command", "set", "status", "hit"),
+			"written":  seriesValue(t, fams, "memcached_written_bytes_total"),
+		}
+		if h := fams["leasecached_request_duration_seconds"]; h != nil {
+			for _, m := range h.GetMetric() {
+				now["timed "+m.GetLabel()[0].GetValue()] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+		for k, v := range last {
+			assert.GreaterOrEqual(t, now[k], v, k)
+		}
+		last = now
+	}
+	close(done)
+	for range 2 {
+		select {
+		case <-stopped:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a client did not stop within 10s")
+		}
+	}
+	assert.Greater(t, last["timed get"], 0.0, "%v", last)
+	assert.Greater(t, last["timed mg"], 0.0, "%v", last)
+}
