@@ -33,7 +33,7 @@ type loopShared struct {
 	// loop, one shared by the others (hotkeys.go).
 	hot     hotkeys.Sampler
 	hotKeys *hotkeys.Tracker
-	// lat is the loop's request timings with --metrics-listen, nil without (conn.run).
+	// lat is the loop's request timings with --metrics-listen, nil without (conn.runTimed).
 	lat *metrics.LoopLatency
 }
 

@@ -10,7 +10,7 @@ import (
 )
 
 // --metrics-listen: the Prometheus endpoint reads the server's own stats replies (StatsGroup) and the event
-// loops' request timings (run). See doc/design/metrics.md.
+// loops' request timings (runTimed, runBinary). See doc/design/metrics.md.
 
 // metricsGroups are the stats groups StatsGroup answers: the read-only ones.
 var metricsGroups = map[string]bool{"": true, "settings": true, "items": true, "slabs": true, "hotkeys": true}
