@@ -83,7 +83,7 @@ func TestRequestTimings(t *testing.T) {
 	require.Nil(t, newConn(off, nil).shared().lat)
 
 	s := newTestServerConfig(t, func(c *Config) { c.MetricsListen = "127.0.0.1:0" })
-	cn := newConn(s, s.newLoopShared())
+	cn := newConn(s, s.newLoopShared(true))
 	fc := &fakeConn{}
 	const n = 100 * metrics.SampleEvery
 	feed(cn, fc, "set k 0 0 1\r\nv\r\n")
@@ -95,7 +95,7 @@ func TestRequestTimings(t *testing.T) {
 		fc.out.Reset()
 		feed(cn, fc, "get k\r\n") // alone: serveOne
 	}
-	bin := newConn(s, s.newLoopShared())
+	bin := newConn(s, s.newLoopShared(true))
 	bfc := &fakeConn{}
 	for range n / 4 {
 		bfc.out.Reset()
@@ -117,7 +117,7 @@ func TestServeWithMetricsAllocatesNothing(t *testing.T) {
 		"get k\r\n",
 		bpkt(bp.OpGet, "k", "", "", 0),
 	} {
-		cn := newConn(s, s.newLoopShared())
+		cn := newConn(s, s.newLoopShared(true))
 		fc := &fakeConn{}
 		serve := func() {
 			fc.out.Reset()
