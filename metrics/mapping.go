@@ -185,7 +185,7 @@ var slabTotalSeries = []series{
 	{"total_malloced", desc("memcached_malloced_bytes", "Bytes of slab pages allocated."), gauge, number},
 }
 
-// The hot keys (`stats hotkeys`, its format in the hot-keys design): one series per listed key.
+// The hot keys (`stats hotkeys`, doc/design/hotkeys.md): one series per listed key.
 var (
 	hotKeysHeader = []series{
 		{"hotkeys_sample_rate", desc("leasecached_hot_keys_sample_every", "One keyed request in this many is sampled for the hot keys."), gauge, number},
