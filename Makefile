@@ -15,11 +15,12 @@ SUDO     := $(if $(filter 0,$(shell id -u)),,sudo)
 # (s_client, the TLS tests: integration/tls_test.go); Cyrus SASL's saslpasswd2 and sasldb plugin, which
 # memcached -S authenticates with (sasl2-bin, libsasl2-modules-db: integration/differential_binary_sasl_test.go,
 # integration/clients_binary_test.go); systemd's systemd-analyze, which checks deploy/leasecached.service
-# (deploy/deploy_test.go).
+# (deploy/deploy_test.go); prometheus, for promtool, which checks a scrape of --metrics-listen
+# (integration/metrics_test.go).
 TEST_DEPS := memcached nutcracker \
 	python3-pymemcache python3-memcache libcache-memcached-perl libcache-memcached-fast-perl \
 	php-cli php-memcached libmemcached-tools nodejs npm openssl \
-	ruby ruby-dalli python3-pylibmc sasl2-bin libsasl2-modules-db systemd
+	ruby ruby-dalli python3-pylibmc sasl2-bin libsasl2-modules-db systemd prometheus
 
 .PHONY: all build run test test-deps vet fmt-check unit fuzz-smoke bench clean static image
 

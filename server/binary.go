@@ -202,7 +202,7 @@ func (cn *conn) binRequest(in []byte) (int, binOutcome) {
 	if !h.HasValue() {
 		bc.req.Slice(h, in)
 		bc.after = in[prefix:]
-		out := cn.execBinary()
+		out := cn.runBinary()
 		bc.after = nil // the input is the transport's
 		return prefix, out
 	}
@@ -222,7 +222,7 @@ func (cn *conn) binRequest(in []byte) (int, binOutcome) {
 		return prefix, cn.binRefuse(&h, bp.StatusENOMEM, h.ValueLen())
 	}
 	bc.req.Slice(h, in)
-	out := cn.execBinary()
+	out := cn.runBinary()
 	if out == binSuspended {
 		return 0, out
 	}
@@ -233,7 +233,7 @@ func (cn *conn) binRequest(in []byte) (int, binOutcome) {
 // SASL credentials that long are refused without a check (parsePlain).
 func (cn *conn) serveBinaryGathered(buf []byte) Action {
 	cn.bin.req.Slice(bp.ReadHeader(buf), buf)
-	if cn.execBinary() == binClose {
+	if cn.runBinary() == binClose {
 		return Close
 	}
 	return Continue

@@ -228,7 +228,13 @@ func (cn *conn) serveOne(pos, n int) (int, Action) {
 		cn.prefetchKeys(cn.req.Keys)
 	}
 	defer cn.fast.executed()
-	switch cn.execute(&cn.req) {
+	var out outcome
+	if lat := cn.loop.lat; lat == nil { // --metrics-listen off (metrics.go)
+		out = cn.execute(&cn.req)
+	} else {
+		out = cn.runTimed(&cn.req, lat)
+	}
+	switch out {
 	case closeConn:
 		return pos + n, Close
 	case suspended: // the request stays in the input, to go on from cn.resume

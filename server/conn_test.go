@@ -333,15 +333,15 @@ func BenchmarkSet(b *testing.B) {
 // BenchmarkPipelinedGetSet is one read of a client at pipeline 16 on make bench's pipelined 90/10 row: 100k
 // keys drawn uniformly, the load tool's hashed flags, 100-byte values, one set in ten. ns/request is per
 // request, serve's whole path included; the items are spread over more memory than the CPU caches hold.
-func BenchmarkPipelinedGetSet(b *testing.B) { benchPipelinedGetSet(b, 10) }
+func BenchmarkPipelinedGetSet(b *testing.B) { benchPipelinedGetSet(b, newTestServer(b), 10) }
 
 // BenchmarkPipelinedGetSet5050 is BenchmarkPipelinedGetSet on make bench's 50/50 row: one set in two.
-func BenchmarkPipelinedGetSet5050(b *testing.B) { benchPipelinedGetSet(b, 2) }
+func BenchmarkPipelinedGetSet5050(b *testing.B) { benchPipelinedGetSet(b, newTestServer(b), 2) }
 
-// benchPipelinedGetSet serves reads of batchRequests requests, one set in setEvery and gets otherwise.
-func benchPipelinedGetSet(b *testing.B, setEvery int) {
+// benchPipelinedGetSet serves reads of batchRequests requests on s, one set in setEvery and gets otherwise.
+func benchPipelinedGetSet(b *testing.B, s *Server, setEvery int) {
 	const keys, reads = 100_000, 256
-	cn := newConn(newTestServer(b), nil)
+	cn := newConn(s, nil)
 	fc := &fakeConn{}
 	value := strings.Repeat("v", 100)
 	set := func(w *bytes.Buffer, k int) {

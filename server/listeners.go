@@ -64,6 +64,10 @@ func (s *Server) Run() error {
 	if s.authErr != nil {
 		return s.authErr
 	}
+	if err := s.startMetrics(); err != nil {
+		return err
+	}
+	defer s.stopMetrics()
 	threads := s.cfg.Threads
 	if threads <= 0 {
 		threads = 1
@@ -179,6 +183,7 @@ func (s *Server) announce() {
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopping.Store(true)
 	s.stopOnce.Do(func() { close(s.stopped) })
+	s.stopMetrics()
 	streams := make(chan error, 1)
 	go func() { streams <- s.streams.stop(ctx) }()
 	var err error

@@ -6,6 +6,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/leasecached/leasecached/hotkeys"
+	"github.com/leasecached/leasecached/metrics"
 )
 
 // loopShared is the state that every connection of one event loop shares: the batch of a pipelined read
@@ -32,6 +33,8 @@ type loopShared struct {
 	// loop, one shared by the others (hotkeys.go).
 	hot     hotkeys.Sampler
 	hotKeys *hotkeys.Tracker
+	// lat is the loop's request timings with --metrics-listen, nil without (conn.runTimed).
+	lat *metrics.LoopLatency
 }
 
 // borrowOut hands out the loop's reply buffer for a serve call, if the connection's own (mine) is empty;
@@ -59,10 +62,14 @@ func (ls *loopShared) returnOut(b []byte) []byte {
 }
 
 // newLoopShared returns a loopShared whose counts the server's stats include. An event loop's (own) has a
-// hot-key tracker of its own; the others share one (hotkeys.go).
+// hot-key tracker of its own; the others share one (hotkeys.go). With --metrics-listen it also has request
+// timings the endpoint includes.
 func (s *Server) newLoopShared(own bool) *loopShared {
 	ls := &loopShared{counts: s.stats.newShare()}
 	ls.hot, ls.hotKeys = s.hot.newLoop(own)
+	if s.latencies != nil {
+		ls.lat = s.latencies.New()
+	}
 	return ls
 }
 

@@ -80,7 +80,12 @@ func (cn *conn) serveAhead(buf []byte, pos, n int) (int, Action) {
 		}
 		cn.fast.hashAt = int(a.hashAt[i])
 		cn.fast.hashN = min(len(a.reqs[i].Keys), len(a.hs)-cn.fast.hashAt)
-		out := cn.execute(&a.reqs[i])
+		var out outcome
+		if lat := cn.loop.lat; lat == nil { // --metrics-listen off (metrics.go)
+			out = cn.execute(&a.reqs[i])
+		} else {
+			out = cn.runTimed(&a.reqs[i], lat)
+		}
 		cn.fast.executed()
 		if out == suspended {
 			return pos, Continue // request i stays in the input

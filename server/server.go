@@ -20,6 +20,7 @@ import (
 
 	"github.com/leasecached/leasecached/auth"
 	"github.com/leasecached/leasecached/internal/logging"
+	"github.com/leasecached/leasecached/metrics"
 	"github.com/leasecached/leasecached/protocol"
 	"github.com/leasecached/leasecached/shard"
 	"github.com/leasecached/leasecached/tlsconf"
@@ -85,6 +86,8 @@ type Config struct {
 	LargePages  bool          // -L: item memory on transparent huge pages (for the store: shard.Config)
 	IdleTimeout time.Duration // --idle-timeout: close connections idle this long, whole seconds (0: never; idle.go)
 	HotKeys     int           // --hot-keys: how many keys `stats hotkeys` lists (0: detection off; hotkeys.go)
+	// MetricsListen is --metrics-listen: host:port of the Prometheus endpoint ("": off; metrics.go).
+	MetricsListen string
 }
 
 // Server is the gnet event handler. One Server serves one listener.
@@ -124,6 +127,10 @@ type Server struct {
 	auth       *auth.Verifier // -Y's password file (auth.go); nil without -Y
 	sasl       *auth.Verifier // -S's password file (binary.go); nil without -S
 	authErr    error          // why -Y's or --sasl-pwdb's file did not load: Run fails with it
+	// latencies are the event loops' request timings, nil without --metrics-listen; metrics is its
+	// endpoint while Run serves (metrics.go).
+	latencies *metrics.Latencies
+	metrics   atomic.Pointer[metrics.Endpoint]
 }
 
 // New returns a server for cfg over store. The store's lifetime is the caller's.
@@ -138,6 +145,9 @@ func New(cfg Config, store *shard.Store) *Server {
 		ready: make(chan struct{}), stopped: make(chan struct{})}
 	s.setVerbosity(cfg.Verbosity)
 	s.hot.init(cfg.HotKeys)
+	if cfg.MetricsListen != "" {
+		s.latencies = new(metrics.Latencies)
+	}
 	s.reloaders = append(s.reloaders, reloader{"TLS certificates", s.refreshCerts})
 	s.loadAuth()
 	return s

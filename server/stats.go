@@ -371,8 +371,15 @@ func (s *Server) appendItemStats(dst []byte) []byte {
 	return dst
 }
 
-// appendSlabStats is `stats slabs`: per class that owns pages, memcached's "<class>:<name>" lines, then the
-// totals.
+// slabCommandStats are the per-class command counters memcached's `stats slabs` sends. leasecached does not
+// break commands down by class, so they are 0 (the general block has the totals); they are sent because
+// memcached_exporter marks a scrape down (memcached_up 0) when a class lacks cmd_set or the cas pair.
+var slabCommandStats = []string{"get_hits", "cmd_set", "delete_hits", "incr_hits", "decr_hits", "cas_hits",
+	"cas_badval", "touch_hits"}
+
+// appendSlabStats is `stats slabs`: per class that owns pages, memcached 1.6.18's "<class>:<name>" lines,
+// then the totals. mem_requested is in `stats items` only, as in 1.6.18: memcached_exporter maps both to one
+// series, and the same series twice fails its scrape.
 func (s *Server) appendSlabStats(dst []byte) []byte {
 	ss := s.store.Stats()
 	active := 0
@@ -389,7 +396,9 @@ func (s *Server) appendSlabStats(dst []byte) []byte {
 		dst = statInt(dst, p+"used_chunks", int64(c.UsedChunks))
 		dst = statInt(dst, p+"free_chunks", int64(c.FreeChunks))
 		dst = statInt(dst, p+"free_chunks_end", int64(c.FreeChunksEnd))
-		dst = statInt(dst, p+"mem_requested", c.MemRequested)
+		for _, name := range slabCommandStats {
+			dst = statUint(dst, p+name, 0)
+		}
 	}
 	dst = statInt(dst, "active_slabs", int64(active))
 	dst = statInt(dst, "total_malloced", ss.TotalMalloced)

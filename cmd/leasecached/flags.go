@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +34,22 @@ const (
 
 // flagLogFormat is --log-format: text or json (internal/logging, doc/design/logging.md).
 const flagLogFormat = "log-format"
+
+// parseMetricsListen reads --metrics-listen: host:port, as Prometheus exporters are given theirs (an empty
+// host is every interface). "" is off.
+func parseMetricsListen(s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", fmt.Errorf("%q: want host:port (127.0.0.1:9150, [::1]:9150, :9150)", s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < minPort || n > maxPort {
+		return "", fmt.Errorf("%q: the port must be between %d and %d", s, minPort, maxPort)
+	}
+	return s, nil
+}
 
 // parseIdleTimeout reads --idle-timeout: whole seconds as memcached's -o idle_timeout takes them ("60"), or
 // a Go duration ("90s", "5m"). Connections are checked with a one-second clock, so a duration must be a

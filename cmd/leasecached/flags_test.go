@@ -235,3 +235,41 @@ func TestLogFormatFlag(t *testing.T) {
 		assert.Equal(t, tc.level, cfg.LogLevel.Level(), "%v", tc.args)
 	}
 }
+
+func TestParseMetricsListen(t *testing.T) {
+	cases := []struct {
+		in, want, err string
+	}{
+		{"", "", ""},
+		{"127.0.0.1:9150", "127.0.0.1:9150", ""},
+		{"[::1]:9150", "[::1]:9150", ""},
+		{":9150", ":9150", ""},
+		{"localhost:9150", "localhost:9150", ""},
+		{"9150", "", "want host:port"},
+		{"127.0.0.1", "", "want host:port"},
+		{"127.0.0.1:0", "", "the port must be between 1 and 65535"},
+		{"127.0.0.1:70000", "", "the port must be between 1 and 65535"},
+		{"127.0.0.1:http", "", "the port must be between 1 and 65535"},
+	}
+	for _, c := range cases {
+		got, err := parseMetricsListen(c.in)
+		if c.err != "" {
+			require.ErrorContains(t, err, c.err, c.in)
+			continue
+		}
+		require.NoError(t, err, c.in)
+		require.Equal(t, c.want, got)
+	}
+	app := newApp()
+	var got server.Config
+	app.Action = func(c *cli.Context) error {
+		var err error
+		got, err = configFrom(c, 0)
+		return err
+	}
+	require.NoError(t, app.Run([]string{"leasecached", "--metrics-listen", "127.0.0.1:9150"}))
+	require.Equal(t, "127.0.0.1:9150", got.MetricsListen)
+	require.ErrorContains(t, app.Run([]string{"leasecached", "--metrics-listen", "9150"}), "--metrics-listen: ")
+	require.NoError(t, app.Run([]string{"leasecached"}))
+	require.Empty(t, got.MetricsListen) // off unless given
+}

@@ -116,6 +116,8 @@ func newApp() *cli.App {
 				Usage: "how many hot keys `stats hotkeys` lists, from sampled request counts (0: detection off; see doc/design/hotkeys.md)"},
 			&cli.StringFlag{Name: flagIdleTimeout, Value: "0",
 				Usage: "close connections that send nothing for longer than this, in seconds or as a duration (0: never)"},
+			&cli.StringFlag{Name: "metrics-listen",
+				Usage: "serve Prometheus metrics at http://`ADDR`/metrics, ADDR host:port (off unless given; see README)"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile (pprof) to this file until the server stops"},
 			&cli.StringFlag{Name: "trace", Usage: "write a Go execution trace (go tool trace) to this file until the server stops"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Count: &verbose,
@@ -209,6 +211,9 @@ func configFrom(c *cli.Context, verbose int) (server.Config, error) {
 		return cfg, fmt.Errorf("--idle-timeout (-o idle_timeout): %w", err)
 	}
 	cfg.IdleTimeout = idle
+	if cfg.MetricsListen, err = parseMetricsListen(c.String("metrics-listen")); err != nil {
+		return cfg, fmt.Errorf("--metrics-listen: %w", err)
+	}
 	if err := listenersFrom(c, opt, &cfg); err != nil {
 		return cfg, err
 	}

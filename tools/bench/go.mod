@@ -4,7 +4,7 @@ go 1.26.8
 
 require (
 	github.com/leasecached/leasecached v0.0.0-00010101000000-000000000000
-	golang.org/x/sys v0.30.0
+	golang.org/x/sys v0.35.0
 )
 
 require (
