@@ -7,6 +7,7 @@ import (
 
 	"github.com/leasecached/leasecached/protocol"
 	"github.com/leasecached/leasecached/shard"
+	"github.com/leasecached/leasecached/watch"
 )
 
 // Buffer bounds per connection. Replies are flushed to the transport once they pass flushThreshold so a
@@ -93,6 +94,11 @@ type conn struct {
 	parked bool
 	hold   *connHold
 
+	// watch is set once the connection became a watcher (watch.go): serve then only writes its lines.
+	// closeWhy is a close reason the server decided (idle), for the conn_close line; 0 otherwise.
+	watch    *watch.Watcher
+	closeWhy uint8
+
 	fd      int          // socket descriptor, the connection's name in `stats conns`
 	remote  string       // peer address, captured once at open
 	listen  string       // the listener's address, `stats conns` listen_addr ("tcp:127.0.0.1:11211")
@@ -132,6 +138,9 @@ func (sw *swallow) take(buf []byte) (int, []byte) {
 
 // serve executes every complete request in c's input, in order, and writes their replies in one batch.
 func (cn *conn) serve(c Transport) Action {
+	if cn.watch != nil {
+		return cn.serveWatch(c)
+	}
 	if cn.parked && !cn.woke(c) {
 		return Continue // the transport keeps the input until the read wakes (hold.go)
 	}

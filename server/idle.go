@@ -97,6 +97,7 @@ func (s *Server) closeIdle(conns []idleConn, limit int64) {
 
 // kickedIdle counts (idle_kicks) and logs (-vv) a connection either transport closes for idleness.
 func (s *Server) kickedIdle(cn *conn) {
+	cn.closeWhy = closeIdleTimeout
 	s.stats.idleKicks.Add(1)
 	cn.log(slog.LevelDebug, "closing idle connection", slog.Int64("idle_timeout", s.idleTimeoutSeconds()))
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/leasecached/leasecached/hotkeys"
+	"github.com/leasecached/leasecached/watch"
 )
 
 // loopShared is the state that every connection of one event loop shares: the batch of a pipelined read
@@ -32,6 +33,9 @@ type loopShared struct {
 	// loop, one shared by the others (hotkeys.go).
 	hot     hotkeys.Sampler
 	hotKeys *hotkeys.Tracker
+	// wsink is where the loop's connections format watch lines (watch.go): the loop's own for a gnet
+	// loop, the hub's shared one otherwise.
+	wsink *watch.Sink
 }
 
 // borrowOut hands out the loop's reply buffer for a serve call, if the connection's own (mine) is empty;
@@ -59,10 +63,13 @@ func (ls *loopShared) returnOut(b []byte) []byte {
 }
 
 // newLoopShared returns a loopShared whose counts the server's stats include. An event loop's (own) has a
-// hot-key tracker of its own; the others share one (hotkeys.go).
+// hot-key tracker and a watch sink of its own; the others share one of each (hotkeys.go, watch.go).
 func (s *Server) newLoopShared(own bool) *loopShared {
-	ls := &loopShared{counts: s.stats.newShare()}
+	ls := &loopShared{counts: s.stats.newShare(), wsink: s.watch.Shared()}
 	ls.hot, ls.hotKeys = s.hot.newLoop(own)
+	if own {
+		ls.wsink = s.watch.NewSink()
+	}
 	return ls
 }
 
