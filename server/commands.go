@@ -93,6 +93,7 @@ func (cn *conn) execute(req *protocol.Request) outcome {
 		cn.out = append(cn.out, protocol.ReplyShutdownDisabled...)
 	case protocol.CmdMetaNoop:
 		cn.out = append(cn.out, protocol.ReplyMN...)
+		cn.sentMark = len(cn.out)
 	case protocol.CmdMetaGet:
 		cn.metaGet(req)
 	case protocol.CmdMetaSet:
@@ -189,6 +190,7 @@ func (cn *conn) retrieve(req *protocol.Request) bool {
 	}
 	cn.resume = 0
 	cn.out = append(cn.out, protocol.ReplyEnd...)
+	cn.sentMark = len(cn.out)
 	return false
 }
 

@@ -98,6 +98,10 @@ type conn struct {
 	// closeWhy is a close reason the server decided (idle), for the conn_close line; 0 otherwise.
 	watch    *watch.Watcher
 	closeWhy uint8
+	// sentMark is how much of out memcached would have written already: a get-family command or mn
+	// writes its connection's replies out at once, and `watch` is refused only behind replies still
+	// queued (watch.go). flush resets it.
+	sentMark int
 
 	fd      int          // socket descriptor, the connection's name in `stats conns`
 	remote  string       // peer address, captured once at open
@@ -327,6 +331,7 @@ func (cn *conn) flush(c Transport) {
 	cn.local[statBytesWritten] += uint64(len(cn.out))
 	_, _ = c.Write(cn.out) // the transport copies what the socket does not take: the buffer is free at once
 	cn.out = cn.out[:0]
+	cn.sentMark = 0
 	if c.OutboundBuffered() > outboundLimit {
 		cn.blocked = true
 	}

@@ -43,7 +43,7 @@ func (cn *conn) startWatch(req *protocol.Request) outcome {
 	case !ok:
 		cn.reply(req, protocol.ReplyError) // `watch noreply` is refused silently, as memcached does
 		return keepOpen
-	case len(cn.out) > 0:
+	case len(cn.out) > cn.sentMark: // memcached's resp_has_stack
 		cn.out = append(cn.out, replyWatchPipelined...)
 		return keepOpen
 	}

@@ -57,13 +57,26 @@ func collect(t *testing.T, cn *conn, wc *watcherConn, n int) []string {
 
 var tsGid = regexp.MustCompile(`^ts=\d+\.\d+ gid=\d+ `)
 
+// After a get-family command or mn, which memcached writes out at once, watch is accepted in the same read.
+func TestWatchAfterFlushingCommands(t *testing.T) {
+	for _, in := range []string{"get x\r\n", "version\r\ngets x\r\n", "gat 0 x\r\n", "version\r\nmn\r\n"} {
+		s := newTestServer(t)
+		cn, wc := newConn(s, nil), newWatcherConn()
+		wc.in.WriteString(in + "watch\r\n")
+		cn.serve(wc)
+		assert.True(t, strings.HasSuffix(wc.out.String(), "\r\nOK\r\n"), "%q: %q", in, wc.out.String())
+		s.closeConn(cn, nil)
+	}
+}
+
 // `watch`'s replies other than OK, as memcached 1.6.18 gives them.
 func TestWatchReplies(t *testing.T) {
 	cases := []struct{ in, want string }{
 		{"watch bogus\r\n", "ERROR\r\n"},
 		{"watch fetchers bogus\r\n", "ERROR\r\n"},
 		{"watch noreply\r\nmn\r\n", "MN\r\n"}, // refused, and noreply hides it
-		{"get x\r\nwatch\r\n", "END\r\nERROR cannot pipeline other commands before watch\r\n"},
+		{"version\r\nwatch\r\n", "VERSION " + ProtocolVersion + "\r\nERROR cannot pipeline other commands before watch\r\n"},
+		{"get x\r\nversion\r\nwatch\r\n", "END\r\nVERSION " + ProtocolVersion + "\r\nERROR cannot pipeline other commands before watch\r\n"},
 	}
 	for _, c := range cases {
 		s := newTestServer(t)
