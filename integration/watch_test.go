@@ -2,7 +2,9 @@ package integration
 
 import (
 	"bufio"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"regexp"
 	"strconv"
@@ -58,6 +60,23 @@ func (w *watchConn) do(t *testing.T, cmd string) []string {
 	return got
 }
 
+// doBin sends one binary request, then a NOOP, and reads the replies up to the NOOP's.
+func (w *watchConn) doBin(t *testing.T, r binReq) {
+	t.Helper()
+	w.send(t, string(r.encode("", 1, 0))+string(bSimple(opNoop).encode("", 2, 0)))
+	require.NoError(t, w.c.SetReadDeadline(time.Now().Add(5*time.Second)))
+	for {
+		hdr := make([]byte, binHdrLen)
+		_, err := io.ReadFull(w.r, hdr)
+		require.NoError(t, err)
+		_, err = io.CopyN(io.Discard, w.r, int64(binary.BigEndian.Uint32(hdr[8:])))
+		require.NoError(t, err)
+		if hdr[1] == opNoop {
+			return
+		}
+	}
+}
+
 // watchUntil reads a watcher's lines up to and including the first that contains end.
 func (w *watchConn) watchUntil(t *testing.T, end string) []string {
 	t.Helper()
@@ -105,7 +124,8 @@ type watchCase struct {
 	name  string
 	flags string
 	cmds  []string
-	end   string // the last line's marker
+	bin   []binReq // sent in the binary protocol, after cmds
+	end   string   // the last line's marker
 	close bool   // the client closes after its commands (quit)
 }
 
@@ -115,10 +135,12 @@ func watchCases() []watchCase {
 			"set a 0 0 3\r\nabc\r\n", "get a b\r\n", "gets a\r\n", "gat 100 a b\r\n", "gats 0 a\r\n",
 			"touch a 10\r\n", "touch b 10\r\n", "incr a 1\r\n", "set n 0 0 1\r\n5\r\n", "decr n 2\r\n",
 			"delete b\r\n", "delete a\r\n", "mg n v\r\n", "mg b v\r\n", "me n\r\n", "md n\r\n", "ma x\r\n",
+			"mg viv v N30\r\n", "mg viv v N30\r\n", "ma ctr N0 J13\r\n", "ma ctr N0 J13\r\n",
 			"flush_all\r\n", "set f 0 0 1\r\nx\r\n", "flush_all\r\n", "get f\r\n",
 			"get zz-end\r\n",
 		}},
 		{name: "mutations", flags: "mutations", end: "key=zz-end", cmds: []string{
+			"mg viv v N30\r\n", "ma ctr N0 J13\r\n", "ma ctr N0 J13\r\n",
 			"set a 7 100 3\r\nabc\r\n", "add a 0 0 1\r\nx\r\n", "add b 0 0 2\r\nbb\r\n",
 			"replace c 0 0 1\r\nc\r\n", "replace b 3 50 1\r\nB\r\n", "append a 0 0 2\r\nde\r\n",
 			"prepend a 0 0 1\r\n_\r\n", "append zz 0 0 1\r\nx\r\n", "prepend zz 0 0 1\r\nx\r\n",
@@ -131,6 +153,13 @@ func watchCases() []watchCase {
 		}},
 		{name: "keys are uri-encoded", flags: "fetchers mutations", end: "key=zz-end", cmds: []string{
 			"set a%b 0 0 1\r\nx\r\n", "get a%b k:1/x k~a.b_c-d\r\n", "get \x01\x7f\xff\r\n", "get zz-end\r\n",
+		}},
+		{name: "binary", flags: "fetchers mutations", end: "key=zz-end", bin: []binReq{
+			bStore(opSet, "bk", "hello", 3, 100), bGet(opGet, "bk"), bGet(opGetK, "nope"),
+			bStore(opAdd, "bk", "x", 0, 0), bStore(opReplace, "bk", "abc", 0, 0), bValue(opAppend, "bk", "de"),
+			bValue(opPrepend, "none", "x"), bTouch(opTouch, "bk", 10), bTouch(opGAT, "bk", 20),
+			bArith(opIncrement, "ctr", 1, 5, 0), bArith(opIncrement, "ctr", 1, 5, 0), bKey(opDelete, "bk"),
+			bKey(opDelete, "bk"), bGet(opGet, "zz-end"),
 		}},
 		{name: "connevents", flags: "connevents", end: "conn_close", close: true, cmds: []string{"version\r\n"}},
 		{name: "multiple kinds", flags: "mutations connevents fetchers", end: "conn_close", close: true,
@@ -151,6 +180,9 @@ func TestWatchDifferential(t *testing.T) {
 				cl := dialWatch(t, d)
 				for _, cmd := range c.cmds {
 					cl.do(t, cmd)
+				}
+				for _, r := range c.bin {
+					cl.doBin(t, r)
 				}
 				if c.close {
 					cl.send(t, "quit\r\n")

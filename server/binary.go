@@ -557,6 +557,9 @@ func (cn *conn) binArith() {
 		req.Ops.Add(shard.ExpVivify, int64(exp))
 	}
 	res := cn.srv.store.MetaArith(r.Key, &req)
+	if res.Created && cn.srv.watch.On(watch.Fetchers|watch.Mutations) {
+		cn.logVivified(r.Key)
+	}
 	hitStat, missStat := statDecrHits, statDecrMisses
 	if incr {
 		hitStat, missStat = statIncrHits, statIncrMisses

@@ -241,6 +241,9 @@ func (cn *conn) metaArith(req *protocol.Request) {
 		mreq.Cas = f.Cas
 	}
 	res := cn.srv.store.MetaArith(f.Key, &mreq)
+	if res.Created && cn.srv.watch.On(watch.Fetchers|watch.Mutations) {
+		cn.logVivified(f.Key)
+	}
 	switch res.Result {
 	case shard.Stored:
 		if !res.Created {

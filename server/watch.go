@@ -107,8 +107,10 @@ func (cn *conn) watchLookups(req *protocol.Request) {
 var itemGetStatus = [...]string{"not_found", "found", "flushed", "expired"}
 
 // logGet logs an item_get line of key as the store has it now.
-func (cn *conn) logGet(key []byte) {
-	lk := cn.srv.store.Peek(key)
+func (cn *conn) logGet(key []byte) { cn.logLookup(key, cn.srv.store.Peek(key)) }
+
+// logLookup logs an item_get line of key, whose item is lk.
+func (cn *conn) logLookup(key []byte, lk shard.Lookup) {
 	s := cn.sink()
 	b := s.Begin(watch.Fetchers)
 	if b == nil {
@@ -170,6 +172,24 @@ func (cn *conn) logStore(mode shard.Mode, cmd string, key []byte, res shard.Resu
 		lk := cn.srv.store.Peek(key)
 		ttl, class, vlen = lk.TTL, lk.Class, lk.Size
 	}
+	cn.logStoreLine(cmd, key, res, ttl, class, vlen)
+}
+
+// logVivified logs what memcached logs when a counter creates a missing key (ma N, a binary counter's
+// initial value): its store (do_store_item, NREAD_ADD) looks the key up again, then stores. An mg N links
+// its empty item without a store, and logs nothing more.
+func (cn *conn) logVivified(key []byte) {
+	if cn.srv.watch.On(watch.Fetchers) {
+		cn.logLookup(key, shard.Lookup{})
+	}
+	if cn.srv.watch.On(watch.Mutations) {
+		lk := cn.srv.store.Peek(key)
+		cn.logStoreLine("add", key, shard.Stored, lk.TTL, lk.Class, lk.Size)
+	}
+}
+
+// logStoreLine logs one item_store line.
+func (cn *conn) logStoreLine(cmd string, key []byte, res shard.Result, ttl uint32, class, vlen int) {
 	s := cn.sink()
 	b := s.Begin(watch.Mutations)
 	if b == nil {
