@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/leasecached/leasecached/internal/testcert"
 )
 
 // `watch` against memcached 1.6.18: the same commands to both, and the watcher's lines compared after
@@ -355,4 +358,73 @@ func TestWatchEvictions(t *testing.T) {
 		l := w.line(t)
 		assert.Regexp(t, shape, l, d.name)
 	}
+}
+
+// A connection closed for idleness is logged with reason=idle_timeout; the watcher itself, silent as long
+// as it lives, is never closed for it (memcached's logger thread owns it).
+func TestWatchIdleTimeout(t *testing.T) {
+	mc := startMemcached(t, "-o", "idle_timeout=1")
+	lc := startLeasecached(t, "--idle-timeout", "1")
+	var got [2][]string
+	for i, d := range []*daemon{mc, lc} {
+		w := dialWatch(t, d)
+		w.send(t, "watch connevents\r\n")
+		require.Equal(t, "OK", w.line(t), d.name)
+		cl := dialWatch(t, d)
+		got[i] = normaliseWatch(t, w.watchUntil(t, "conn_close"))
+		_, err := cl.r.ReadByte() // the idle client was closed
+		assert.Error(t, err, d.name)
+		other := dialWatch(t, d)
+		assert.Equal(t, "1", watchStat(t, other, "log_watchers"), "%s: the watcher outlived the timeout", d.name)
+	}
+	assert.Equal(t, got[0], got[1], "memcached, then leasecached")
+	assert.Equal(t, "gid=+1 type=conn_close rip=127.0.0.1 rport=N transport=tcp reason=idle_timeout cfd=N", got[1][1])
+}
+
+// A watcher over TLS (served on the event loops, looptls.go) gets its lines encrypted like any reply.
+func TestWatchTLS(t *testing.T) {
+	certs := testcert.New(t)
+	lc := startLeasecached(t, tlsFlags(certs)...)
+	tc, err := dialTLS(lc.addr, clientTLS(t, certs, nil))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tc.Close() })
+	w := &watchConn{c: tc, r: bufio.NewReader(tc)}
+	w.send(t, "watch mutations connevents\r\n")
+	require.Equal(t, "OK", w.line(t))
+	c2, err := dialTLS(lc.addr, clientTLS(t, certs, nil))
+	require.NoError(t, err)
+	cl := &watchConn{c: c2, r: bufio.NewReader(c2)}
+	cl.do(t, "set over-tls 0 0 2\r\nok\r\n")
+	cl.send(t, "quit\r\n")
+	got := normaliseWatch(t, w.watchUntil(t, "conn_close"))
+	assert.Equal(t, []string{
+		"gid=+0 type=conn_new rip=127.0.0.1 rport=N transport=tcp cfd=N",
+		"gid=+1 type=item_store key=over-tls status=stored cmd=set ttl=0 clsid=1 cfd=N size=2",
+		"gid=+2 type=conn_close rip=127.0.0.1 rport=N transport=tcp reason=normal cfd=N",
+	}, got)
+}
+
+// Connections on a unix socket: memcached shows rip=unix rport=0 transport=local.
+func TestWatchUnixSocket(t *testing.T) {
+	dir := t.TempDir()
+	var got [2][]string
+	for i, server := range []string{"memcached", "leasecached"} {
+		sock := filepath.Join(dir, server[:2]+".sock")
+		startOnSocket(t, server, sock, "-s", sock)
+		dial := func() *watchConn {
+			c, err := net.DialTimeout("unix", sock, 5*time.Second)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = c.Close() })
+			return &watchConn{c: c, r: bufio.NewReader(c)}
+		}
+		w := dial()
+		w.send(t, "watch connevents mutations\r\n")
+		require.Equal(t, "OK", w.line(t), server)
+		cl := dial()
+		cl.do(t, "set u 0 0 1\r\nx\r\n")
+		cl.send(t, "quit\r\n")
+		got[i] = normaliseWatch(t, w.watchUntil(t, "conn_close"))
+	}
+	assert.Equal(t, got[0], got[1], "memcached, then leasecached")
+	assert.Equal(t, "gid=+0 type=conn_new rip=unix rport=N transport=local cfd=N", got[1][0])
 }
