@@ -80,6 +80,30 @@ func (w *watchConn) doBin(t *testing.T, r binReq) {
 	}
 }
 
+// ownConn is a connevents filter for lines about cl alone: other connections of the daemon (the harness's
+// readiness probe, earlier tests' connections) open and close when they do.
+func ownConn(cl *watchConn) func(string) bool {
+	port := " rport=" + strconv.Itoa(cl.c.LocalAddr().(*net.TCPAddr).Port) + " "
+	return func(l string) bool { return strings.Contains(l, port) }
+}
+
+// watchOwn reads a watcher's lines up to and including the first that contains end, leaving out the
+// connection lines own refuses (nil: none).
+func (w *watchConn) watchOwn(t *testing.T, own func(string) bool, end string) []string {
+	t.Helper()
+	var got []string
+	for {
+		l := w.line(t)
+		if own != nil && strings.Contains(l, " type=conn_") && !own(l) {
+			continue
+		}
+		got = append(got, l)
+		if strings.Contains(l, end) {
+			return got
+		}
+	}
+}
+
 // watchUntil reads a watcher's lines up to and including the first that contains end.
 func (w *watchConn) watchUntil(t *testing.T, end string) []string {
 	t.Helper()
@@ -96,7 +120,7 @@ func (w *watchConn) watchUntil(t *testing.T, end string) []string {
 var (
 	watchTs   = regexp.MustCompile(`^ts=\d+\.\d{1,6} gid=(\d+) `)
 	watchCfd  = regexp.MustCompile(` cfd=\d+`)
-	watchPort = regexp.MustCompile(` rport=\d+`)
+	watchPort = regexp.MustCompile(` rport=[1-9]\d*`) // a unix socket's 0 is kept
 )
 
 // normaliseWatch rewrites what differs between two runs of one server: ts (the clock), cfd (descriptor
@@ -129,7 +153,7 @@ type watchCase struct {
 	cmds  []string
 	bin   []binReq // sent in the binary protocol, after cmds
 	end   string   // the last line's marker
-	close bool   // the client closes after its commands (quit)
+	close bool     // the client closes after its commands (quit)
 }
 
 func watchCases() []watchCase {
@@ -190,7 +214,7 @@ func TestWatchDifferential(t *testing.T) {
 				if c.close {
 					cl.send(t, "quit\r\n")
 				}
-				got[i] = normaliseWatch(t, w.watchUntil(t, c.end))
+				got[i] = normaliseWatch(t, w.watchOwn(t, ownConn(cl), c.end))
 				_ = w.c.Close()
 				_ = cl.c.Close()
 			}
@@ -264,14 +288,43 @@ func TestWatchSkipsDifferential(t *testing.T) {
 		w.send(t, "watch fetchers\r\n")
 		require.Equal(t, "OK", w.line(t), d.name)
 		cl := dialWatch(t, d)
-		assert.Equal(t, "1", watchStat(t, cl, "log_watchers"), d.name)
+		waitWatchStat(t, cl, "log_watchers", "1") // memcached updates it once per round of its logger
 		get := "get " + strings.Repeat("k", 240) + "\r\n"
 		for i := 0; watchStat(t, cl, "log_watcher_skipped") == "0"; i++ {
 			require.Less(t, i, 2000, "%s: nothing skipped", d.name)
 			cl.do(t, strings.Repeat(get, 200))
 		}
-		cl.do(t, "get zz-end\r\n")
-		lines := w.watchUntil(t, "key=zz-end")
+		// The watcher reads again; a marker line may itself be skipped while its buffer is still full, so
+		// it is asked for until one arrives.
+		var lines []string
+		require.NoError(t, w.c.SetReadDeadline(time.Now().Add(time.Minute)))
+		done := make(chan error, 1)
+		go func() {
+			for {
+				l, err := w.r.ReadString('\n')
+				if err != nil {
+					done <- err
+					return
+				}
+				lines = append(lines, strings.TrimSuffix(l, "\n"))
+				if strings.Contains(l, "key=zz-end") {
+					done <- nil
+					return
+				}
+			}
+		}()
+		markers := 0
+	marker:
+		for ; ; markers++ {
+			require.Less(t, markers, 500, "%s: the marker never came", d.name)
+			cl.do(t, "get zz-end\r\n")
+			select {
+			case err := <-done:
+				require.NoError(t, err, d.name)
+				break marker
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
 		skipped := 0
 		for _, l := range lines {
 			if n, ok := strings.CutPrefix(l, "skipped="); ok {
@@ -281,10 +334,15 @@ func TestWatchSkipsDifferential(t *testing.T) {
 			}
 		}
 		assert.Positive(t, skipped, d.name)
+		// Markers asked for after the one read may be sent or skipped after it: the counts may exceed what
+		// was read by that many.
 		sk, _ := strconv.Atoi(watchStat(t, cl, "log_watcher_skipped"))
-		assert.Equal(t, sk, skipped, "%s: skipped= lines against the stat", d.name)
+		assert.GreaterOrEqual(t, sk, skipped, "%s: skipped= lines against the stat", d.name)
+		assert.LessOrEqual(t, sk, skipped+markers, "%s: skipped= lines against the stat", d.name)
+		read := len(lines) - strings.Count(strings.Join(lines, "\n"), "skipped=")
 		sent, _ := strconv.Atoi(watchStat(t, cl, "log_watcher_sent"))
-		assert.Equal(t, len(lines)-strings.Count(strings.Join(lines, "\n"), "skipped="), sent, d.name)
+		assert.GreaterOrEqual(t, sent, read, d.name)
+		assert.LessOrEqual(t, sent, read+markers, d.name)
 		_ = w.c.Close()
 		waitWatchStat(t, cl, "log_watchers", "0")
 	}
@@ -371,7 +429,7 @@ func TestWatchIdleTimeout(t *testing.T) {
 		w.send(t, "watch connevents\r\n")
 		require.Equal(t, "OK", w.line(t), d.name)
 		cl := dialWatch(t, d)
-		got[i] = normaliseWatch(t, w.watchUntil(t, "conn_close"))
+		got[i] = normaliseWatch(t, w.watchOwn(t, ownConn(cl), "conn_close"))
 		_, err := cl.r.ReadByte() // the idle client was closed
 		assert.Error(t, err, d.name)
 		other := dialWatch(t, d)
@@ -396,7 +454,7 @@ func TestWatchTLS(t *testing.T) {
 	cl := &watchConn{c: c2, r: bufio.NewReader(c2)}
 	cl.do(t, "set over-tls 0 0 2\r\nok\r\n")
 	cl.send(t, "quit\r\n")
-	got := normaliseWatch(t, w.watchUntil(t, "conn_close"))
+	got := normaliseWatch(t, w.watchOwn(t, ownConn(cl), "conn_close"))
 	assert.Equal(t, []string{
 		"gid=+0 type=conn_new rip=127.0.0.1 rport=N transport=tcp cfd=N",
 		"gid=+1 type=item_store key=over-tls status=stored cmd=set ttl=0 clsid=1 cfd=N size=2",
@@ -423,8 +481,37 @@ func TestWatchUnixSocket(t *testing.T) {
 		cl := dial()
 		cl.do(t, "set u 0 0 1\r\nx\r\n")
 		cl.send(t, "quit\r\n")
-		got[i] = normaliseWatch(t, w.watchUntil(t, "conn_close"))
+		// A unix socket's lines show no port, and a descriptor is reused at once: the client's lines are the
+		// set's, the last conn_new before it and the first conn_close after it, of the set's cfd.
+		storeAt := regexp.MustCompile(`type=item_store .* (cfd=\d+) `)
+		var lines []string
+		cfd, newAt := "", -1
+		for {
+			l := w.line(t)
+			if m := storeAt.FindStringSubmatch(l); m != nil {
+				cfd = m[1]
+				for j := len(lines) - 1; j >= 0 && newAt < 0; j-- {
+					if strings.Contains(lines[j], "type=conn_new") && strings.HasSuffix(lines[j], " "+cfd) {
+						newAt = j
+					}
+				}
+				require.GreaterOrEqual(t, newAt, 0, "%s: no conn_new of %s before %q", server, cfd, l)
+				lines = append(lines[newAt:newAt+1], l)
+				continue
+			}
+			if cfd != "" && strings.Contains(l, "type=conn_close") && strings.HasSuffix(l, " "+cfd) {
+				lines = append(lines, l)
+				break
+			}
+			if cfd == "" {
+				lines = append(lines, l)
+			}
+		}
+		// memcached 1.6.18 may print the close of a unix connection with an empty rip: its address is
+		// left uninitialised (fixed after 1.6.18), so it is not compared.
+		own := []string{lines[0], lines[1], strings.Replace(lines[2], " rip= ", " rip=unix ", 1)}
+		got[i] = normaliseWatch(t, own)
 	}
 	assert.Equal(t, got[0], got[1], "memcached, then leasecached")
-	assert.Equal(t, "gid=+0 type=conn_new rip=unix rport=N transport=local cfd=N", got[1][0])
+	assert.Equal(t, "gid=+0 type=conn_new rip=unix rport=0 transport=local cfd=N", got[1][0])
 }
