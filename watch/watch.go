@@ -323,7 +323,7 @@ func (h *Hub) collect() {
 		}
 		now := time.Now()
 		for _, w := range ws {
-			if w.waking.Load() || !w.pending() {
+			if w.gone.Load() || w.waking.Load() || !w.pending() {
 				continue
 			}
 			if w.stalled.Load() && now.Sub(w.lastWake) < stallRetry {
