@@ -191,3 +191,24 @@ func TestExecuteAllocatesNothingWatched(t *testing.T) {
 		assert.Zero(t, testing.AllocsPerRun(200, run), "%q", strings.TrimSpace(r))
 	}
 }
+
+// BenchmarkGetHitWatched is BenchmarkGetHit with a watcher of fetchers and mutations: the get's line is
+// formatted and collected (the watcher's connection never takes it, so most lines are skipped).
+func BenchmarkGetHitWatched(b *testing.B) {
+	s := newTestServer(b)
+	w, err := s.watch.Add(watch.Fetchers|watch.Mutations, func() {})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.watch.Remove(w) })
+	cn := newConn(s, nil)
+	cn.parser.Parse([]byte("set k 0 0 100\r\n"+strings.Repeat("v", 100)+"\r\n"), &cn.req)
+	cn.execute(&cn.req)
+	in := []byte("get k\r\n")
+	b.ReportAllocs()
+	for b.Loop() {
+		cn.parser.Parse(in, &cn.req)
+		cn.execute(&cn.req)
+		cn.out = cn.out[:0]
+	}
+}
