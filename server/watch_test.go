@@ -171,7 +171,7 @@ func TestExecuteAllocatesNothingWatched(t *testing.T) {
 	wt, err := s.watch.Add(watch.Fetchers|watch.Mutations|watch.Deletions|watch.ConnEvents, func() {})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.watch.Remove(wt) })
-	cn := newConn(s, nil)
+	cn := newConn(s, s.newLoopShared(true)) // an event loop's: its own sink and hot-key tracker
 	reqs := []string{
 		"set k 0 0 5\r\nhello\r\n", "get k\r\n", "gets k\r\n", "incr n 1\r\n", "touch k 0\r\n",
 		"delete nope\r\n", "get a b c d e f g h i j\r\n", "mg k v\r\n", "ms m 2\r\nhi\r\n", "md m\r\n",
@@ -201,7 +201,7 @@ func BenchmarkGetHitWatched(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.watch.Remove(w) })
-	cn := newConn(s, nil)
+	cn := newConn(s, s.newLoopShared(true))
 	cn.parser.Parse([]byte("set k 0 0 100\r\n"+strings.Repeat("v", 100)+"\r\n"), &cn.req)
 	cn.execute(&cn.req)
 	in := []byte("get k\r\n")
