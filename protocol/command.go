@@ -38,6 +38,7 @@ const (
 	CmdCacheMemlimit
 	CmdLruCrawler
 	CmdRefreshCerts
+	CmdWatch
 
 	numCommands // sentinel: keep last
 )
@@ -76,6 +77,7 @@ var commandNames = [numCommands]string{
 	CmdCacheMemlimit:  "cache_memlimit",
 	CmdLruCrawler:     "lru_crawler",
 	CmdRefreshCerts:   "refresh_certs",
+	CmdWatch:          "watch",
 }
 
 // String returns the command's wire name ("get", "lease-set", "mg", ...).

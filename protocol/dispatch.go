@@ -13,7 +13,7 @@ const (
 	kindDelete            // delete
 	kindFlushAll          // flush_all
 	kindVerbosity         // verbosity
-	kindFreeArgs          // version, stats, quit, shutdown, mn, refresh_certs: any arguments, kept in Args
+	kindFreeArgs          // version, stats, quit, shutdown, mn, refresh_certs, watch: any arguments, kept in Args
 	kindMeta              // mg, md, ma, me
 	kindMemlimit          // cache_memlimit
 )
@@ -86,6 +86,8 @@ func lookupCommand(name []byte) (Command, cmdKind) {
 		return CmdCacheMemlimit, kindMemlimit
 	case "lru_crawler":
 		return CmdLruCrawler, kindFreeArgs
+	case "watch":
+		return CmdWatch, kindFreeArgs
 	}
 	return CmdNone, kindUnknown
 }

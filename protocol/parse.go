@@ -104,7 +104,7 @@ func (p *Parser) parseGeneral(buf []byte, req *Request) (n int, err error) {
 		perr = parseVerbosity(req, toks)
 	case kindFreeArgs:
 		req.Args = append(req.Args, toks[1:]...)
-		if cmd == CmdRefreshCerts {
+		if cmd == CmdRefreshCerts || cmd == CmdWatch {
 			req.Noreply = hasNoreply(toks) // memcached's set_noreply_maybe
 		}
 	case kindMeta:

@@ -37,7 +37,8 @@ func (s *Server) prefetchFirst(cs []gnet.Conn) {
 	n := 0
 	for _, c := range cs {
 		cn, ok := c.Context().(*conn)
-		if !ok || cn.sw.n > 0 || cn.need > 0 || cn.big.active() || cn.parked || !cn.negotiated {
+		if !ok || cn.sw.n > 0 || cn.need > 0 || cn.big.active() || cn.parked || !cn.negotiated ||
+			cn.watch != nil {
 			continue // the input continues a data block, or its protocol is not known yet: serve decides
 		}
 		buf, _ := c.Peek(-1) // the connection's whole input: gnet batches only connections with none left over

@@ -10,6 +10,7 @@ import (
 	"github.com/leasecached/leasecached/protocol"
 	bp "github.com/leasecached/leasecached/protocol/binprot"
 	"github.com/leasecached/leasecached/shard"
+	"github.com/leasecached/leasecached/watch"
 )
 
 // The binary protocol, as memcached 1.6.18 serves it (proto_bin.c): protocol/binprot reads and writes the
@@ -321,6 +322,9 @@ func (cn *conn) execBinary() binOutcome {
 	if len(r.Key) != 0 && cn.loop.hot.Due(1) { // hot-key detection: rarely taken (hotkeys.go)
 		cn.sampleBinary()
 	}
+	if cn.srv.watch.On(watch.Fetchers) && binLooksUp(r.Opcode.Base()) {
+		cn.logGet(r.Key)
+	}
 	switch r.Opcode.Base() {
 	case bp.OpGet, bp.OpGetK:
 		cn.binGet()
@@ -339,6 +343,9 @@ func (cn *conn) execBinary() binOutcome {
 		}
 		cn.local[statCmdFlush]++
 		cn.srv.store.FlushAll(int64(delay))
+		if cn.srv.watch.On(watch.Deletions) {
+			cn.logFlush(int64(delay))
+		}
 		cn.binSuccess(nil, 0)
 	case bp.OpNoop: // written at once, with everything before it
 		cn.binSuccess(nil, 0)
@@ -364,6 +371,17 @@ func (cn *conn) execBinary() binOutcome {
 }
 
 var binVersion = []byte(ProtocolVersion)
+
+// binLooksUp reports whether memcached looks the key of an op up (do_item_get), which `watch fetchers`
+// shows as an item_get line.
+func binLooksUp(op bp.Opcode) bool {
+	switch op {
+	case bp.OpGet, bp.OpGetK, bp.OpTouch, bp.OpGat, bp.OpGatK, bp.OpSet, bp.OpAdd, bp.OpReplace, bp.OpAppend,
+		bp.OpPrepend, bp.OpDelete, bp.OpIncrement, bp.OpDecrement:
+		return true
+	}
+	return false
+}
 
 // binGet is GET, GETQ, GETK and GETKQ: a hit is always answered; a miss is, unless the request is quiet.
 func (cn *conn) binGet() {
@@ -478,6 +496,9 @@ func (cn *conn) binStore() {
 	if req.Mode == shard.ModeCas {
 		cn.countCas(res)
 	}
+	if cn.srv.watch.On(watch.Mutations) {
+		cn.logStore(req.Mode, storeCmdName(req.Mode), r.Key, res, req.Flags, req.Exptime, len(r.Value))
+	}
 	switch {
 	case res == shard.Stored:
 		cn.binSuccess(nil, cas)
@@ -509,7 +530,11 @@ func binStatus(res shard.Result) bp.Status {
 func (cn *conn) binDelete() {
 	r := &cn.bin.req
 	cn.srv.detail.record(r.Key, prefixDel, false)
+	lk := cn.peekDeleted(r.Key)
 	res := cn.srv.store.MetaDelete(r.Key, &shard.MetaDeleteRequest{HasCas: r.Cas != 0, Cas: r.Cas})
+	if res == shard.Deleted && cn.srv.watch.On(watch.Deletions) {
+		cn.logDeleted("delete", r.Key, lk)
+	}
 	switch res {
 	case shard.Deleted:
 		cn.local[statDeleteHits]++
@@ -532,6 +557,9 @@ func (cn *conn) binArith() {
 		req.Ops.Add(shard.ExpVivify, int64(exp))
 	}
 	res := cn.srv.store.MetaArith(r.Key, &req)
+	if res.Created && cn.srv.watch.On(watch.Fetchers|watch.Mutations) {
+		cn.logVivified(r.Key)
+	}
 	hitStat, missStat := statDecrHits, statDecrMisses
 	if incr {
 		hitStat, missStat = statIncrHits, statIncrMisses

@@ -6,6 +6,7 @@ import (
 
 	"github.com/leasecached/leasecached/protocol"
 	"github.com/leasecached/leasecached/shard"
+	"github.com/leasecached/leasecached/watch"
 )
 
 type outcome uint8
@@ -42,6 +43,9 @@ func (cn *conn) execute(req *protocol.Request) outcome {
 	if cn.loop.hot.Due(cn.keysToCount(req)) { // hot-key detection: rarely taken (hotkeys.go)
 		cn.sampleText(req)
 	}
+	if cn.srv.watch.On(watch.Fetchers) {
+		cn.watchLookups(req)
+	}
 	switch req.Cmd {
 	case protocol.CmdGet, protocol.CmdGets, protocol.CmdGat, protocol.CmdGats:
 		if cn.retrieve(req) {
@@ -58,12 +62,19 @@ func (cn *conn) execute(req *protocol.Request) outcome {
 		cn.reply(req, resultReply(res))
 	case protocol.CmdDelete:
 		cn.srv.detail.record(req.Key(), prefixDel, false)
+		lk := cn.peekDeleted(req.Key())
 		res := cn.srv.store.Delete(req.Key())
+		if res == shard.Deleted && cn.srv.watch.On(watch.Deletions) {
+			cn.logDeleted("delete", req.Key(), lk)
+		}
 		cn.countHit(res == shard.Deleted, statDeleteHits, statDeleteMisses)
 		cn.reply(req, resultReply(res))
 	case protocol.CmdFlushAll:
 		cn.local[statCmdFlush]++
 		cn.srv.store.FlushAll(req.Exptime)
+		if cn.srv.watch.On(watch.Deletions) {
+			cn.logFlush(req.Exptime)
+		}
 		cn.reply(req, protocol.ReplyOK)
 	case protocol.CmdVersion:
 		cn.out = append(cn.out, replyVersion...)
@@ -82,6 +93,7 @@ func (cn *conn) execute(req *protocol.Request) outcome {
 		cn.out = append(cn.out, protocol.ReplyShutdownDisabled...)
 	case protocol.CmdMetaNoop:
 		cn.out = append(cn.out, protocol.ReplyMN...)
+		cn.sentMark = len(cn.out)
 	case protocol.CmdMetaGet:
 		cn.metaGet(req)
 	case protocol.CmdMetaSet:
@@ -106,6 +118,8 @@ func (cn *conn) execute(req *protocol.Request) outcome {
 		cn.memlimit(req)
 	case protocol.CmdRefreshCerts:
 		cn.refreshCerts(req)
+	case protocol.CmdWatch:
+		return cn.startWatch(req)
 	default:
 		cn.out = append(cn.out, protocol.ReplyError...)
 	}
@@ -176,6 +190,7 @@ func (cn *conn) retrieve(req *protocol.Request) bool {
 	}
 	cn.resume = 0
 	cn.out = append(cn.out, protocol.ReplyEnd...)
+	cn.sentMark = len(cn.out)
 	return false
 }
 
@@ -187,6 +202,9 @@ func (cn *conn) storeCmd(req *protocol.Request) {
 	res := cn.srv.store.StoreHashed(storeModes[req.Cmd], key, cn.hashOf(0, key), req.Flags, req.Exptime, req.Data, req.Cas)
 	if req.Cmd == protocol.CmdCas {
 		cn.countCas(res)
+	}
+	if cn.srv.watch.On(watch.Mutations) {
+		cn.logStore(storeModes[req.Cmd], storeCmdName(storeModes[req.Cmd]), key, res, req.Flags, req.Exptime, len(req.Data))
 	}
 	cn.countStoreFailure(res)
 	cn.reply(req, resultReply(res))

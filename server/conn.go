@@ -7,6 +7,7 @@ import (
 
 	"github.com/leasecached/leasecached/protocol"
 	"github.com/leasecached/leasecached/shard"
+	"github.com/leasecached/leasecached/watch"
 )
 
 // Buffer bounds per connection. Replies are flushed to the transport once they pass flushThreshold so a
@@ -93,6 +94,15 @@ type conn struct {
 	parked bool
 	hold   *connHold
 
+	// watch is set once the connection became a watcher (watch.go): serve then only writes its lines.
+	// closeWhy is a close reason the server decided (idle), for the conn_close line; 0 otherwise.
+	watch    *watch.Watcher
+	closeWhy uint8
+	// sentMark is how much of out memcached would have written already: a get-family command or mn
+	// writes its connection's replies out at once, and `watch` is refused only behind replies still
+	// queued (watch.go). flush resets it.
+	sentMark int
+
 	fd      int          // socket descriptor, the connection's name in `stats conns`
 	remote  string       // peer address, captured once at open
 	listen  string       // the listener's address, `stats conns` listen_addr ("tcp:127.0.0.1:11211")
@@ -132,6 +142,9 @@ func (sw *swallow) take(buf []byte) (int, []byte) {
 
 // serve executes every complete request in c's input, in order, and writes their replies in one batch.
 func (cn *conn) serve(c Transport) Action {
+	if cn.watch != nil {
+		return cn.serveWatch(c)
+	}
 	if cn.parked && !cn.woke(c) {
 		return Continue // the transport keeps the input until the read wakes (hold.go)
 	}
@@ -324,6 +337,7 @@ func (cn *conn) flush(c Transport) {
 	cn.local[statBytesWritten] += uint64(len(cn.out))
 	_, _ = c.Write(cn.out) // the transport copies what the socket does not take: the buffer is free at once
 	cn.out = cn.out[:0]
+	cn.sentMark = 0
 	if c.OutboundBuffered() > outboundLimit {
 		cn.blocked = true
 	}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+
+	"github.com/leasecached/leasecached/watch"
 )
 
 // The gnet transport: Server is gnet's event handler, and each gnet.Conn is the Transport of one
@@ -61,6 +63,9 @@ func (s *Server) openConn(cn *conn, handle any, fd int, remote, listen string) {
 	cn.fd, cn.remote, cn.listen = fd, remote, listen
 	cn.lastCmd.Store(time.Now().Unix())
 	s.conns.Store(cn, handle)
+	if s.watch.On(watch.ConnEvents) {
+		s.watchConnEvent(cn, false, 0)
+	}
 	cn.log(slog.LevelDebug, "connection opened", slog.String("listen", listen))
 }
 
@@ -93,6 +98,12 @@ func (s *Server) closeConn(cn *conn, err error) {
 	}
 	if cn.gc == nil {
 		cn.releaseBig() // not inside serve, which may still be using it (serve's done gives it back)
+	}
+	if cn.watch != nil {
+		s.watch.Remove(cn.watch)
+	}
+	if s.watch.On(watch.ConnEvents) {
+		s.watchConnEvent(cn, true, s.closeReason(cn, err))
 	}
 	s.conns.Delete(cn)
 	s.stats.currConns.Add(-1)

@@ -84,7 +84,8 @@ func (s *Server) closeIdle(conns []idleConn, limit int64) {
 	for _, ic := range conns {
 		// cn.closed: OnClose ran (the gnet.Conn may be released, its descriptor reused). Unsent replies:
 		// the connection waits for its client to read, as memcached's write states do.
-		if ic.cn.closed || !isIdle(ic.cn, now, limit) || ic.c.OutboundBuffered() > 0 {
+		// A watcher is never idle: memcached's logger thread owns it, and the idle check passes it by.
+		if ic.cn.closed || ic.cn.watch != nil || !isIdle(ic.cn, now, limit) || ic.c.OutboundBuffered() > 0 {
 			continue
 		}
 		s.kickedIdle(ic.cn)
@@ -97,6 +98,7 @@ func (s *Server) closeIdle(conns []idleConn, limit int64) {
 
 // kickedIdle counts (idle_kicks) and logs (-vv) a connection either transport closes for idleness.
 func (s *Server) kickedIdle(cn *conn) {
+	cn.closeWhy = closeIdleTimeout
 	s.stats.idleKicks.Add(1)
 	cn.log(slog.LevelDebug, "closing idle connection", slog.Int64("idle_timeout", s.idleTimeoutSeconds()))
 }

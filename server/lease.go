@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/leasecached/leasecached/protocol"
 	"github.com/leasecached/leasecached/shard"
+	"github.com/leasecached/leasecached/watch"
 )
 
 // leaseGet serves lease-get (doc/leases.md): per key, in request order, VALUE on a hit, LVALUE
@@ -35,6 +36,9 @@ func (cn *conn) leaseSet(req *protocol.Request) {
 	cn.local[statCmdSet]++
 	cn.srv.detail.record(req.Key(), prefixSet, false)
 	res := cn.srv.store.LeaseSet(req.Key(), req.Cas, req.Flags, req.Exptime, req.Data)
+	if cn.srv.watch.On(watch.Mutations) {
+		cn.logStore(shard.ModeSet, "lease-set", req.Key(), res, req.Flags, req.Exptime, len(req.Data))
+	}
 	cn.countStoreFailure(res)
 	cn.reply(req, resultReply(res))
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/leasecached/leasecached/hotkeys"
 	"github.com/leasecached/leasecached/metrics"
+	"github.com/leasecached/leasecached/watch"
 )
 
 // loopShared is the state that every connection of one event loop shares: the batch of a pipelined read
@@ -35,6 +36,9 @@ type loopShared struct {
 	hotKeys *hotkeys.Tracker
 	// lat is the loop's request timings with --metrics-listen, nil without (conn.runTimed).
 	lat *metrics.LoopLatency
+	// wsink is where the loop's connections format watch lines (watch.go): the loop's own for a gnet
+	// loop, the hub's shared one otherwise.
+	wsink *watch.Sink
 }
 
 // borrowOut hands out the loop's reply buffer for a serve call, if the connection's own (mine) is empty;
@@ -62,13 +66,16 @@ func (ls *loopShared) returnOut(b []byte) []byte {
 }
 
 // newLoopShared returns a loopShared whose counts the server's stats include. An event loop's (own) has a
-// hot-key tracker of its own; the others share one (hotkeys.go). With --metrics-listen it also has request
-// timings the endpoint includes.
+// hot-key tracker and a watch sink of its own; the others share one of each (hotkeys.go, watch.go). With
+// --metrics-listen it also has request timings the endpoint includes.
 func (s *Server) newLoopShared(own bool) *loopShared {
-	ls := &loopShared{counts: s.stats.newShare()}
+	ls := &loopShared{counts: s.stats.newShare(), wsink: s.watch.Shared()}
 	ls.hot, ls.hotKeys = s.hot.newLoop(own)
 	if s.latencies != nil {
 		ls.lat = s.latencies.New()
+	}
+	if own {
+		ls.wsink = s.watch.NewSink()
 	}
 	return ls
 }

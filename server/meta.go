@@ -5,6 +5,7 @@ import (
 
 	"github.com/leasecached/leasecached/protocol"
 	"github.com/leasecached/leasecached/shard"
+	"github.com/leasecached/leasecached/watch"
 )
 
 // Meta commands (memcached 1.6.18's mg, ms, md, ma, me), byte for byte: reply flags are written in the
@@ -136,6 +137,9 @@ func (cn *conn) metaSet(req *protocol.Request) {
 	if mreq.Mode == shard.ModeCas {
 		cn.countCas(res)
 	}
+	if cn.srv.watch.On(watch.Mutations) {
+		cn.logStore(mreq.Mode, storeCmdName(mreq.Mode), f.Key, res, req.Flags, f.Exptime, len(req.Data))
+	}
 	cn.countStoreFailure(res)
 	var code string
 	switch res {
@@ -181,7 +185,11 @@ func (cn *conn) metaDelete(req *protocol.Request) {
 		SetTTL:     f.NewTTL,
 		Exptime:    f.Exptime,
 	}
+	lk := cn.peekDeleted(f.Key)
 	res := cn.srv.store.MetaDelete(f.Key, &mreq)
+	if res == shard.Deleted && cn.srv.watch.On(watch.Deletions) { // md I too: the value is stale (watch.md)
+		cn.logDeleted("md", f.Key, lk)
+	}
 	var code string
 	switch res {
 	case shard.Deleted:
@@ -233,6 +241,9 @@ func (cn *conn) metaArith(req *protocol.Request) {
 		mreq.Cas = f.Cas
 	}
 	res := cn.srv.store.MetaArith(f.Key, &mreq)
+	if res.Created && cn.srv.watch.On(watch.Fetchers|watch.Mutations) {
+		cn.logVivified(f.Key)
+	}
 	switch res.Result {
 	case shard.Stored:
 		if !res.Created {

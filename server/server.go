@@ -24,6 +24,7 @@ import (
 	"github.com/leasecached/leasecached/protocol"
 	"github.com/leasecached/leasecached/shard"
 	"github.com/leasecached/leasecached/tlsconf"
+	"github.com/leasecached/leasecached/watch"
 )
 
 // ProtocolVersion is what `version` and `stats` report. Clients gate features (meta commands) on it, so it
@@ -131,6 +132,7 @@ type Server struct {
 	// endpoint while Run serves (metrics.go).
 	latencies *metrics.Latencies
 	metrics   atomic.Pointer[metrics.Endpoint]
+	watch     *watch.Hub // `watch`'s watchers and the producers' buffers (watch.go)
 }
 
 // New returns a server for cfg over store. The store's lifetime is the caller's.
@@ -142,7 +144,8 @@ func New(cfg Config, store *shard.Store) *Server {
 		cfg.Logger = logging.New(os.Stderr, logging.Text, cfg.LogLevel)
 	}
 	s := &Server{cfg: cfg, store: store, started: time.Now(), pid: os.Getpid(), logger: cfg.Logger,
-		ready: make(chan struct{}), stopped: make(chan struct{})}
+		ready: make(chan struct{}), stopped: make(chan struct{}), watch: watch.NewHub()}
+	store.SetEvictionLog(evictionLog{s})
 	s.setVerbosity(cfg.Verbosity)
 	s.hot.init(cfg.HotKeys)
 	if cfg.MetricsListen != "" {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/leasecached/leasecached/slab"
 	"github.com/leasecached/leasecached/tlsconf"
+	"github.com/leasecached/leasecached/watch"
 )
 
 // `stats settings`: every name memcached 1.6.18 sends, in its order, so tools that list or scrape them
@@ -73,8 +74,8 @@ func (s *Server) appendSettingsStats(dst []byte) []byte {
 	dst = stat(dst, "temp_lru", "no")
 	dst = statInt(dst, "temporary_ttl", 61)
 	dst = statInt(dst, "idle_timeout", int64(s.cfg.IdleTimeout/time.Second))
-	dst = statInt(dst, "watcher_logbuf_size", 262144)
-	dst = statInt(dst, "worker_logbuf_size", 65536)
+	dst = statInt(dst, "watcher_logbuf_size", watch.WatcherBufSize)
+	dst = statInt(dst, "worker_logbuf_size", watch.WorkerBufSize)
 	dst = statInt(dst, "read_buf_mem_limit", 0)
 	dst = stat(dst, "track_sizes", "no")
 	dst = stat(dst, "inline_ascii_response", "no")

@@ -288,8 +288,13 @@ func (s *Server) appendGeneralStats(dst []byte) []byte {
 	dst = statUint(dst, "slabs_moved", ss.SlabsMoved)
 	dst = statUint(dst, "lru_crawler_running", 0)
 	dst = statUint(dst, "lru_crawler_starts", ss.CrawlerStarts)
-	dst = zeroStats(dst, "lru_maintainer_juggles", "malloc_fails", "log_worker_dropped", "log_worker_written",
-		"log_watcher_skipped", "log_watcher_sent", "log_watchers")
+	dst = zeroStats(dst, "lru_maintainer_juggles", "malloc_fails")
+	ws := s.watch.Stats()
+	dst = statUint(dst, "log_worker_dropped", ws.WorkerDropped)
+	dst = statUint(dst, "log_worker_written", ws.WorkerWritten)
+	dst = statUint(dst, "log_watcher_skipped", ws.WatcherSkipped)
+	dst = statUint(dst, "log_watcher_sent", ws.WatcherSent)
+	dst = statInt(dst, "log_watchers", int64(ws.Watchers))
 	if c := s.certs.Load(); c != nil { // memcached sends these with -Z only
 		if c.Settings().SessionCache {
 			dst = statUint(dst, "ssl_new_sessions", c.NewSessions())

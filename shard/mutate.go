@@ -167,6 +167,7 @@ func (sh *shard) recordRemoval(r slab.Ref, why cause, now int64) {
 	unfetched := b[offState]&flagFetched == 0
 	switch why {
 	case causeEvict:
+		sh.logEviction(b, now)
 		sh.stats.evictions++
 		cs.evicted++
 		cs.evictsSinceCheck++

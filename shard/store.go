@@ -150,6 +150,8 @@ type Store struct {
 	prefetching atomic.Int64
 	_           [56]byte
 
+	evictLog atomic.Pointer[evictionLogBox] // `watch evictions` (watch.go)
+
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
