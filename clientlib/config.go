@@ -12,7 +12,7 @@ import (
 const (
 	defaultTimeout        = 1 * time.Second        // per-request I/O bound when the context has no earlier deadline
 	defaultDialTimeout    = 500 * time.Millisecond // bound of the connect, and of the TLS handshake and the authentication each
-	DefaultMaxOpenPerAddr = 64                     // open connections per server; callers wait beyond it
+	defaultMaxOpenPerAddr = 4                      // open connections per server; callers wait beyond it
 	DefaultFailureLimit   = 2                      // consecutive failures that eject a server
 	defaultRetryInterval  = 1 * time.Second        // how often an ejected server is probed
 	defaultMaxValueSize   = 1 << 20                // memcached's default -I (1 MiB item size)
@@ -120,7 +120,7 @@ func (c Config) withDefaults() Config {
 		c.DialTimeout = defaultDialTimeout
 	}
 	if c.MaxOpenPerAddr <= 0 {
-		c.MaxOpenPerAddr = DefaultMaxOpenPerAddr
+		c.MaxOpenPerAddr = defaultMaxOpenPerAddr
 	}
 	if c.FailureLimit <= 0 {
 		c.FailureLimit = DefaultFailureLimit
