@@ -67,9 +67,9 @@ func TestPipelinedRepliesMatchTheirCallers(t *testing.T) {
 				}()
 			}
 			wg.Wait()
+			require.Empty(t, wrong, "callers that got another's reply or an error")
 			opened := serverStat(t, c, p.Addr, "curr_connections") - before + 1
 			t.Logf("%d callers x %d gets: %d abandoned, %d connections open", callers, rounds, abandoned, opened)
-			require.Empty(t, wrong, "callers that got another's reply or an error")
 			require.LessOrEqual(t, opened, defaultOpenPerAddr, "connections open for %d callers", callers)
 			h := c.Stats().Servers[0]
 			require.Zero(t, h.Errors, "abandoned requests counted against a server that answered: %+v", h)
