@@ -26,6 +26,53 @@ func (c *Client) Get(ctx context.Context, key string) (*Item, error) {
 	return c.getOne(ctx, "gets ", key, false, 0)
 }
 
+// GetInto reads key's value into buf's storage, growing it only when the value does not fit, and returns
+// the value and its client flags; ErrCacheMiss if absent. With a buffer large enough it allocates
+// nothing: reuse the returned slice as the next call's buf.
+func (c *Client) GetInto(ctx context.Context, key string, buf []byte) ([]byte, uint32, error) {
+	srv, err := c.pick(key)
+	if err != nil {
+		return buf[:0], 0, err
+	}
+	var flags uint32
+	hit := false
+	buf = buf[:0]
+	err = c.do(ctx, srv, "get", 1, func(cn *conn) error {
+		cn.w.WriteString("get ")
+		cn.w.WriteString(key)
+		cn.w.Write(crlf)
+		if err := cn.send(1); err != nil {
+			return err
+		}
+		line, err := cn.readLine()
+		if err != nil || bytes.Equal(line, replyEnd) {
+			return err
+		}
+		h, err := cn.parseValue(line, c.cfg.MaxValueSize)
+		if err != nil {
+			return err
+		}
+		if h.lease {
+			return cn.protoErr("LVALUE in a get reply", line)
+		}
+		if buf, err = cn.readDataInto(buf, h.size); err != nil {
+			return err
+		}
+		flags, hit = h.flags, true
+		if line, err = cn.readLine(); err == nil && !bytes.Equal(line, replyEnd) {
+			err = cn.protoErr("expected END after a get's value", line)
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		return buf[:0], 0, err
+	case !hit:
+		return buf, 0, ErrCacheMiss
+	}
+	return buf, flags, nil
+}
+
 // GetAndTouch returns the item for key and resets its TTL in the same round trip (gats).
 func (c *Client) GetAndTouch(ctx context.Context, key string, ttl time.Duration) (*Item, error) {
 	return c.getOne(ctx, "gats ", key, true, exptime(ttl, c.now))
@@ -51,7 +98,7 @@ func (c *Client) getOn(ctx context.Context, srv *server, cmd, key string, hasExp
 		}
 		cn.w.WriteString(key)
 		cn.w.Write(crlf)
-		if err := cn.flush(); err != nil {
+		if err := cn.send(1); err != nil {
 			return err
 		}
 		return cn.readValues(c.cfg.MaxValueSize, false, func(_ string, h valueHeader, data []byte) {
@@ -141,7 +188,7 @@ func (c *Client) storeOn(ctx context.Context, srv *server, cmd string, it *Item,
 		}
 		cn.w.Write(crlf)
 		cn.writeData(it.Value)
-		if err := cn.flush(); err != nil {
+		if err := cn.send(1); err != nil {
 			return err
 		}
 		return cn.readStoreReply()
@@ -195,7 +242,7 @@ func (c *Client) simpleOn(ctx context.Context, srv *server, key, cmd string, has
 			cn.writeInt(arg)
 		}
 		cn.w.Write(crlf)
-		if err := cn.flush(); err != nil {
+		if err := cn.send(1); err != nil {
 			return err
 		}
 		line, err := cn.readLine()
@@ -235,7 +282,7 @@ func (c *Client) arith(ctx context.Context, cmd, key string, delta uint64) (uint
 		cn.w.WriteByte(' ')
 		cn.writeUint(delta)
 		cn.w.Write(crlf)
-		if err := cn.flush(); err != nil {
+		if err := cn.send(1); err != nil {
 			return err
 		}
 		line, err := cn.readLine()
@@ -260,7 +307,7 @@ func (c *Client) FlushAll(ctx context.Context) error {
 	return c.eachServer(ctx, func(srv *server) error {
 		return c.do(ctx, srv, "flush_all", 0, func(cn *conn) error {
 			cn.w.WriteString("flush_all\r\n")
-			if err := cn.flush(); err != nil {
+			if err := cn.send(1); err != nil {
 				return err
 			}
 			line, err := cn.readLine()
@@ -296,7 +343,7 @@ func (c *Client) versionOf(ctx context.Context, srv *server) (string, error) {
 	var v string
 	err := c.do(ctx, srv, "version", 0, func(cn *conn) error {
 		cn.w.WriteString("version\r\n")
-		if err := cn.flush(); err != nil {
+		if err := cn.send(1); err != nil {
 			return err
 		}
 		line, err := cn.readLine()
@@ -326,7 +373,7 @@ func (c *Client) ServerStats(ctx context.Context, group string) (map[string]map[
 				cn.w.WriteString(group)
 			}
 			cn.w.Write(crlf)
-			if err := cn.flush(); err != nil {
+			if err := cn.send(1); err != nil {
 				return err
 			}
 			for {

@@ -95,6 +95,7 @@ func (c *Client) serverList(list []Server, old map[string]*server) ([]*server, e
 		}
 		srv := &server{addr: s.Addr, node: node}
 		srv.pool = newPool(s.Addr, &c.cfg)
+		srv.pool.drain = func(cn *conn, t *ticket) bool { return c.spawn(&c.background, func() { c.drainConn(srv, cn, t) }) }
 		out = append(out, srv)
 	}
 	return out, nil
@@ -230,7 +231,8 @@ func failure(err error) error {
 	return err
 }
 
-// do1 is do without the observer.
+// do1 is do without the observer. fn writes its request into cn.w, calls cn.send with the number of
+// replies it expects, and reads them; do1 owns what happens to the connection afterwards.
 func (c *Client) do1(ctx context.Context, srv *server, fn func(cn *conn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -250,58 +252,35 @@ func (c *Client) do1(ctx context.Context, srv *server, fn func(cn *conn) error) 
 		}
 		return err
 	}
-	disarm := cn.arm(ctx, c.cfg.Timeout)
+	t := cn.begin(ctx)
 	err = fn(cn)
-	undisturbed := disarm()
-	if resumable(err) {
-		srv.pool.put(cn, undisturbed)
+	switch {
+	case !t.sent:
+		cn.unbegin(t)
+		srv.pool.put(cn)
+		return err
+	case err == errAbandoned:
+		// The reply is the drainer's now (drainConn), and so are t and the connection's slot.
+		if ctxErr := callerDone(ctx); ctxErr != nil {
+			return ctxErr
+		}
+		return context.Canceled
+	case err == errPipelineBroken:
+		// An earlier request on the connection failed; that failure was counted once, by its caller.
+		cn.recycle(t)
+		srv.pool.put(cn)
+		return &connError{addr: srv.addr, op: "read", err: err}
+	case resumable(err):
+		cn.pass(t)
+		srv.pool.put(cn)
 		srv.succeeded()
 		return err
 	}
-	if ctxErr := callerDone(ctx); ctxErr != nil || !undisturbed {
-		if ctxErr == nil {
-			ctxErr = context.Canceled
-		}
-		if !cn.sent || !c.spawn(&c.background, func() { c.drain(srv, cn) }) {
-			srv.pool.put(cn, false)
-		}
-		return ctxErr
-	}
-	srv.pool.put(cn, false)
+	cn.fail(err)
+	cn.pass(t)
+	srv.pool.put(cn)
 	c.failed(srv)
 	return err
-}
-
-// drain judges a server by a request whose caller gave up before the reply (its context ended first):
-// the reply's first byte within Config.Timeout of the request is a success, none is a failure. Without
-// it, a hung server would never count as failing while every caller's deadline is shorter than Timeout.
-// The connection keeps its pool slot until then, and is closed: its reply stream is out of step.
-func (c *Client) drain(srv *server, cn *conn) {
-	defer srv.pool.put(cn, false)
-	if cn.r.Buffered() > 0 {
-		srv.succeeded()
-		return
-	}
-	until := cn.start.Add(c.cfg.Timeout)
-	stop := context.AfterFunc(c.life, func() { _ = cn.nc.SetReadDeadline(aLongTimeAgo) })
-	defer stop()
-	var b [1]byte
-	for range 3 {
-		_ = cn.nc.SetReadDeadline(until)
-		n, err := cn.nc.Read(b[:])
-		switch {
-		case n > 0:
-			srv.succeeded()
-			return
-		case c.life.Err() != nil:
-			return
-		case isTimeout(err) && time.Now().Before(until):
-			// The caller's cancellation (arm) set a past deadline after this one: read again.
-			continue
-		}
-		c.failed(srv)
-		return
-	}
 }
 
 // callerDone reports the context's error, counting a deadline that has passed as expired even

@@ -12,7 +12,7 @@ import (
 const (
 	defaultTimeout        = 1 * time.Second        // per-request I/O bound when the context has no earlier deadline
 	defaultDialTimeout    = 500 * time.Millisecond // bound of the connect, and of the TLS handshake and the authentication each
-	DefaultMaxOpenPerAddr = 64                     // open connections per server; callers wait beyond it
+	defaultMaxOpenPerAddr = 4                      // pipelined connections per server (doc/design/client-pipelining.md)
 	DefaultFailureLimit   = 2                      // consecutive failures that eject a server
 	defaultRetryInterval  = 1 * time.Second        // how often an ejected server is probed
 	defaultMaxValueSize   = 1 << 20                // memcached's default -I (1 MiB item size)
@@ -68,9 +68,10 @@ type Config struct {
 	// the server.
 	Username string
 	Password string
-	// MaxOpenPerAddr bounds each server's pool. A caller that finds MaxOpenPerAddr connections busy waits
-	// for one, within its context. Connections are kept for reuse, up to this many, until they have been
-	// idle for 30 s.
+	// MaxOpenPerAddr bounds each server's connections (default 4). Requests share them: a request goes to
+	// the least loaded connection, written behind the others there (pipelined), and a connection is
+	// dialled only when every open one is busy. A caller finding MaxOpenPerAddr connections each 128
+	// requests deep waits, within its context. Connections are kept until idle for 30 s.
 	MaxOpenPerAddr int
 	// FailureLimit consecutive failures eject a server: a network error, or a request left without a
 	// reply for Timeout, whether or not its caller's deadline ended sooner (the client waits for the
@@ -120,7 +121,7 @@ func (c Config) withDefaults() Config {
 		c.DialTimeout = defaultDialTimeout
 	}
 	if c.MaxOpenPerAddr <= 0 {
-		c.MaxOpenPerAddr = DefaultMaxOpenPerAddr
+		c.MaxOpenPerAddr = defaultMaxOpenPerAddr
 	}
 	if c.FailureLimit <= 0 {
 		c.FailureLimit = DefaultFailureLimit

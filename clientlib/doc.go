@@ -2,9 +2,13 @@
 //
 // The contract, in brief:
 //
-//   - Every call takes a context.Context. Its deadline bounds the whole call (waiting for a pooled
-//     connection, dialing, writing, reading) and cancelling it interrupts I/O in flight. A connection
-//     whose request was interrupted is closed, never reused: its reply stream can no longer be trusted.
+//   - Every call takes a context.Context. Its deadline bounds the call (waiting for a connection,
+//     dialing, waiting for its reply) and cancelling it returns at once. Concurrent requests to a server
+//     share a few connections (Config.MaxOpenPerAddr, 4), written back to back with replies read in
+//     order; a reply its caller no longer waits for is read and dropped in the background, so the
+//     connection stays in step and no caller ever gets another's reply. A reply that has begun to arrive
+//     is read to its end (within Config.Timeout) even if its caller's context ends meanwhile.
+//     doc/design/client-pipelining.md has the details.
 //   - Errors are typed: ErrCacheMiss, ErrNotStored, ErrCASConflict, ErrMalformedKey, *ServerError
 //     (errors.Is(err, ErrServerError)), ErrNoServers, ... Context errors come back as the context's own
 //     error, so errors.Is(err, context.DeadlineExceeded) works.

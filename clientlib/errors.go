@@ -59,6 +59,15 @@ type connError struct {
 func (e *connError) Error() string { return fmt.Sprintf("clientlib: %s %s: %v", e.op, e.addr, e.err) }
 func (e *connError) Unwrap() error { return e.err }
 
+// Outcomes of a pipelined request that concern its connection, not the server's health (conn.send).
+var (
+	// errAbandoned: the caller's context ended before its reply began; the drainer reads the reply.
+	errAbandoned = errors.New("request abandoned by its caller")
+	// errPipelineBroken: an earlier request on the connection failed before this one's reply was read;
+	// the request may or may not have been carried out.
+	errPipelineBroken = errors.New("connection broken by an earlier request's failure")
+)
+
 // resumable reports whether err leaves the connection in a known state (a complete, recognised reply).
 // The conn layer returns *connError unwrapped, so a type assertion suffices (and, unlike errors.As,
 // costs no allocation on the hot path).

@@ -29,7 +29,7 @@ const (
 )
 
 // serverStat reads one counter of addr's "stats" through c.
-func serverStat(t *testing.T, c *clientlib.Client, addr, name string) int {
+func serverStat(t testing.TB, c *clientlib.Client, addr, name string) int {
 	t.Helper()
 	s, err := c.ServerStats(context.Background(), "")
 	require.NoError(t, err)
@@ -61,8 +61,8 @@ func TestLoadedClientKeepsConnections(t *testing.T) {
 	}
 	dials := serverStat(t, c, p.Addr, "total_connections") - before
 	t.Logf("%d rounds of %d concurrent set+get: %d connections dialled (open count %d)", loadRounds, loadGoroutines,
-		dials, clientlib.DefaultMaxOpenPerAddr)
-	require.LessOrEqual(t, dials, clientlib.DefaultMaxOpenPerAddr, "connections dialled under load")
+		dials, defaultOpenPerAddr)
+	require.LessOrEqual(t, dials, defaultOpenPerAddr, "connections dialled under load")
 }
 
 // fillBackends are the servers GetOrFill is checked against, one for each protocol it speaks:

@@ -72,7 +72,7 @@ func (c *Client) leaseGet(ctx context.Context, srv *server, key string) (LeaseRe
 		cn.w.WriteString("lease-get ")
 		cn.w.WriteString(key)
 		cn.w.Write(crlf)
-		if err := cn.flush(); err != nil {
+		if err := cn.send(1); err != nil {
 			return err
 		}
 		for {
@@ -141,7 +141,7 @@ func (c *Client) leaseSet(ctx context.Context, srv *server, it *Item, token uint
 		cn.writeStorageLine("lease-set", it.Key, token, it.Flags, exp, len(it.Value))
 		cn.w.Write(crlf)
 		cn.writeData(it.Value)
-		if err := cn.flush(); err != nil {
+		if err := cn.send(1); err != nil {
 			return err
 		}
 		return cn.readStoreReply()

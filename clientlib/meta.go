@@ -181,10 +181,12 @@ func (c *Client) metaOn(ctx context.Context, srv *server, cmd, key string, value
 		if hasData {
 			cn.writeData(value)
 		}
+		replies := 1
 		if quiet {
 			cn.w.WriteString("mn\r\n")
+			replies = untilMN
 		}
-		if err := cn.flush(); err != nil {
+		if err := cn.send(replies); err != nil {
 			return err
 		}
 		return cn.readMeta(res, quiet, quietStatus, c.cfg.MaxValueSize)

@@ -53,7 +53,7 @@ func (c *Client) getBatch(cn *conn, keys []string, out map[string]*Item, mu *syn
 		cn.w.Write(crlf)
 		batches++
 	}
-	if err := cn.flush(); err != nil {
+	if err := cn.send(batches); err != nil {
 		return err
 	}
 	for ; batches > 0; batches-- {

@@ -296,7 +296,7 @@ func (b *batch) lookupLeases(ctx context.Context, srv *server, keys []string) ([
 	var out []pend
 	err := c.do(ctx, srv, "lease-get", len(keys), func(cn *conn) error {
 		out = out[:0]
-		lines := 0
+		lines, unsupported := 0, false
 		for start := 0; start < len(keys); start += maxKeysPerGet {
 			cn.w.WriteString("lease-get")
 			for _, k := range keys[start:min(start+maxKeysPerGet, len(keys))] {
@@ -306,7 +306,7 @@ func (b *batch) lookupLeases(ctx context.Context, srv *server, keys []string) ([
 			cn.w.Write(crlf)
 			lines++
 		}
-		if err := cn.flush(); err != nil {
+		if err := cn.send(lines); err != nil {
 			return err
 		}
 		next := 0
@@ -319,8 +319,9 @@ func (b *batch) lookupLeases(ctx context.Context, srv *server, keys []string) ([
 				if bytes.Equal(line, replyEnd) {
 					break
 				}
-				if bytes.Equal(line, lineError) {
-					return ErrLeasesUnsupported
+				if bytes.Equal(line, lineError) { // this line's whole reply; the other lines' follow
+					unsupported = true
+					break
 				}
 				h, err := cn.parseValue(line, c.cfg.MaxValueSize)
 				if err != nil {
@@ -350,6 +351,9 @@ func (b *batch) lookupLeases(ctx context.Context, srv *server, keys []string) ([
 				}
 			}
 		}
+		if unsupported {
+			return ErrLeasesUnsupported
+		}
 		if next != len(keys) {
 			return cn.protoErr("lease-get reply without a block for every key", nil)
 		}
@@ -377,7 +381,7 @@ func (b *batch) lookupMeta(ctx context.Context, srv *server, keys []string) ([]p
 			}
 			cn.w.Write(crlf)
 		}
-		if err := cn.flush(); err != nil {
+		if err := cn.send(len(keys)); err != nil {
 			return err
 		}
 		for _, k := range keys {
@@ -563,7 +567,7 @@ func (b *batch) writeAll(ctx context.Context, srv *server, ws []write) (lost []p
 			cn.w.Write(crlf)
 			cn.writeData(it.Value)
 		}
-		if err := cn.flush(); err != nil {
+		if err := cn.send(len(ws)); err != nil {
 			return err
 		}
 		for i, w := range ws {

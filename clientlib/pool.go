@@ -4,68 +4,110 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// idleTimeout is how long a connection may sit unused in a pool before it is closed. Idle connections
-// are kept up to the open count (MaxOpenPerAddr): a client under load reuses what it dialled instead of
+// idleTimeout is how long a connection may sit without requests before it is closed. Connections are
+// kept up to the open count (MaxOpenPerAddr): a client under load reuses what it dialled instead of
 // closing and dialling again, and a client whose load drops gives the server its connections back.
 const idleTimeout = 30 * time.Second
 
-// pool holds one server's connections. open counts connections in use plus idle ones; a slot in
-// tokens is a right to use one connection, so at most cap(tokens) are in use and, because a new
-// connection is dialled only when no idle one exists, at most cap(tokens) are open.
+// maxPipeline bounds the requests outstanding on one connection; callers beyond MaxOpenPerAddr times
+// this many wait within their context.
+const maxPipeline = 128
+
+// pool holds one server's connections, each shared by pipelined requests. A request takes the least
+// loaded connection; a new one is dialled only when every open one is busy and fewer than
+// MaxOpenPerAddr are open, so one connection serves a lone caller and MaxOpenPerAddr serve a crowd.
 type pool struct {
 	addr        string
-	tokens      chan struct{}
 	dialer      *dialer
+	max         int
+	timeout     time.Duration
 	idleTimeout time.Duration
+	drain       func(cn *conn, t *ticket) bool // starts the client's drainer on cn; false if the client is closing
+
+	waiters atomic.Int32 // callers waiting in get: put wakes them
+	ending  atomic.Bool  // closed or retired: connections close when their last request ends
 
 	mu      sync.Mutex
-	idle    []*conn     // oldest first: get takes the newest, trim closes from the front
-	sweep   *time.Timer // closes connections idle longer than idleTimeout; armed while idle is not empty
+	conns   []*conn // open and usable (not broken)
+	open    int     // conns plus dials under way
+	wake    chan struct{}
+	sweep   *time.Timer // closes connections idle longer than idleTimeout; armed while conns is not empty
 	armed   bool
 	closed  bool
-	retired bool // its server was removed (SetServers): connections are closed when put back
+	retired bool // its server was removed (SetServers)
 }
 
 func newPool(addr string, cfg *Config) *pool {
 	return &pool{
 		addr:        addr,
-		tokens:      make(chan struct{}, cfg.MaxOpenPerAddr),
 		dialer:      newDialer(addr, cfg),
+		max:         cfg.MaxOpenPerAddr,
+		timeout:     cfg.Timeout,
 		idleTimeout: idleTimeout,
+		drain:       func(*conn, *ticket) bool { return false },
 	}
 }
 
-// get returns a connection, waiting within ctx when MaxOpenPerAddr are busy.
+// get returns a connection for one request, waiting within ctx when every connection is full.
 func (p *pool) get(ctx context.Context, srv *server) (*conn, error) {
-	select {
-	case p.tokens <- struct{}{}:
-	default:
+	for {
+		p.waiters.Add(1) // before looking at the connections' load: put reads it after lowering a load
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			p.waiters.Add(-1)
+			return nil, ErrClosed
+		}
+		var best *conn
+		var load int32
+		for _, cn := range p.conns {
+			if cn.draining.Load() {
+				continue
+			}
+			if n := cn.inflight.Load(); best == nil || n < load {
+				best, load = cn, n
+			}
+		}
+		switch {
+		case best != nil && (load == 0 || p.open >= p.max && load < maxPipeline):
+			best.inflight.Add(1)
+			p.mu.Unlock()
+			p.waiters.Add(-1)
+			return best, nil
+		case p.open < p.max:
+			p.open++
+			p.mu.Unlock()
+			p.waiters.Add(-1)
+			return p.dial(ctx, srv)
+		}
+		wake := p.wake
+		if wake == nil {
+			wake = make(chan struct{})
+			p.wake = wake
+		}
+		p.mu.Unlock()
 		select {
-		case p.tokens <- struct{}{}:
+		case <-wake:
+			p.waiters.Add(-1)
 		case <-ctx.Done():
+			p.waiters.Add(-1)
 			return nil, ctx.Err()
 		}
 	}
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		<-p.tokens
-		return nil, ErrClosed
-	}
-	if n := len(p.idle); n > 0 {
-		cn := p.idle[n-1]
-		p.idle[n-1] = nil
-		p.idle = p.idle[:n-1]
-		p.mu.Unlock()
-		return cn, nil
-	}
-	p.mu.Unlock()
+}
+
+// dial opens a connection for get, which counted it in open.
+func (p *pool) dial(ctx context.Context, srv *server) (*conn, error) {
 	nc, err := p.dialer.dial(ctx)
 	if err != nil {
-		<-p.tokens
+		p.mu.Lock()
+		p.open--
+		p.wakeLocked()
+		p.mu.Unlock()
 		var ae *authError
 		switch {
 		case ctx.Err() != nil:
@@ -75,87 +117,150 @@ func (p *pool) get(ctx context.Context, srv *server) (*conn, error) {
 		}
 		return nil, &connError{addr: p.addr, op: "dial", err: err}
 	}
-	return newConn(srv, nc), nil
-}
-
-// put returns a connection; reusable=false closes it (its request was interrupted or failed). A
-// reusable one is always kept: the token it held bounds the idle list to MaxOpenPerAddr.
-func (p *pool) put(cn *conn, reusable bool) {
+	cn := newConn(srv, p, nc, p.timeout)
+	cn.inflight.Store(1)
 	p.mu.Lock()
-	if reusable && !p.closed && !p.retired {
-		cn.idleSince = time.Now()
-		p.idle = append(p.idle, cn)
-		cn = nil
-		if !p.armed {
-			p.armed = true
-			if p.sweep == nil {
-				p.sweep = time.AfterFunc(p.idleTimeout, p.trim)
-			} else {
-				p.sweep.Reset(p.idleTimeout)
-			}
+	if p.closed {
+		p.open--
+		p.mu.Unlock()
+		cn.close()
+		return nil, ErrClosed
+	}
+	p.conns = append(p.conns, cn)
+	if !p.armed {
+		p.armed = true
+		if p.sweep == nil {
+			p.sweep = time.AfterFunc(p.idleTimeout, p.trim)
+		} else {
+			p.sweep.Reset(p.idleTimeout)
 		}
 	}
 	p.mu.Unlock()
-	if cn != nil {
-		cn.close()
-	}
-	<-p.tokens
+	return cn, nil
 }
 
-// trim closes the connections idle for longer than idleTimeout and re-arms itself for the oldest of
-// the others.
-func (p *pool) trim() {
-	cutoff := time.Now().Add(-p.idleTimeout)
-	p.mu.Lock()
-	n := 0
-	for n < len(p.idle) && !p.idle[n].idleSince.After(cutoff) {
-		n++
+// put ends one request's use of cn (its reply read, or drained, or its connection broken).
+func (p *pool) put(cn *conn) {
+	if cn.inflight.Add(-1) == 0 {
+		cn.lastUsed.Store(int64(time.Since(epoch)))
+		if p.ending.Load() {
+			p.mu.Lock()
+			if (p.closed || p.retired) && cn.inflight.Load() == 0 {
+				p.removeLocked(cn)
+			}
+			p.mu.Unlock()
+		}
 	}
-	expired := make([]*conn, n)
-	copy(expired, p.idle[:n])
-	rest := copy(p.idle, p.idle[n:])
-	clear(p.idle[rest:])
-	p.idle = p.idle[:rest]
-	p.armed = len(p.idle) > 0 && !p.closed
+	if p.waiters.Load() > 0 {
+		p.mu.Lock()
+		p.wakeLocked()
+		p.mu.Unlock()
+	}
+}
+
+// woke tells waiting callers that a connection's load changed (its drainer finished).
+func (p *pool) woke() {
+	if p.waiters.Load() > 0 {
+		p.mu.Lock()
+		p.wakeLocked()
+		p.mu.Unlock()
+	}
+}
+
+func (p *pool) wakeLocked() {
+	if p.wake != nil {
+		close(p.wake)
+		p.wake = nil
+	}
+}
+
+// remove closes cn and takes it out of the pool (it broke, or it is no longer wanted).
+func (p *pool) remove(cn *conn) {
+	p.mu.Lock()
+	p.removeLocked(cn)
+	p.mu.Unlock()
+}
+
+func (p *pool) removeLocked(cn *conn) {
+	for i, c := range p.conns {
+		if c == cn {
+			p.conns = append(p.conns[:i], p.conns[i+1:]...)
+			p.conns[len(p.conns):cap(p.conns)][0] = nil
+			p.open--
+			p.wakeLocked()
+			break
+		}
+	}
+	cn.close()
+}
+
+// trim closes the connections idle for longer than idleTimeout and re-arms itself while any is open.
+func (p *pool) trim() {
+	p.mu.Lock()
+	var expired []*conn
+	next := p.idleTimeout
+	for _, cn := range p.conns {
+		if cn.inflight.Load() != 0 || cn.draining.Load() {
+			continue
+		}
+		if idle := cn.idleFor(); idle >= p.idleTimeout {
+			expired = append(expired, cn)
+		} else if left := p.idleTimeout - idle; left < next {
+			next = left
+		}
+	}
+	for _, cn := range expired {
+		p.removeLocked(cn)
+	}
+	p.armed = len(p.conns) > 0 && !p.closed
 	if p.armed {
-		p.sweep.Reset(time.Until(p.idle[0].idleSince.Add(p.idleTimeout)))
+		p.sweep.Reset(next)
 	}
 	p.mu.Unlock()
-	for _, cn := range expired {
-		cn.close()
-	}
 }
 
-// idleCount is the number of idle connections (for tests).
+// idleCount is the number of open connections without requests (for tests).
 func (p *pool) idleCount() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.idle)
+	n := 0
+	for _, cn := range p.conns {
+		if cn.inflight.Load() == 0 {
+			n++
+		}
+	}
+	return n
 }
 
-// drop closes every idle connection (used when the server is ejected, and on Close).
+// drop closes every connection without requests (used when the server is ejected, and on Close, after
+// which the others close as their last request ends).
 func (p *pool) drop(final bool) {
 	p.mu.Lock()
-	idle := p.idle
-	p.idle = nil
 	if final {
 		p.closed = true
+		p.ending.Store(true)
 		if p.sweep != nil {
 			p.sweep.Stop()
 		}
 		p.armed = false
+		p.wakeLocked()
+	}
+	for i := 0; i < len(p.conns); {
+		if cn := p.conns[i]; cn.inflight.Load() == 0 && !cn.draining.Load() {
+			p.removeLocked(cn)
+			continue
+		}
+		i++
 	}
 	p.mu.Unlock()
-	for _, cn := range idle {
-		cn.close()
-	}
 }
 
 // retire closes the idle connections of a server removed from the list, and every other one when its
-// request ends (put); a request that picked the server just before it was removed still dials.
+// last request ends (put); a request that picked the server just before it was removed still runs.
 func (p *pool) retire() {
 	p.mu.Lock()
 	p.retired = true
+	p.ending.Store(true)
 	p.mu.Unlock()
 	p.drop(false)
 }

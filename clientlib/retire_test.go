@@ -22,7 +22,7 @@ func TestPoolRetire(t *testing.T) {
 	require.NoError(t, err)
 	busy, err := p.get(ctx, s)
 	require.NoError(t, err)
-	p.put(idle, true)
+	p.put(idle)
 	require.Equal(t, 1, p.idleCount())
 
 	p.retire()
@@ -32,8 +32,8 @@ func TestPoolRetire(t *testing.T) {
 
 	late, err := p.get(ctx, s) // picked before the removal
 	require.NoError(t, err)
-	p.put(late, true)
-	p.put(busy, true)
+	p.put(late)
+	p.put(busy)
 	require.Zero(t, p.idleCount(), "connections put back after the removal are not kept")
 	for _, cn := range []*conn{late, busy} {
 		_, err = cn.nc.Write([]byte("version\r\n"))

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 	"strconv"
 )
 
@@ -27,15 +28,6 @@ func (cn *conn) protoErr(format string, line []byte) error {
 
 func (cn *conn) ioErr(op string, err error) error {
 	return &connError{addr: cn.srv.addr, op: op, err: err}
-}
-
-// flush sends the buffered request.
-func (cn *conn) flush() error {
-	if err := cn.w.Flush(); err != nil {
-		return cn.ioErr("write", err)
-	}
-	cn.sent = true
-	return nil
 }
 
 // readLine returns the next reply line without its CRLF. The slice is valid until the next read.
@@ -82,6 +74,23 @@ func (cn *conn) readData(n int) ([]byte, error) {
 		return nil, cn.protoErr("data block without CRLF", buf[n:])
 	}
 	return buf[:n:n], nil
+}
+
+// readDataInto reads a data block of n bytes and its CRLF into dst's storage (grown if too small).
+func (cn *conn) readDataInto(dst []byte, n int) ([]byte, error) {
+	dst = slices.Grow(dst[:0], n)[:n]
+	if _, err := io.ReadFull(cn.r, dst); err != nil {
+		return dst[:0], cn.ioErr("read", err)
+	}
+	end, err := cn.r.Peek(2)
+	if err != nil {
+		return dst[:0], cn.ioErr("read", err)
+	}
+	if !bytes.Equal(end, crlf) {
+		return dst[:0], cn.protoErr("data block without CRLF", end)
+	}
+	_, _ = cn.r.Discard(2)
+	return dst, nil
 }
 
 // fields splits a reply line on single spaces into dst without allocating (dst's capacity permitting).
@@ -167,7 +176,7 @@ func (cn *conn) parseValue(line []byte, maxSize int) (valueHeader, error) {
 	return h, nil
 }
 
-// Request writers. bufio.Writer errors are sticky and surface at flush.
+// Request writers: they append to the connection's write buffer (under conn.wmu, until send).
 
 // writeStorageLine writes a storage command's line without its "\r\n": "<cmd> <key> <flags> <exptime>
 // <bytes>", with the lease token after the key for lease-set (ignored for the others).
@@ -188,11 +197,11 @@ func (cn *conn) writeStorageLine(cmd, key string, token uint64, flags uint32, ex
 }
 
 func (cn *conn) writeUint(n uint64) {
-	cn.w.Write(strconv.AppendUint(cn.num[:0], n, 10))
+	cn.w.b = strconv.AppendUint(cn.w.b, n, 10)
 }
 
 func (cn *conn) writeInt(n int64) {
-	cn.w.Write(strconv.AppendInt(cn.num[:0], n, 10))
+	cn.w.b = strconv.AppendInt(cn.w.b, n, 10)
 }
 
 func (cn *conn) writeData(v []byte) {
