@@ -16,20 +16,21 @@ const KeyMax = 250
 // MaxCapacity bounds a summary's entries: entry and index positions are uint16.
 const MaxCapacity = 1 << 14
 
-// Summary is Space-Saving (Metwally, Agrawal, El Abbadi 2005) over m entries: a key that is counted is
-// either monitored, and its count goes up by one, or it replaces the entry with the smallest count c and
-// takes count c+1 with error c. Every count is at least its key's true count and at most Err above it,
+// Summary is Space-Saving (Metwally, Agrawal, El Abbadi 2005) over m entries: a key that is counted with
+// weight w (the requests a sample stands for) is either monitored, and its count goes up by w, or it
+// replaces the entry with the smallest count c and takes count c+w with error c. Every count is at least its key's true count and at most Err above it,
 // and the smallest count is at most Total/m, so a key counted more than Total/m times is always monitored.
 //
 // All memory is allocated by NewSummary; Offer allocates nothing. It is not safe for concurrent use.
 type Summary struct {
-	n     int
-	total uint64
-	ents  []entry
-	keys  []byte   // entry e's key is keys[e*KeyMax:][:ents[e].keyLen]
-	heap  []uint16 // the entries, as a binary min-heap on count
-	index []uint16 // open addressing with linear probing on the hash: entry+1, 0 for an empty slot
-	mask  uint64
+	n       int
+	total   uint64 // the weights offered
+	samples uint64 // the offers
+	ents    []entry
+	keys    []byte   // entry e's key is keys[e*KeyMax:][:ents[e].keyLen]
+	heap    []uint16 // the entries, as a binary min-heap on count
+	index   []uint16 // open addressing with linear probing on the hash: entry+1, 0 for an empty slot
+	mask    uint64
 }
 
 // entry is one monitored key; 24 bytes, so that the fields Offer walks stay apart from the key bytes.
@@ -68,29 +69,37 @@ const entrySize = 24
 // Capacity is the number of entries.
 func (s *Summary) Capacity() int { return len(s.ents) }
 
-// Total is how many keys were offered since the last Reset.
+// Total is the weight of the keys offered since the last Reset: the requests they stand for.
 func (s *Summary) Total() uint64 { return s.total }
+
+// Samples is how many keys were offered since the last Reset.
+func (s *Summary) Samples() uint64 { return s.samples }
 
 // Reset forgets every key.
 func (s *Summary) Reset() {
-	s.n, s.total = 0, 0
+	s.n, s.total, s.samples = 0, 0, 0
 	clear(s.index)
 }
 
 // Offer counts one request of key (hashed h), a write or a read. A key longer than KeyMax is not counted.
-func (s *Summary) Offer(key []byte, h uint64, write bool) {
+func (s *Summary) Offer(key []byte, h uint64, write bool) { s.OfferN(key, h, write, 1) }
+
+// OfferN counts a sample of key (hashed h) that stands for w requests (w >= 1), writes or reads. A key
+// longer than KeyMax is not counted.
+func (s *Summary) OfferN(key []byte, h uint64, write bool, w uint32) {
 	if len(key) > KeyMax {
 		return
 	}
-	s.total++
+	s.total += uint64(w)
+	s.samples++
 	var read uint32
 	if !write {
-		read = 1
+		read = w
 	}
 	slot, e := s.find(key, h)
 	if e >= 0 {
 		en := &s.ents[e]
-		en.count++
+		en.count += w
 		en.reads += read
 		s.down(int(en.pos))
 		return
@@ -98,7 +107,7 @@ func (s *Summary) Offer(key []byte, h uint64, write bool) {
 	if s.n < len(s.ents) { // a free entry: the new key's count is exact
 		e = s.n
 		s.n++
-		s.ents[e] = entry{hash: h, count: 1, reads: read, pos: uint16(e), keyLen: uint8(len(key))}
+		s.ents[e] = entry{hash: h, count: w, reads: read, pos: uint16(e), keyLen: uint8(len(key))}
 		s.heap[e] = uint16(e)
 		copy(s.keys[e*KeyMax:], key)
 		s.index[slot] = uint16(e + 1)
@@ -110,7 +119,7 @@ func (s *Summary) Offer(key []byte, h uint64, write bool) {
 	s.unindex(e)
 	en := &s.ents[e]
 	en.err = en.count
-	en.count++
+	en.count += w
 	en.hash, en.reads, en.keyLen = h, read, uint8(len(key))
 	copy(s.keys[e*KeyMax:], key)
 	slot, _ = s.find(key, h) // unindex may have moved the slots after it

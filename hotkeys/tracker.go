@@ -30,13 +30,14 @@ func NewTracker(capacity int, window time.Duration) *Tracker {
 // Bytes is the memory a tracker holds once it has counted a key.
 func (t *Tracker) Bytes() int { return 2 * Bytes(t.capacity) }
 
-// Offer counts a sampled request of key (hashed h) at now (nanoseconds).
-func (t *Tracker) Offer(now int64, key []byte, h uint64, write bool) {
+// Offer counts a sampled request of key (hashed h) at now (nanoseconds), standing for w requests (the
+// sampler's Taken).
+func (t *Tracker) Offer(now int64, key []byte, h uint64, write bool, w uint32) {
 	t.mu.Lock()
 	if w := now / t.window; w != t.curW || t.cur == nil {
 		t.rotate(w)
 	}
-	t.cur.Offer(key, h, write)
+	t.cur.OfferN(key, h, write, w)
 	t.mu.Unlock()
 }
 
@@ -55,8 +56,8 @@ func (t *Tracker) rotate(w int64) {
 }
 
 // appendSpan appends the counts of the windows that overlap the span of now (the previous window and the
-// current one) to dst, and adds their totals to total.
-func (t *Tracker) appendSpan(now int64, dst []Count, total *uint64) []Count {
+// current one) to dst, and adds their totals (weights) and samples to total and samples.
+func (t *Tracker) appendSpan(now int64, dst []Count, total, samples *uint64) []Count {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.cur == nil {
@@ -65,11 +66,11 @@ func (t *Tracker) appendSpan(now int64, dst []Count, total *uint64) []Count {
 	w := now / t.window
 	if t.curW == w || t.curW == w-1 {
 		dst = t.cur.AppendCounts(dst)
-		*total += t.cur.Total()
+		*total, *samples = *total+t.cur.Total(), *samples+t.cur.Samples()
 	}
 	if t.curW == w { // prev is window w-1 (or empty)
 		dst = t.prev.AppendCounts(dst)
-		*total += t.prev.Total()
+		*total, *samples = *total+t.prev.Total(), *samples+t.prev.Samples()
 	}
 	return dst
 }
@@ -84,21 +85,26 @@ type HotKey struct {
 }
 
 // Top merges the trackers' windows that overlap the span at now (nanoseconds) and returns the n keys
-// with the largest estimated rates, largest first. rate is the sampling rate (one request in rate was
-// offered). Rates are over the span: the previous window and the current one so far.
-func Top(trackers []*Tracker, now int64, n, rate int) []HotKey {
-	if len(trackers) == 0 || n <= 0 {
-		return nil
+// with the largest estimated rates, largest first, and the mean sampling rate of the span (the requests a
+// sample stood for; 0 when nothing was sampled). Rates are over the span: the previous window and the
+// current one so far.
+func Top(trackers []*Tracker, now int64, n int) ([]HotKey, int) {
+	if len(trackers) == 0 {
+		return nil, 0
 	}
 	var (
-		cs    []Count
-		total uint64
+		cs             []Count
+		total, samples uint64
 	)
 	for _, t := range trackers {
-		cs = t.appendSpan(now, cs, &total)
+		cs = t.appendSpan(now, cs, &total, &samples)
 	}
-	if total == 0 {
-		return nil
+	if samples == 0 {
+		return nil, 0
+	}
+	rate := int((total + samples/2) / samples)
+	if n <= 0 {
+		return nil, rate
 	}
 	merged := make(map[string]int, len(cs))
 	out := cs[:0]
@@ -117,11 +123,11 @@ func Top(trackers []*Tracker, now int64, n, rate int) []HotKey {
 	span := float64(window+now%window) / float64(time.Second)
 	keys := make([]HotKey, len(out))
 	for i, c := range out {
-		rps := float64(c.Count) * float64(rate) / span
+		rps := float64(c.Count) / span
 		seen := c.Count - c.Err // hits while monitored: the read/write split is theirs
 		reads := rps * float64(c.Reads) / float64(max(seen, 1))
 		keys[i] = HotKey{Key: c.Key, Rate: rps, Share: 100 * float64(c.Count) / float64(total), Reads: reads,
 			Writes: rps - reads}
 	}
-	return keys
+	return keys, rate
 }

@@ -3,6 +3,7 @@ package hotkeys
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"testing"
 	"time"
 
@@ -34,7 +35,7 @@ func loadLoops(z *zipfLoad, loops, capacity, rate, perSec int, from, to, spanFro
 		}
 		if ss[l].Due(1) {
 			for j := ss[l].Next(1); j >= 0; j = ss[l].Next(1) {
-				ts[l].Offer(now, z.keys[i], z.hs[i], w)
+				ts[l].Offer(now, z.keys[i], z.hs[i], w, ss[l].Taken(now))
 			}
 		}
 		l = (l + 1) % loops
@@ -58,7 +59,7 @@ func TestTrackerZipfAccuracy(t *testing.T) {
 			z := newZipfLoad(7)
 			now := 10*sec + sec/2
 			ts, exact := loadLoops(z, 2, tc.capacity, tc.rate, tc.perSec, 8*sec, now, 9*sec)
-			top := Top(ts, now, 20, tc.rate)
+			top, _ := Top(ts, now, 20)
 			require.Len(t, top, 20)
 			span := 1.5
 			got := make([]string, len(top))
@@ -114,7 +115,7 @@ func topOf(counts map[string]float64, n int) []string {
 // and not after (at most two windows); an idle tracker lists nothing.
 func TestTrackerWindows(t *testing.T) {
 	tr := NewTracker(128, time.Second)
-	assert.Empty(t, Top([]*Tracker{tr}, 5*sec, 20, 16), "idle")
+	assert.Empty(t, top1(Top([]*Tracker{tr}, 5*sec, 20)), "idle")
 	const perSec = 50_000
 	smp := NewSampler(16, 1)
 	warm, warmH := []byte("warm"), xxhash.Sum64String("warm")
@@ -126,16 +127,16 @@ func TestTrackerWindows(t *testing.T) {
 			}
 			for smp.Next(1) >= 0 {
 				if n%100 == 0 {
-					tr.Offer(now, warm, warmH, false)
+					tr.Offer(now, warm, warmH, false, smp.Taken(now))
 					continue
 				}
 				k := fmt.Appendf(cold[:0], "cold:%d", n)
-				tr.Offer(now, k, xxhash.Sum64(k), true)
+				tr.Offer(now, k, xxhash.Sum64(k), true, smp.Taken(now))
 			}
 		}
 	}
 	run(10*sec, 10*sec+sec/2)
-	top := Top([]*Tracker{tr}, 10*sec+sec/2, 20, 16)
+	top := top1(Top([]*Tracker{tr}, 10*sec+sec/2, 20))
 	require.NotEmpty(t, top)
 	assert.Equal(t, "warm", top[0].Key)
 	assert.InDelta(t, 500*0.5/1.5, top[0].Rate, 100, "the span counts the window before the load as idle")
@@ -144,18 +145,18 @@ func TestTrackerWindows(t *testing.T) {
 
 	run(10*sec+sec/2, 12*sec+sec/4) // the last request in window 12
 	for _, now := range []int64{12*sec + sec/4, 13*sec + sec/2, 13*sec + sec - 1} {
-		top = Top([]*Tracker{tr}, now, 20, 16)
+		top = top1(Top([]*Tracker{tr}, now, 20))
 		require.NotEmpty(t, top, now)
 		assert.Equal(t, "warm", top[0].Key, now)
 	}
 	// At 13.5 s the span is window 12 (a quarter second of 500 requests a second) and the idle half of 13.
-	top = Top([]*Tracker{tr}, 13*sec+sec/2, 20, 16)
+	top = top1(Top([]*Tracker{tr}, 13*sec+sec/2, 20))
 	assert.InDelta(t, 500*0.25/1.5, top[0].Rate, 60, "window 11 (500/s) is not in the span")
-	assert.Empty(t, Top([]*Tracker{tr}, 14*sec, 20, 16), "gone two windows after the last")
-	assert.Empty(t, Top([]*Tracker{tr}, 100*sec, 20, 16))
+	assert.Empty(t, top1(Top([]*Tracker{tr}, 14*sec, 20)), "gone two windows after the last")
+	assert.Empty(t, top1(Top([]*Tracker{tr}, 100*sec, 20)))
 	// A request after a long pause starts afresh: nothing of the old windows is counted.
-	tr.Offer(100*sec, warm, warmH, true)
-	top = Top([]*Tracker{tr}, 100*sec+sec/2, 20, 16)
+	tr.Offer(100*sec, warm, warmH, true, 16)
+	top = top1(Top([]*Tracker{tr}, 100*sec+sec/2, 20))
 	require.Len(t, top, 1)
 	assert.InDelta(t, 16/1.5, top[0].Rate, 1e-9)
 	assert.InDelta(t, 100, top[0].Share, 1e-9)
@@ -210,7 +211,7 @@ func TestNoAllocations(t *testing.T) {
 		now += sec / 100_000
 		if smp.Due(1) {
 			for smp.Next(1) >= 0 {
-				tr.Offer(now, z.keys[i], z.hs[i], w)
+				tr.Offer(now, z.keys[i], z.hs[i], w, smp.Taken(now))
 			}
 		}
 	}
@@ -233,7 +234,7 @@ func BenchmarkOffer(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		k := idx[i%n]
-		tr.Offer(int64(i)*1000, z.keys[k], z.hs[k], writes[i%n])
+		tr.Offer(int64(i)*1000, z.keys[k], z.hs[k], writes[i%n], 1)
 		i++
 	}
 }
@@ -251,5 +252,62 @@ func BenchmarkDue(b *testing.B) {
 	}
 	if n == 0 && b.N > 1000 {
 		b.Fatal("nothing sampled")
+	}
+}
+
+// top1 is Top's keys.
+func top1(keys []HotKey, _ int) []HotKey { return keys }
+
+// TestAdaptiveSampler: an adaptive sampler keeps its samples near its target a second at any traffic
+// (every request when there are fewer), a burst from the starting rate costs a bounded number of extra
+// samples, and the weighted counts still estimate a key's rate.
+func TestAdaptiveSampler(t *testing.T) {
+	const target = 4096
+	cases := []struct {
+		perSec        int
+		minPS, maxPS  int // samples a second, seconds 2 to 4
+		firstSecondPS int // at most, second 0
+	}{
+		{perSec: 1_000, minPS: 1_000, maxPS: 1_000, firstSecondPS: 1_000},
+		{perSec: 100_000, minPS: target / 4, maxPS: 3 * target / 2, firstSecondPS: 2 * target},
+		{perSec: 2_000_000, minPS: target / 4, maxPS: 3 * target / 2, firstSecondPS: 5 * target},
+	}
+	for _, tc := range cases {
+		t.Run(strconv.Itoa(tc.perSec), func(t *testing.T) {
+			s := NewAdaptiveSampler(16, target, 3)
+			tr := NewTracker(128, time.Second)
+			hot, hotH := []byte("hot"), xxhash.Sum64String("hot")
+			cold := []byte("cold:000000")
+			var perSecond [4]int
+			step := sec / int64(tc.perSec)
+			n := 0
+			for now := 10 * sec; now < 14*sec; now += step {
+				n++
+				if !s.Due(1) {
+					continue
+				}
+				for s.Next(1) >= 0 {
+					perSecond[now/sec-10]++
+					key, h := hot, hotH
+					if n%20 != 0 { // the hot key is 5% of the requests
+						copy(cold[5:], fmt.Sprintf("%06d", n%100_000))
+						key, h = cold, xxhash.Sum64(cold)
+					}
+					tr.Offer(now, key, h, false, s.Taken(now))
+				}
+			}
+			assert.LessOrEqual(t, perSecond[0], tc.firstSecondPS, "second 0: %v", perSecond)
+			for _, ps := range perSecond[2:] {
+				assert.GreaterOrEqual(t, ps, tc.minPS, "%v", perSecond)
+				assert.LessOrEqual(t, ps, tc.maxPS, "%v", perSecond)
+			}
+			top, rate := Top([]*Tracker{tr}, 14*sec-1, 1)
+			require.Len(t, top, 1)
+			assert.Equal(t, "hot", top[0].Key)
+			x := float64(perSecond[2]+perSecond[3]) / 20 // the hot key's samples in the span
+			truth := float64(tc.perSec) / 20
+			assert.InDelta(t, truth, top[0].Rate, truth*(4/math.Sqrt(x)+0.01), "rate %d", rate)
+			assert.InDelta(t, 5, top[0].Share, 5*(4/math.Sqrt(x)+0.01))
+		})
 	}
 }

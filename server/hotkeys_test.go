@@ -185,7 +185,9 @@ func TestHotKeysOff(t *testing.T) {
 	out := s.appendHotKeyStatsString()
 	assert.Equal(t, "STAT hotkeys_sample_rate 0\r\nSTAT hotkeys_window_seconds 2\r\nEND\r\n", out)
 	assert.Nil(t, s.HotKeys(20))
-	assert.Empty(t, hotkeys.Top(s.hot.trackers, s.store.NowNano(), 20, 1), "nothing was counted")
+	keys, rate := hotkeys.Top(s.hot.trackers, s.store.NowNano(), 20)
+	assert.Empty(t, keys, "nothing was counted")
+	assert.Zero(t, rate)
 }
 
 // TestHotKeysBinaryStat: binary STAT with key "hotkeys" answers the same lines, one packet each.
