@@ -341,6 +341,10 @@ func (cn *conn) execBinary() binOutcome {
 		if len(r.Extras) == 4 {
 			delay = r.Uint32(0)
 		}
+		if cn.srv.cfg.DisableFlush { // -F: refused before it is counted, even quiet (process_bin_flush)
+			cn.binError(bp.StatusAuthError)
+			break
+		}
 		cn.local[statCmdFlush]++
 		cn.srv.store.FlushAll(int64(delay))
 		if cn.srv.watch.On(watch.Deletions) {

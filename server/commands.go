@@ -70,7 +70,11 @@ func (cn *conn) execute(req *protocol.Request) outcome {
 		cn.countHit(res == shard.Deleted, statDeleteHits, statDeleteMisses)
 		cn.reply(req, resultReply(res))
 	case protocol.CmdFlushAll:
-		cn.local[statCmdFlush]++
+		cn.local[statCmdFlush]++ // counted even when -F refuses it, as memcached does
+		if cn.srv.cfg.DisableFlush {
+			cn.reply(req, replyFlushNotAllowed)
+			break
+		}
 		cn.srv.store.FlushAll(req.Exptime)
 		if cn.srv.watch.On(watch.Deletions) {
 			cn.logFlush(req.Exptime)

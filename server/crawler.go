@@ -31,6 +31,10 @@ func (cn *conn) lruCrawler(req *protocol.Request) (suspend bool) {
 		// other commands before metadump": after version, set or stats replies, not after get or mn) and
 		// sometimes returns an empty one (after two gets): artefacts of its response objects. We always
 		// dump, which is what it does for a metadump sent on its own, as memcached-tool sends it.
+		if cn.srv.cfg.DisableDump { // -X: before the class list is read, as memcached
+			cn.out = append(cn.out, replyMetadumpNotAllowed...)
+			return false
+		}
 		if !ok {
 			cn.out = append(cn.out, replyBadClass...)
 			return false

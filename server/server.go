@@ -87,6 +87,9 @@ type Config struct {
 	LargePages  bool          // -L: item memory on transparent huge pages (for the store: shard.Config)
 	IdleTimeout time.Duration // --idle-timeout: close connections idle this long, whole seconds (0: never; idle.go)
 	HotKeys     int           // --hot-keys: how many keys `stats hotkeys` lists (0: detection off; hotkeys.go)
+	// DisableFlush, DisableDump and DisableWatch are memcached's -F, -X and -W: flush_all, the item dumps
+	// (stats cachedump, lru_crawler metadump) and watch are refused (disable.go).
+	DisableFlush, DisableDump, DisableWatch bool
 	// MetricsListen is --metrics-listen: host:port of the Prometheus endpoint ("": off; metrics.go).
 	MetricsListen string
 }

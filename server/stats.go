@@ -168,6 +168,10 @@ func (cn *conn) statsCmd(req *protocol.Request) {
 		cn.detailCmd(req)
 		return
 	case "cachedump":
+		if cn.srv.cfg.DisableDump {
+			cn.out = append(cn.out, replyCachedumpNotAllowed...)
+			return
+		}
 		cn.cachedump(req)
 		return
 	case "reset":

@@ -38,6 +38,9 @@ var closeReasons = [...]string{"error", "normal", "idle_timeout", "shutdown"}
 // startWatch serves `watch`: on OK the connection serves nothing more and writes only its lines
 // (serveWatch). It returns suspended so that serve stops at once, as memcached stops reading a watcher.
 func (cn *conn) startWatch(req *protocol.Request) outcome {
+	if cn.watchRefused(req) {
+		return keepOpen
+	}
 	flags, ok := watch.ParseFlags(req.Args)
 	switch {
 	case !ok:

@@ -102,6 +102,10 @@ func newApp() *cli.App {
 				Usage: "number of event loops"},
 			&cli.StringFlag{Name: "max-item-size", Aliases: []string{"I"}, Value: "1m",
 				Usage: "largest item stored, with k/m suffix (1k to 1g)"},
+			&cli.BoolFlag{Name: "disable-flush-all", Aliases: []string{"F"}, Usage: "refuse flush_all (memcached's -F)"},
+			&cli.BoolFlag{Name: "disable-dumping", Aliases: []string{"X"},
+				Usage: "refuse stats cachedump and lru_crawler metadump (memcached's -X)"},
+			&cli.BoolFlag{Name: "disable-watch", Aliases: []string{"W"}, Usage: "refuse watch (memcached's -W)"},
 			&cli.BoolFlag{Name: "enable-largepages", Aliases: []string{"L"},
 				Usage: "back item memory with 2 MiB transparent huge pages from the first touch, not only once written (see README)"},
 			&cli.DurationFlag{Name: "lease-window", Value: lease.DefaultWindow,
@@ -179,17 +183,20 @@ func configFrom(c *cli.Context, verbose int) (server.Config, error) {
 		return server.Config{}, fmt.Errorf("unexpected argument %q", c.Args().First())
 	}
 	cfg := server.Config{
-		Port:        c.Int("port"),
-		Threads:     c.Int("threads"),
-		ConnLimit:   c.Int("conn-limit"),
-		Verbosity:   verbose,
-		LeaseWindow: c.Duration("lease-window"),
-		StaleWindow: c.Duration("stale-window"),
-		Grace:       c.Duration("grace"),
-		Hold:        c.Duration("hold"),
-		LargePages:  c.Bool("enable-largepages"),
-		LogLevel:    new(slog.LevelVar),
-		HotKeys:     c.Int("hot-keys"),
+		Port:         c.Int("port"),
+		Threads:      c.Int("threads"),
+		ConnLimit:    c.Int("conn-limit"),
+		Verbosity:    verbose,
+		LeaseWindow:  c.Duration("lease-window"),
+		StaleWindow:  c.Duration("stale-window"),
+		Grace:        c.Duration("grace"),
+		Hold:         c.Duration("hold"),
+		LargePages:   c.Bool("enable-largepages"),
+		LogLevel:     new(slog.LevelVar),
+		HotKeys:      c.Int("hot-keys"),
+		DisableFlush: c.Bool("disable-flush-all"),
+		DisableDump:  c.Bool("disable-dumping"),
+		DisableWatch: c.Bool("disable-watch"),
 	}
 	format, err := logging.ParseFormat(c.String(flagLogFormat))
 	if err != nil {
