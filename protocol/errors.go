@@ -20,6 +20,17 @@ type Error struct {
 	// the old value of a "set" (and of any "ms") refused as too large, so a reader never sees data
 	// older than a write that failed. It aliases the input buffer, like Request's slices.
 	DropKey []byte
+	// Refused is a storage request refused before anything was stored (too large, or no memory for
+	// it): its command and key, for the caller's mutation log (memcached logs an item_store with
+	// status too_large or no_memory for it). Key aliases the input; nil when the error is not one.
+	Refused Refusal
+}
+
+// Refusal is a storage request refused before its value was stored (Error.Refused).
+type Refusal struct {
+	Cmd      Command
+	Key      []byte
+	NoMemory bool // refused for lack of memory, not for its size
 }
 
 // Error describes the protocol error for logs. It allocates; the hot path never calls it.

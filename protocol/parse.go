@@ -18,6 +18,8 @@ type pending struct {
 	next, n int    // where its data block starts, and its length without "\r\n"
 	noreply bool   // the refusal is silent
 	drop    []byte // the key whose old value a refusal removes (set, ms), aliasing the input; nil: none
+	cmd     Command
+	key     []byte // the request's key, aliasing the input
 }
 
 // RefuseNoMemory refuses the request that the last Parse of buf found waiting for its data block
@@ -31,6 +33,7 @@ func (p *Parser) RefuseNoMemory(buf []byte) (int, error) {
 	}
 	n, err := p.swallowBlock(buf, p.pend.next, p.pend.n, reply)
 	p.swallow.DropKey = p.pend.drop
+	p.swallow.Refused = Refusal{Cmd: p.pend.cmd, Key: p.pend.key, NoMemory: true}
 	p.need = 0
 	return n, err
 }

@@ -37,13 +37,14 @@ func (p *Parser) parseMetaSet(buf []byte, next int, req *Request, toks [][]byte)
 	if p.tooLarge(v.nkey, v.clientFlags, n) {
 		n, err := p.swallowBlock(buf, next, n, replyTooLarge)
 		p.swallow.DropKey = key
+		p.swallow.Refused = Refusal{Cmd: CmdMetaSet, Key: key}
 		return n, err
 	}
 	data, end, st := dataBlock(buf, next, n)
 	switch st {
 	case blockNeedMore:
 		p.need = end
-		p.pend = pending{next: next, n: n, drop: key}
+		p.pend = pending{next: next, n: n, drop: key, cmd: CmdMetaSet, key: key}
 		return 0, nil
 	case blockBadChunk:
 		return end, errBadDataChunk

@@ -69,13 +69,14 @@ func (p *Parser) parseStorage(buf []byte, next int, req *Request, toks [][]byte)
 		if req.Cmd == CmdSet {
 			p.swallow.DropKey = key
 		}
+		p.swallow.Refused = Refusal{Cmd: req.Cmd, Key: key}
 		return n, err
 	}
 	data, end, st := dataBlock(buf, next, n)
 	switch st {
 	case blockNeedMore:
 		p.need = end
-		p.pend = pending{next: next, n: n, noreply: noreply}
+		p.pend = pending{next: next, n: n, noreply: noreply, cmd: req.Cmd, key: key}
 		if req.Cmd == CmdSet {
 			p.pend.drop = key
 		}

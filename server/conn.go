@@ -301,6 +301,9 @@ func (cn *conn) refuse(err error) Action {
 	if perr.DropKey != nil {
 		cn.srv.store.Discard(perr.DropKey)
 	}
+	if perr.Refused.Key != nil && cn.srv.watch.On(watch.Mutations) {
+		cn.logRefusedStore(perr.Refused)
+	}
 	cn.sw.n = perr.Swallow
 	if cn.sw.n > 0 {
 		cn.sw.held = perr.Reply // a package-level reply text: safe to keep past the next Parse

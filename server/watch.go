@@ -178,6 +178,26 @@ func (cn *conn) logStore(mode shard.Mode, cmd string, key []byte, res shard.Resu
 	cn.logStoreLine(cmd, key, res, ttl, class, vlen)
 }
 
+// logRefusedStore logs the item_store line of a store the parser refused (too large, or no memory for
+// it): memcached logs one with no item, ttl 0 and size 0 (an ms as cmd=set). Its clsid and cfd fields are
+// the descriptor and 0 there (process_update_command passes one argument too few); leasecached logs
+// clsid=0 and the connection's descriptor, as every other line (doc/design/watch.md).
+func (cn *conn) logRefusedStore(r protocol.Refusal) {
+	mode := shard.ModeSet
+	if int(r.Cmd) < len(storeModes) && r.Cmd != protocol.CmdMetaSet {
+		mode = storeModes[r.Cmd]
+	}
+	res := shard.TooLarge
+	if r.NoMemory {
+		res = shard.NoMemory
+	}
+	name := storeCmdName(mode)
+	if r.Cmd == protocol.CmdLeaseSet {
+		name = "lease-set"
+	}
+	cn.logStoreLine(name, r.Key, res, 0, 0, 0)
+}
+
 // logVivified logs what memcached logs when a counter creates a missing key (ma N, a binary counter's
 // initial value): its store (do_store_item, NREAD_ADD) looks the key up again, then stores. An mg N links
 // its empty item without a store, and logs nothing more.

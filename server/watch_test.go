@@ -2,6 +2,7 @@ package server
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -211,4 +212,32 @@ func BenchmarkGetHitWatched(b *testing.B) {
 		cn.execute(&cn.req)
 		cn.out = cn.out[:0]
 	}
+}
+
+// A store the parser refuses (too large) logs memcached's item_store with its status, whatever the
+// command, so a near-cache hears of the set that dropped the old value too.
+func TestWatchRefusedStores(t *testing.T) {
+	s := newTestServer(t)
+	w, wc := newConn(s, nil), newWatcherConn()
+	startWatcher(t, w, wc, "mutations")
+	cl, fc := newConn(s, nil), &fakeConn{}
+	cl.fd = 7
+	big := s.cfg.MaxItemSize + 1
+	value := strings.Repeat("v", big) + "\r\n"
+	feed(cl, fc, "set k 0 0 1\r\nx\r\n"+
+		"set k 0 0 "+strconv.Itoa(big)+"\r\n"+value+
+		"add z 0 0 "+strconv.Itoa(big)+"\r\n"+value+
+		"ms k "+strconv.Itoa(big)+"\r\n"+value+"get k\r\n")
+	assert.Contains(t, fc.out.String(), "SERVER_ERROR object too large for cache\r\nSERVER_ERROR object too large for cache\r\n")
+	assert.True(t, strings.HasSuffix(fc.out.String(), "END\r\n"), "the set refused as too large dropped k")
+	lines := collect(t, w, wc, 4)
+	for i, l := range lines {
+		lines[i] = tsGid.ReplaceAllString(l, "")
+	}
+	assert.Equal(t, []string{
+		"type=item_store key=k status=stored cmd=set ttl=0 clsid=1 cfd=7 size=1",
+		"type=item_store key=k status=too_large cmd=set ttl=0 clsid=0 cfd=7 size=0",
+		"type=item_store key=z status=too_large cmd=add ttl=0 clsid=0 cfd=7 size=0",
+		"type=item_store key=k status=too_large cmd=set ttl=0 clsid=0 cfd=7 size=0",
+	}, lines)
 }
