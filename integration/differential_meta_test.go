@@ -103,6 +103,9 @@ func metaCases() []diffCase {
 		{name: "ms too large drops old value", chunk: bigChunk, wholeOnly: true, steps: one("ms $ka 1\r\na\r\nms $ka " + strconv.Itoa(overItemMax) + " q\r\n" +
 			strings.Repeat("x", overItemMax) + "\r\nmg $ka v\r\nms $kb 1\r\nb\r\nms $kb " + strconv.Itoa(overItemMax) + " ME\r\n" +
 			strings.Repeat("x", overItemMax) + "\r\nmg $kb v\r\n")},
+		// A base64 key (b): the key as stored is the one whose old value goes.
+		{name: "ms b too large drops old value", chunk: bigChunk, wholeOnly: true, steps: one("set b64drop 0 0 1\r\nx\r\n" +
+			"ms YjY0ZHJvcA== " + strconv.Itoa(overItemMax) + " b\r\n" + strings.Repeat("x", overItemMax) + "\r\nget b64drop\r\n")},
 		{name: "ms append too large", chunk: bigChunk, wholeOnly: true, steps: one("ms $ka 1048576\r\n" + strings.Repeat("a", mebibyte) + "\r\n" +
 			"ms $ka 1048576 MA\r\n" + strings.Repeat("b", mebibyte) + "\r\nmg $ka s\r\n")},
 

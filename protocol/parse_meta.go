@@ -34,17 +34,20 @@ func (p *Parser) parseMetaSet(buf []byte, next int, req *Request, toks [][]byte)
 	if v.reply != nil {
 		return p.swallowBlock(buf, next, n, v.reply)
 	}
+	// The key as stored (base64-decoded with b) is the one a refusal drops, as memcached's is; it
+	// aliases the Request, which stays as parsed until the refusal is answered.
+	stored := req.Meta.Key
 	if p.tooLarge(v.nkey, v.clientFlags, n) {
 		n, err := p.swallowBlock(buf, next, n, replyTooLarge)
-		p.swallow.DropKey = key
-		p.swallow.Refused = Refusal{Cmd: CmdMetaSet, Key: key}
+		p.swallow.DropKey = stored
+		p.swallow.Refused = Refusal{Cmd: CmdMetaSet, Key: stored}
 		return n, err
 	}
 	data, end, st := dataBlock(buf, next, n)
 	switch st {
 	case blockNeedMore:
 		p.need = end
-		p.pend = pending{next: next, n: n, drop: key, cmd: CmdMetaSet, key: key}
+		p.pend = pending{next: next, n: n, drop: stored, cmd: CmdMetaSet, key: stored}
 		return 0, nil
 	case blockBadChunk:
 		return end, errBadDataChunk
