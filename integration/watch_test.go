@@ -124,21 +124,21 @@ var (
 )
 
 // normaliseWatch rewrites what differs between two runs of one server: ts (the clock), cfd (descriptor
-// numbers are the process's) and rport (an ephemeral port). gid is kept as its offset from the first
-// line's, so the numbering (one gid per line, memcached's order) is compared. clsid is compared as it is:
-// leasecached reports memcached's default slab class of the item.
+// numbers are the process's) and rport (an ephemeral port). gids must increase and are compared as ranks:
+// lines of other connections (a readiness probe or an earlier case's connections closing late) take gids
+// between the ones kept. clsid is compared as it is: leasecached reports memcached's default slab class of
+// the item.
 func normaliseWatch(t *testing.T, lines []string) []string {
 	t.Helper()
 	out := make([]string, len(lines))
-	first := -1
+	prev := -1
 	for i, l := range lines {
 		m := watchTs.FindStringSubmatch(l)
 		require.NotNil(t, m, "line %q", l)
 		gid, _ := strconv.Atoi(m[1])
-		if first < 0 {
-			first = gid
-		}
-		l = watchTs.ReplaceAllString(l, fmt.Sprintf("gid=+%d ", gid-first))
+		require.Greater(t, gid, prev, "gids out of order at %q", l)
+		prev = gid
+		l = watchTs.ReplaceAllString(l, fmt.Sprintf("gid=+%d ", i))
 		l = watchCfd.ReplaceAllString(l, " cfd=N")
 		out[i] = watchPort.ReplaceAllString(l, " rport=N")
 	}
