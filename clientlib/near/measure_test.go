@@ -115,7 +115,7 @@ func writeToVisible(t *testing.T, nc *Cache, writer *clientlib.Client, readers i
 		var lat, setDur, invDur []time.Duration
 		for i := int64(1); i <= 50; i++ {
 			time.Sleep(100 * time.Millisecond) // let the readers copy the value again
-			pending.Store(-1) // first, or a reader still seeing the last value records it as this one
+			pending.Store(-1)                  // first, or a reader still seeing the last value records it as this one
 			seenAt.Store(0)
 			inv0 := nc.invalidations.Load()
 			begun.Store(time.Now().UnixNano())
