@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -219,4 +221,26 @@ func TestSizeBoundLive(t *testing.T) {
 		require.LessOrEqual(t, nc.Stats().Entries, 4)
 	}
 	assert.Positive(t, nc.Stats().Fills)
+}
+
+// While a server's stream is not up (here it never is), its hot keys are read through, not copied:
+// a write the stream would have reported must not be hidden behind a copy.
+func TestNoCopyWithoutStream(t *testing.T) {
+	d := startLeasecached(t)
+	c := newClient(t, d.Addr)
+	set(t, c, "k", "v")
+	var dials atomic.Int64
+	nc := newNear(t, c, Config{TTL: longTTL, HotReads: 1, HotKeysPoll: -1,
+		DialContext: func(context.Context, string, string) (net.Conn, error) {
+			dials.Add(1)
+			return nil, errors.New("no watch for this test")
+		}})
+	for i := 0; i < 200; i++ {
+		_, err := nc.Get(context.Background(), "k")
+		require.NoError(t, err)
+	}
+	st := nc.Stats()
+	assert.Zero(t, st.Fills)
+	assert.Zero(t, st.Hits)
+	assert.Positive(t, dials.Load(), "the watcher keeps trying")
 }
