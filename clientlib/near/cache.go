@@ -32,7 +32,7 @@ type Stats struct {
 	Misses        int64 // Gets that went to the client
 	Fills         int64 // near copies installed
 	Invalidations int64 // copies dropped by a watch line or a write through the Cache
-	Flushes       int64 // whole-server flushes: flush_all, skipped=, a lost stream
+	Flushes       int64 // whole-server flushes: flush_all, skipped=, a lost stream or a failed reconnect
 	Entries       int   // copies and reservations held now
 	Bytes         int
 }
