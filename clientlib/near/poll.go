@@ -1,0 +1,62 @@
+package near
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/leasecached/leasecached/clientlib"
+)
+
+// pollHotKeys asks every server for "stats hotkeys" each HotKeysPoll and marks the keys listed as hot
+// until the next poll. When no server answers the group and one refused it (memcached: ERROR), it
+// stops: local counting alone then finds hot keys.
+func (nc *Cache) pollHotKeys() {
+	defer close(nc.pollDone)
+	t := time.NewTicker(nc.cfg.HotKeysPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-nc.stopPoll:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), nc.cfg.HotKeysPoll)
+		stats, err := nc.c.ServerStats(ctx, "hotkeys")
+		cancel()
+		keys, answered := listedKeys(stats)
+		nc.hot.setListed(keys)
+		if !answered && refused(err) {
+			nc.cfg.Logf("near: no server answers stats hotkeys (%v); local counting only", err)
+			return
+		}
+	}
+}
+
+// listedKeys collects the decoded keys of every server's hotkey:N:key lines; answered says whether
+// any server answered the group at all.
+func listedKeys(stats map[string]map[string]string) (map[string]struct{}, bool) {
+	keys := make(map[string]struct{})
+	answered := false
+	for _, s := range stats {
+		if _, ok := s["hotkeys_sample_rate"]; ok {
+			answered = true
+		}
+		for name, v := range s {
+			if !strings.HasPrefix(name, "hotkey:") || !strings.HasSuffix(name, ":key") {
+				continue
+			}
+			if k, err := url.PathUnescape(v); err == nil {
+				keys[k] = struct{}{}
+			}
+		}
+	}
+	return keys, answered
+}
+
+func refused(err error) bool {
+	return errors.Is(err, clientlib.ErrServerError) || errors.Is(err, clientlib.ErrClientError) ||
+		errors.Is(err, clientlib.ErrProtocol)
+}
