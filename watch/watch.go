@@ -101,11 +101,18 @@ type Hub struct {
 
 	workerWritten, workerDropped atomic.Uint64
 	watcherSent, watcherSkipped  atomic.Uint64
+
+	// idle is set by the collector while it sleeps longer than minSleep; the first line logged then
+	// wakes it through kick (End), so a line after a quiet spell waits about a millisecond, not the
+	// collector's longest sleep: a near cache's invalidation latency (watch.md).
+	idle  atomic.Bool
+	kick  chan struct{}
+	kicks atomic.Uint64 // how many lines woke the collector (tests)
 }
 
 // NewHub returns a hub with no watchers.
 func NewHub() *Hub {
-	h := &Hub{}
+	h := &Hub{kick: make(chan struct{}, 1)}
 	h.shared = h.NewSink()
 	return h
 }
@@ -233,6 +240,13 @@ func (s *Sink) End(b []byte) {
 	s.buf = b
 	s.written++
 	s.mu.Unlock()
+	if h := s.hub; h.idle.Load() && h.idle.CompareAndSwap(true, false) {
+		h.kicks.Add(1)
+		select {
+		case h.kick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Watcher is one watching connection: the lines waiting for it, bounded by WatcherBufSize.
@@ -304,6 +318,9 @@ func (h *Hub) collect() {
 	var sinks []*Sink
 	var ws []*Watcher
 	sleep := minSleep
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
 		h.mu.Lock()
 		if len(h.watchers) == 0 {
@@ -338,7 +355,19 @@ func (h *Hub) collect() {
 		} else {
 			sleep = min(sleep+sleep/8, maxSleep)
 		}
-		time.Sleep(sleep)
+		if sleep <= minSleep {
+			time.Sleep(sleep)
+			continue
+		}
+		h.idle.Store(true)
+		timer.Reset(sleep)
+		select {
+		case <-h.kick: // a line was logged: collect it now, and keep collecting at the short pace
+			timer.Stop()
+			sleep = minSleep
+		case <-timer.C:
+		}
+		h.idle.Store(false)
 	}
 }
 

@@ -3,6 +3,7 @@ package watch
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -214,4 +215,22 @@ func TestBeginEndAllocatesNothing(t *testing.T) {
 	}
 	log()
 	assert.Zero(t, testing.AllocsPerRun(1000, log))
+}
+
+// A line logged while the collector sleeps out a quiet spell wakes it (End kicks it), so it is collected
+// at once, not after the collector's longest sleep. The collector may also wake by itself between the
+// test seeing it idle and logging: so a few tries, each of which must end with the line collected.
+func TestIdleCollectorIsKicked(t *testing.T) {
+	h := NewHub()
+	s := h.NewSink()
+	r := addReader(t, h, Fetchers)
+	kicked := false
+	for i := 0; i < 20 && !kicked; i++ {
+		waitFor(t, "the collector to go idle", h.idle.Load)
+		before := h.kicks.Load()
+		line(s, Fetchers, "type=item_get key=k"+strconv.Itoa(i))
+		kicked = h.kicks.Load() == before+1
+		waitFor(t, "the line", func() bool { return strings.Contains(r.text(), "key=k"+strconv.Itoa(i)+"\n") })
+	}
+	assert.True(t, kicked, "no line logged while the collector was idle woke it")
 }
