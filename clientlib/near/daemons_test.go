@@ -3,10 +3,7 @@ package near
 import (
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,27 +15,13 @@ import (
 // Real servers, started as clientlib's and typed's tests start them (internal/testdaemon):
 // leasecached built from this tree, and Debian's memcached 1.6.18.
 
-var (
-	buildOnce sync.Once
-	buildBin  string
-	buildErr  error
-)
+var daemon = testdaemon.Build{Pkg: testdaemon.Leasecached}
 
 func leasecachedBin(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "near-test-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		buildBin = filepath.Join(dir, "leasecached")
-		if out, err := exec.Command("go", "build", "-o", buildBin, "github.com/leasecached/leasecached/cmd/leasecached").CombinedOutput(); err != nil {
-			buildErr = &exec.Error{Name: string(out), Err: err}
-		}
-	})
-	require.NoError(t, buildErr)
-	return buildBin
+	bin, err := daemon.Path()
+	require.NoError(t, err)
+	return bin
 }
 
 func leasecachedArgs(port int) []string {
@@ -101,8 +84,6 @@ func newNear(t *testing.T, c *clientlib.Client, cfg Config) *Cache {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildBin != "" {
-		_ = os.RemoveAll(filepath.Dir(buildBin))
-	}
+	daemon.Remove()
 	os.Exit(code)
 }

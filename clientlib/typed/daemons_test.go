@@ -4,9 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,11 +15,7 @@ import (
 // The real servers the typed cache is checked against, started as clientlib's own tests start them
 // (internal/testdaemon): leasecached built from this tree, and Debian's memcached 1.6.
 
-var (
-	buildOnce sync.Once
-	buildBin  string
-	buildErr  error
-)
+var daemon = testdaemon.Build{Pkg: testdaemon.Leasecached}
 
 func start(t *testing.T, name, bin string, args func(port int) []string) string {
 	t.Helper()
@@ -34,19 +28,9 @@ func start(t *testing.T, name, bin string, args func(port int) []string) string 
 
 func startLeasecached(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "typed-test-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		buildBin = filepath.Join(dir, "leasecached")
-		if out, err := exec.Command("go", "build", "-o", buildBin, "github.com/leasecached/leasecached/cmd/leasecached").CombinedOutput(); err != nil {
-			buildErr = &exec.Error{Name: string(out), Err: err}
-		}
-	})
-	require.NoError(t, buildErr)
-	return start(t, "leasecached", buildBin, func(port int) []string {
+	bin, err := daemon.Path()
+	require.NoError(t, err)
+	return start(t, "leasecached", bin, func(port int) []string {
 		return []string{"-p", strconv.Itoa(port), "-l", "127.0.0.1", "-m", "64", "-t", "2"}
 	})
 }
@@ -82,8 +66,6 @@ var backends = []struct {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildBin != "" {
-		_ = os.RemoveAll(filepath.Dir(buildBin))
-	}
+	daemon.Remove()
 	os.Exit(code)
 }

@@ -5,10 +5,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -96,48 +94,22 @@ func TestRunUntilStoppedNotifyFails(t *testing.T) {
 	assert.NoError(t, err)
 }
 
-var daemonBuild struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
+var daemonBuild = testdaemon.Build{Pkg: testdaemon.Leasecached}
 
 // TestMain removes the daemon binary the tests built.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if daemonBuild.dir != "" {
-		os.RemoveAll(daemonBuild.dir)
-	}
+	daemonBuild.Remove()
 	os.Exit(code)
 }
 
 // daemonBinary builds this command once for the tests that run the real daemon.
 func daemonBinary(t *testing.T) string {
 	t.Helper()
-	b := &daemonBuild
-	b.once.Do(func() {
-		if b.dir, b.err = os.MkdirTemp("", "leasecached-bin"); b.err != nil {
-			return
-		}
-		b.path = filepath.Join(b.dir, "leasecached")
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", b.path, ".").CombinedOutput()
-		if err != nil {
-			b.err = &buildError{err: err, out: string(out)}
-		}
-	})
-	require.NoError(t, b.err)
-	return b.path
+	bin, err := daemonBuild.Path()
+	require.NoError(t, err)
+	return bin
 }
-
-type buildError struct {
-	err error
-	out string
-}
-
-func (e *buildError) Error() string { return "go build: " + e.err.Error() + "\n" + e.out }
 
 // The daemon under systemd: READY=1 arrives when its port accepts connections, RELOADING=1 and READY=1
 // around a SIGHUP, STOPPING=1 at SIGTERM, then it exits 0.
