@@ -12,14 +12,6 @@ var (
 	replyWatchNotAllowed     = []byte("CLIENT_ERROR watch commands not allowed\r\n")
 )
 
-// yesNo is how `stats settings` shows a switch.
-func yesNo(on bool) string {
-	if on {
-		return "yes"
-	}
-	return "no"
-}
-
 // watchRefused answers a watch that -W turned off, and reports whether it did. As memcached, a trailing
 // noreply (set_noreply_maybe, before any other check) silences the refusal.
 func (cn *conn) watchRefused(req *protocol.Request) bool {

@@ -19,12 +19,6 @@ import (
 // tunables is their default. leasecached's own settings follow memcached's. The listener, -Y and ssl_*
 // lines show the command line's settings (server.Config; cmd/leasecached reads them).
 func (s *Server) appendSettingsStats(dst []byte) []byte {
-	yesNo := func(b bool) string {
-		if b {
-			return "yes"
-		}
-		return "no"
-	}
 	dst = statInt(dst, "maxbytes", s.store.MemoryLimit())
 	dst = statInt(dst, "maxconns", int64(s.cfg.ConnLimit))
 	dst = statInt(dst, "tcpport", int64(s.cfg.Port))
@@ -139,6 +133,14 @@ func orCNull(v string) string {
 		return "(null)"
 	}
 	return v
+}
+
+// yesNo is how `stats settings` shows a switch.
+func yesNo(on bool) string {
+	if on {
+		return "yes"
+	}
+	return "no"
 }
 
 // yesNoPath is auth_enabled_ascii's form: the -Y file, or "no".
