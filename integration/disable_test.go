@@ -25,9 +25,11 @@ func TestDisableSwitchesDifferential(t *testing.T) {
 	run := func(t *testing.T, d *daemon, off bool) (text []string, bin []string, stats map[string]string) {
 		c := dialWatch(t, d)
 		for _, cmd := range script {
-			if !off && (strings.HasPrefix(cmd, "watch") || strings.HasPrefix(cmd, "lru_crawler")) {
-				// A watch that works turns the connection into a stream (watch_test.go); a metadump that
-				// works is compared in crawler tests (memcached's reply to a command right behind one varies).
+			if !off && (strings.HasPrefix(cmd, "watch") || strings.HasPrefix(cmd, "lru_crawler") ||
+				cmd == "stats cachedump 1 1\r\n") {
+				// A watch that works turns the connection into a stream (watch_test.go); the dumps that work
+				// are compared elsewhere: memcached's reply to a command right behind a metadump varies, and
+				// its cachedump lists a flushed item until its crawler reaps it.
 				continue
 			}
 			text = append(text, fmt.Sprintf("%q -> %q", cmd, c.do(t, cmd)))
