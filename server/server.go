@@ -85,6 +85,8 @@ type Config struct {
 	Grace       time.Duration // --grace: how long an expired value answers plain reads while one refills (0: off)
 	Hold        time.Duration // --hold: how long a read of a key being refilled may wait for the refill (0: off)
 	LargePages  bool          // -L: item memory on transparent huge pages (for the store: shard.Config)
+	DataDir     string        // --data-dir: item memory kept in files there (for the store: shard.Config)
+	DataSync    time.Duration // --data-sync: how often the data directory is written to disk
 	IdleTimeout time.Duration // --idle-timeout: close connections idle this long, whole seconds (0: never; idle.go)
 	HotKeys     int           // --hot-keys: how many keys `stats hotkeys` lists (0: detection off; hotkeys.go)
 	// DisableFlush, DisableDump and DisableWatch are memcached's -F, -X and -W: flush_all, the item dumps

@@ -344,6 +344,16 @@ func (s *Server) appendGeneralStats(dst []byte) []byte {
 		dst = statInt(dst, "hold_waiting", s.store.Parked())
 	}
 	dst = statInt(dst, "huge_page_bytes", ss.HugePageBytes)
+	if rs := s.store.RestartStats(); rs.Enabled { // with --data-dir only: memcached has no such lines
+		loading := uint64(0)
+		if rs.Loading {
+			loading = 1
+		}
+		dst = statUint(dst, "restart_loading", loading)
+		dst = statInt(dst, "restart_items_loaded", rs.Loaded)
+		dst = statInt(dst, "restart_items_dropped", rs.Dropped)
+		dst = stat(dst, "restart_seconds", strconv.FormatFloat(rs.Seconds, 'f', 6, 64))
+	}
 	return dst
 }
 

@@ -92,6 +92,7 @@ func (sh *shard) rescue(r, head slab.Ref, id int, now int64) bool {
 	nb := sh.chunk(nu)
 	copy(nb, sh.chunk(r)) // same class, same size: header, key, value, bits and links alike
 	if r == head {
+		sh.al.SetSum(nu, sh.al.Sum(r))
 		h := Hash(itemKey(nb))
 		slot, found := sh.idx.slotOf(h, r)
 		if !found {

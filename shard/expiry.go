@@ -99,6 +99,7 @@ func (s *Store) FlushAll(delay int64) {
 		s.oldestCas.Store(s.cas.Add(1))
 	}
 	s.oldestLive.Store(at - 1)
+	s.flushed()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()

@@ -31,6 +31,9 @@ const (
 // every write/delete/flush, keeping the last value as stale on delete or
 // expiry, all atomically with the item change because we hold the lock.
 func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
+	if nu != slab.NilRef {
+		sh.seal(nu, sh.chunk(nu)) // the item is whole: it may survive a restart (persist.go)
+	}
 	// Lease invalidation happens here, under the same lock as the item change, so no lease-set can
 	// observe the key between "changed" and "lease cancelled" (the stale-set race leases exist for).
 	sh.invalidateLeases(h, why)
@@ -106,13 +109,15 @@ func (sh *shard) inPlaceClass(b []byte, n int) (int, bool) {
 // Rewriting the old chunk, whose lines the lookup just brought in, does none of that. It is as safe as
 // freeing it, which let the next store take it: no reader keeps a view of an item past the shard lock
 // (replies copy values out).
-func (sh *shard) overwrite(b []byte, id int, key, value []byte, flags, exp uint32, meta, lay byte, now int64) uint64 {
+func (sh *shard) overwrite(r slab.Ref, b []byte, id int, key, value []byte, flags, exp uint32, meta, lay byte, now int64) uint64 {
 	was := itemBytes(b)
+	sh.unseal(r)
 	b[offState] = kindHead
 	b[offMeta] = lay
 	cas := sh.st.cas.Add(1)
 	writeHeader(b, cas, exp, uint32(now), flags, key, len(value), meta)
 	copy(b[dataOff(b):], value)
+	sh.seal(r, b)
 	// account's change, for an item that stays in its class. The counters are written only when it is not
 	// zero: each is on a line that a write would take from the other CPU (the class counters' on every store).
 	if d := itemBytes(b) - was; d != 0 {

@@ -137,7 +137,7 @@ func (sh *shard) storeItem(k Hashed, key, value []byte, rq *storeReq, now int64)
 	lay := layoutOf(flags, exp, vlen)
 	if old != slab.NilRef && mode != ModeAppend && mode != ModePrepend {
 		if id, ok := sh.inPlaceClass(ob, headerLen(lay, false)+len(key)+vlen); ok {
-			return Stored, sh.overwrite(ob, id, key, value, flags, exp, meta, lay, now)
+			return Stored, sh.overwrite(old, ob, id, key, value, flags, exp, meta, lay, now)
 		}
 	}
 	if old != slab.NilRef {
@@ -284,6 +284,7 @@ func (sh *shard) arith(h uint64, ref slab.Ref, b []byte, incr bool, delta uint64
 	digits := strconv.AppendUint(buf[:0], n, 10)
 	b[offState] |= flagVisited
 	if len(digits) <= vlen {
+		sh.unseal(ref) // mutate seals it again
 		copy(v, digits)
 		for i := len(digits); i < vlen; i++ {
 			v[i] = ' '

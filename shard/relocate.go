@@ -12,7 +12,9 @@ import "github.com/leasecached/leasecached/slab"
 // then dropped as an eviction would drop it.
 func (sh *shard) setExp(h uint64, ref slab.Ref, b []byte, exp uint32, now int64) (slab.Ref, []byte) {
 	if canSetExp(b, exp) {
+		sh.unseal(ref)
 		setItemExp(b, exp)
+		sh.seal(ref, b)
 		return ref, b
 	}
 	klen, vlen, flags := itemKlen(b), itemVlen(b), itemFlags(b)
@@ -29,6 +31,7 @@ func (sh *shard) setExp(h uint64, ref slab.Ref, b []byte, exp uint32, now int64)
 	copyValue(&w, sh.al, b)
 	const carried = flagVisited | flagFetched | flagActive | flagGhost
 	nb[offState] = nb[offState]&^(flagPinned|carried) | b[offState]&carried | pinned
+	sh.seal(nu, nb)
 
 	slot, found := sh.idx.slotOf(h, ref)
 	if !found {

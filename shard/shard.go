@@ -3,6 +3,8 @@ package shard
 import (
 	"sync/atomic"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/leasecached/leasecached/lease"
 	"github.com/leasecached/leasecached/slab"
 )
@@ -55,6 +57,9 @@ type shard struct {
 	// as stale values.
 	noGhost bool
 
+	// sums computes item seals in a data directory (persist.go); nil without one.
+	sums *xxhash.Digest
+
 	reclaimCur    slab.Cursor
 	reclaimOldest []uint32  // per class: oldest store time seen in the current reclaimer pass
 	reclaimPass   passCount // what the current pass has seen (under mu)
@@ -67,12 +72,16 @@ type shard struct {
 	// (TestShardLayout). Go places the shards' slice at a line boundary, or 8 bytes past one when it puts
 	// its allocation header first, so each shard's lock and the fields every find writes are on one line,
 	// which holds nothing else of any other shard but the previous one's padding.
-	_ [64]byte
+	_ [56]byte
 }
 
-func (sh *shard) init(s *Store, share int64) {
+func (sh *shard) init(s *Store, self int, share int64) {
 	sh.st = s
 	sh.al = slab.NewAllocator(s.arena, s.classes, 1)
+	sh.al.SetOwner(self)
+	if s.persist != nil {
+		sh.sums = xxhash.New()
+	}
 	sh.idx = newIndex(indexInitialSlots)
 	sh.idx.retire = sh.retireTable
 	sh.publishIndex()

@@ -99,6 +99,10 @@ type Config struct {
 	// LargePages backs item memory with transparent huge pages (memcached's -L; slab.NewLargePageArena
 	// says what it costs).
 	LargePages bool
+	// DataDir keeps item memory in files there, so a restart on it comes back warm (persist.go); "": off.
+	DataDir string
+	// DataSync is how often a data directory is written to disk (0: only when the store is closed).
+	DataSync time.Duration
 }
 
 // Info is an item's metadata as returned by reads.
@@ -152,6 +156,9 @@ type Store struct {
 
 	evictLog atomic.Pointer[evictionLogBox] // `watch evictions` (watch.go)
 
+	// persist is the data directory (persist.go); nil without one.
+	persist *persistence
+
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
@@ -177,7 +184,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.LargePages {
 		newArena = slab.NewLargePageArena
 	}
-	arena, err := newArena(arenaBytes)
+	arenaPages, err := slab.LimitPages(arenaBytes)
 	if err != nil {
 		return nil, fmt.Errorf("shard: %w", err)
 	}
@@ -186,9 +193,22 @@ func New(cfg Config) (*Store, error) {
 	case n < 0 || n > MaxShards:
 		return nil, fmt.Errorf("shard: shard count %d outside [0, %d]", n, MaxShards)
 	case n == 0:
-		n = min(autoShards(int(cfg.MemoryLimit/slab.PageSize)), arena.MaxPages())
-	case n > arena.MaxPages():
-		return nil, fmt.Errorf("shard: %d shards but only %d pages of memory: each shard needs a page", n, arena.MaxPages())
+		n = min(autoShards(int(cfg.MemoryLimit/slab.PageSize)), arenaPages)
+	case n > arenaPages:
+		return nil, fmt.Errorf("shard: %d shards but only %d pages of memory: each shard needs a page", n, arenaPages)
+	}
+	classes := slab.DefaultClasses()
+	var (
+		arena   *slab.Arena
+		persist *persistence
+	)
+	if cfg.DataDir != "" {
+		persist, arena, err = openPersistence(cfg, arenaBytes, n, classes)
+	} else {
+		arena, err = newArena(arenaBytes)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("shard: %w", err)
 	}
 	var clock *coarseClock // started after the last error return, so a failed New leaks no goroutine
 	if cfg.Now == nil && cfg.NowNano == nil {
@@ -224,7 +244,8 @@ func New(cfg Config) (*Store, error) {
 		leaseEntries: int(max(leaseBudget/lease.EntryBytes/int64(n), 1)),
 		maxItemSize:  cfg.MaxItemSize,
 		arena:        arena,
-		classes:      slab.DefaultClasses(),
+		persist:      persist,
+		classes:      classes,
 		shards:       make([]shard, n),
 		stop:         make(chan struct{}),
 		done:         make(chan struct{}),
@@ -235,7 +256,10 @@ func New(cfg Config) (*Store, error) {
 	s.started = cfg.Now() - processStartSkew
 	s.limit.Store(cfg.MemoryLimit)
 	for i := range s.shards {
-		s.shards[i].init(s, byteShare(arenaBytes, n, i))
+		s.shards[i].init(s, i, byteShare(arenaBytes, n, i))
+	}
+	if persist != nil {
+		s.startRestart()
 	}
 	if cfg.ReclaimInterval > 0 {
 		go s.reclaimLoop(cfg.ReclaimInterval)
@@ -253,9 +277,11 @@ func autoShards(pages int) int {
 	return 1 << (bits.Len(uint(n)) - 1)
 }
 
-// Close stops the background reclaimer. The Store stays usable.
+// Close stops the background reclaimer. The Store stays usable, except with a data directory: that is
+// written to disk and closed, and nothing may use the Store afterwards.
 func (s *Store) Close() {
 	s.closeOnce.Do(func() {
+		defer func() { _ = s.closePersistence() }()
 		if s.clock != nil {
 			s.clock.close()
 		}

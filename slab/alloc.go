@@ -8,6 +8,8 @@ type Allocator struct {
 	cls      []classState
 	owned    int // pages taken from the arena
 	maxPages int // this allocator's share of the arena budget
+	// owner names this allocator in a data directory's page records (SetOwner).
+	owner uint8
 
 	// drain is the page being emptied between BeginDrain and EndDrain (drain.go); drain.page is noDrain
 	// when there is none.
@@ -89,7 +91,7 @@ func (al *Allocator) Alloc(id int) (Ref, bool) {
 			return NilRef, false
 		}
 		al.owned++
-		al.arena.setClass(p, uint8(id))
+		al.arena.setClass(p, uint8(id), al.owner)
 		cs.pages = append(cs.pages, p)
 		cs.bumping, cs.bumpPage, cs.bumpOff = true, p, 0
 	}
@@ -117,6 +119,9 @@ func (al *Allocator) Free(r Ref) {
 	b := al.arena.chunkAt(r, StateOffset+1)
 	writeLink(b, cs.free)
 	b[StateOffset] = StateFree
+	if al.arena.back != nil {
+		al.SetSum(r, 0)
+	}
 	cs.free = r
 	cs.nfree++
 	cs.used--

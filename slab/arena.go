@@ -64,6 +64,8 @@ type Arena struct {
 	// huge is set for NewLargePageArena: regions are huge pages from their first touch, and col is idle.
 	huge bool
 	col  collapser
+	// back is the data directory holding the pages (backing.go), nil for anonymous memory.
+	back *Backing
 
 	mu      sync.Mutex
 	limit   int      // page budget; may be below inUse right after it is lowered
@@ -91,11 +93,14 @@ type directory [MaxPages >> segmentShift]atomic.Pointer[segment]
 type segment struct {
 	pages [segmentPages][]byte
 	class [segmentPages]uint8 // size class of each page, owned like the page itself
+	owner [segmentPages]uint8 // the owning allocator's SetOwner name, owned like the page itself
 	// base[i] is the first byte of pages[i], or nil, for lock-free readers (ChunkHint).
 	base [segmentPages]atomic.Pointer[byte]
 	// carved[i] is how far pages[i] has been carved, as its owner last reported it (markCarved); 0 while
 	// the page is not in use.
 	carved [segmentPages]atomic.Uint32
+	// sums[i] is pages[i]'s seals in a data directory (persist.go), nil without one.
+	sums [segmentPages][]byte
 }
 
 // NewArena sets the page budget to limit bytes (at least one page).
@@ -127,6 +132,17 @@ func NewLargePageArena(limit int64) (*Arena, error) {
 	return newArena(limit, true)
 }
 
+// NewBackedArena is NewArena with its pages in data directory b (backing.go, persist.go): what is stored
+// in them survives the process. The pages are file pages, so they never move onto huge pages.
+func NewBackedArena(limit int64, b *Backing) (*Arena, error) {
+	a := &Arena{dir: new(directory), spare: &spareHalves{}, back: b}
+	a.col.unsupported.Store(true)
+	if err := a.SetLimit(limit); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
 func newArena(limit int64, huge bool) (*Arena, error) {
 	a := &Arena{dir: new(directory), spare: &spareHalves{}, huge: huge}
 	if err := a.SetLimit(limit); err != nil {
@@ -135,6 +151,9 @@ func newArena(limit int64, huge bool) (*Arena, error) {
 	runtime.AddCleanup(a, unmapAll, arenaMemory{a.dir, a.spare})
 	return a, nil
 }
+
+// Backing is the data directory holding the arena's pages, or nil.
+func (a *Arena) Backing() *Backing { return a.back }
 
 // hugePagePages is how many pages one huge-page region holds.
 const hugePagePages = hugePageSize / PageSize
@@ -277,14 +296,28 @@ func (a *Arena) takePage() (uint32, bool) {
 	a.mu.Unlock()
 	// The slot is the taker's alone from here on; mapping outside the lock keeps takers of other pages
 	// from waiting on a system call.
-	mem, err := a.mapPage()
+	var (
+		mem, sums []byte
+		err       error
+	)
+	if a.back != nil {
+		mem, sums, err = a.back.page(id)
+	} else {
+		mem, err = a.mapPage()
+	}
 	if err != nil {
-		a.giveBack(id) // out of address space or memory: the caller evicts, as on an exhausted budget
+		a.giveBack(id) // out of address space, memory or disk: the caller evicts, as on an exhausted budget
 		return 0, false
 	}
-	seg.pages[id&segmentMask] = mem
-	seg.base[id&segmentMask].Store(unsafe.SliceData(mem))
+	a.install(seg, id, mem, sums)
 	return id, true
+}
+
+// install makes mem (and sums, in a data directory) the memory of page id, whose slot in seg is taken.
+func (a *Arena) install(seg *segment, id uint32, mem, sums []byte) {
+	seg.pages[id&segmentMask] = mem
+	seg.sums[id&segmentMask] = sums
+	seg.base[id&segmentMask].Store(unsafe.SliceData(mem))
 }
 
 // releasePage gives page id back to the budget and its memory back to the system at once. The caller
@@ -295,7 +328,12 @@ func (a *Arena) releasePage(id uint32) {
 	seg.pages[id&segmentMask] = nil
 	seg.base[id&segmentMask].Store(nil)
 	seg.carved[id&segmentMask].Store(0)
-	a.col.unmap(a.spare.withPartner(mem))
+	seg.sums[id&segmentMask] = nil
+	if a.back != nil {
+		a.back.discard(id)
+	} else {
+		a.col.unmap(a.spare.withPartner(mem))
+	}
 	a.giveBack(id)
 }
 
@@ -314,9 +352,19 @@ func (a *Arena) page(id uint32) []byte { return a.dir[id>>segmentShift].Load().p
 // classOf is the size class of page id.
 func (a *Arena) classOf(id uint32) uint8 { return a.dir[id>>segmentShift].Load().class[id&segmentMask] }
 
-// setClass records the size class of page id (the caller owns the page).
-func (a *Arena) setClass(id uint32, c uint8) {
-	a.dir[id>>segmentShift].Load().class[id&segmentMask] = c
+// setClass records the size class of page id, and in a data directory its owner (the caller owns the
+// page). A page that changes class is emptied there first: its old chunks would read as the new class's.
+func (a *Arena) setClass(id uint32, c uint8, owner uint8) {
+	seg := a.dir[id>>segmentShift].Load()
+	if a.back != nil {
+		if seg.class[id&segmentMask] != c {
+			a.back.setRecord(id, 0)
+			a.back.punch(id)
+		}
+		a.back.setRecord(id, encodeRecord(c, owner))
+	}
+	seg.class[id&segmentMask] = c
+	seg.owner[id&segmentMask] = owner
 }
 
 // ChunkHint is the address chunk r would start at, for a prefetch and nothing else: anyone may call it at

@@ -165,7 +165,7 @@ func TestArenaSegments(t *testing.T) {
 		if !ok || int(p) != i {
 			t.Fatalf("take %d: %d %v", i, p, ok)
 		}
-		a.setClass(p, uint8(i))
+		a.setClass(p, uint8(i), 0)
 		a.page(p)[PageSize-1] = byte(i)
 		if a.classOf(p) != uint8(i) {
 			t.Fatalf("class of page %d", p)

@@ -106,6 +106,9 @@ func (al *Allocator) Draining() (p uint32, used int, ok bool) {
 // freeDrained is Free for a chunk of the draining page.
 func (al *Allocator) freeDrained(r Ref) {
 	al.arena.chunkAt(r, StateOffset+1)[StateOffset] = StateFree
+	if al.arena.back != nil {
+		al.SetSum(r, 0)
+	}
 	al.drain.used--
 }
 
@@ -132,7 +135,7 @@ func (al *Allocator) EndDrain(to int) error {
 		al.arena.releasePage(d.page)
 		return nil
 	}
-	al.arena.setClass(d.page, uint8(to))
+	al.arena.setClass(d.page, uint8(to), al.owner)
 	ts := &al.cls[to]
 	ts.pages = append(ts.pages, d.page)
 	if !ts.bumping {

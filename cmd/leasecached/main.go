@@ -24,8 +24,13 @@ import (
 	"github.com/leasecached/leasecached/lease"
 	"github.com/leasecached/leasecached/server"
 	"github.com/leasecached/leasecached/shard"
+	"github.com/leasecached/leasecached/slab"
 	"github.com/leasecached/leasecached/tlsconf"
 )
+
+// defaultDataSync is --data-sync's default: a machine that goes down loses at most this much of what was
+// stored, and the disk sees at most one write of each page changed in it (doc/design/restart.md).
+const defaultDataSync = 10 * time.Second
 
 // stopTimeout bounds a clean shutdown: after SIGINT or SIGTERM the event loops get this long to answer
 // what they have read and close their connections. Past it the process exits all the same (status 0: it
@@ -108,6 +113,10 @@ func newApp() *cli.App {
 			&cli.BoolFlag{Name: "disable-watch", Aliases: []string{"W"}, Usage: "refuse watch (memcached's -W)"},
 			&cli.BoolFlag{Name: "enable-largepages", Aliases: []string{"L"},
 				Usage: "back item memory with 2 MiB transparent huge pages from the first touch, not only once written (see README)"},
+			&cli.StringFlag{Name: "data-dir",
+				Usage: "keep item memory in files in `DIR`, so that a restart on it, even after a crash, comes back warm (off unless given; see README)"},
+			&cli.DurationFlag{Name: "data-sync", Value: defaultDataSync,
+				Usage: "how often --data-dir is written to disk, which is what a machine reboot keeps (0: only at a clean stop)"},
 			&cli.DurationFlag{Name: "lease-window", Value: lease.DefaultWindow,
 				Usage: "how long a lease granted by lease-get stays valid"},
 			&cli.DurationFlag{Name: "stale-window", Value: lease.DefaultStaleWindow,
@@ -156,7 +165,8 @@ func storeConfig(cfg server.Config) shard.Config {
 		stale = -1 // shard.Config's 0 means "default"; the flag's 0 means "keep none"
 	}
 	return shard.Config{MemoryLimit: cfg.MemoryLimit, MaxItemSize: cfg.MaxItemSize,
-		LeaseWindow: cfg.LeaseWindow, StaleWindow: stale, Grace: cfg.Grace, Hold: cfg.Hold, LargePages: cfg.LargePages}
+		LeaseWindow: cfg.LeaseWindow, StaleWindow: stale, Grace: cfg.Grace, Hold: cfg.Hold, LargePages: cfg.LargePages,
+		DataDir: cfg.DataDir, DataSync: cfg.DataSync}
 }
 
 // serve runs the server until it fails or SIGINT or SIGTERM stops it; SIGHUP reloads its files
@@ -165,6 +175,9 @@ func serve(cfg server.Config) error {
 	store, err := shard.New(storeConfig(cfg))
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
+	}
+	if why := store.RestartStats().StartedEmpty; cfg.DataDir != "" && why != "" && why != slab.NoStoredData {
+		cfg.Logger.Error("--data-dir " + cfg.DataDir + ": starting empty: " + why)
 	}
 	srv := server.New(cfg, store)
 	sigs := make(chan os.Signal, 2)
@@ -192,6 +205,8 @@ func configFrom(c *cli.Context, verbose int) (server.Config, error) {
 		Grace:        c.Duration("grace"),
 		Hold:         c.Duration("hold"),
 		LargePages:   c.Bool("enable-largepages"),
+		DataDir:      c.String("data-dir"),
+		DataSync:     c.Duration("data-sync"),
 		LogLevel:     new(slog.LevelVar),
 		HotKeys:      c.Int("hot-keys"),
 		DisableFlush: c.Bool("disable-flush-all"),

@@ -1,0 +1,249 @@
+package shard
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leasecached/leasecached/slab"
+)
+
+// A data directory (Config.DataDir, doc/design/restart.md): item memory is a shared file mapping, so what
+// was stored survives the process, and a restart rebuilds the index from it. What this file adds to the
+// store:
+//   - Every item is sealed once whole: its chunk's seal (slab.SetSum) is a checksum of what a reader is
+//     given (key, value, flags, exptime, CAS, layout). A change in place clears the seal first and seals
+//     again after (unseal, seal); mutate seals every item it links. A restart keeps only items whose seal
+//     matches, so an item being written when the process died is dropped, never served torn.
+//   - Time fields are absolute unix seconds already, so expiry stays honest across the downtime.
+//   - The CAS high-water mark is stored ahead of the counter (casReserve), so CAS uniques keep growing
+//     across restarts; flush_all's marks are stored when set, so flushed items stay gone.
+//   - Leases, stale values and grace copies are not kept: a restart drops ghosts, and lease tokens live
+//     on the Go heap, so no token from a previous run is ever accepted.
+
+// casReserve is how far ahead of the CAS counter the stored high-water mark is kept. The mark is renewed
+// once a second (persistLoop) when the counter is within half of it: no server hands out 2^31 CAS values
+// a second.
+const casReserve = 1 << 32
+
+// persistence is a Store's data directory and what its restart found.
+type persistence struct {
+	back      *slab.Backing
+	syncEvery time.Duration
+
+	loading atomic.Bool  // the index is being rebuilt (some shards are still locked by recover)
+	loaded  atomic.Int64 // items indexed by the rebuild
+	dropped atomic.Int64 // items found and not kept
+	nanos   atomic.Int64 // how long the rebuild took
+	// reason is why the stored data was not used ("" when it was); set before New returns.
+	reason string
+
+	stop chan struct{}
+	done sync.WaitGroup
+}
+
+// RestartStats is what a restart from a data directory did, for stats (memcached has no such lines).
+type RestartStats struct {
+	Enabled      bool
+	Loading      bool
+	Loaded       int64
+	Dropped      int64
+	Seconds      float64
+	StartedEmpty string // why the stored data was not used; "" when it was, or there was none
+}
+
+// RestartStats reports the restart; Enabled is false without a data directory.
+func (s *Store) RestartStats() RestartStats {
+	p := s.persist
+	if p == nil {
+		return RestartStats{}
+	}
+	return RestartStats{Enabled: true, Loading: p.loading.Load(), Loaded: p.loaded.Load(),
+		Dropped: p.dropped.Load(), Seconds: float64(p.nanos.Load()) / 1e9, StartedEmpty: p.reason}
+}
+
+// seal marks the whole item at r (head chunk b) as stored; without a data directory it does nothing.
+func (sh *shard) seal(r slab.Ref, b []byte) {
+	if sh.sums != nil {
+		sh.al.SetSum(r, sh.itemSum(b))
+	}
+}
+
+// unseal clears r's seal before its item changes in place.
+func (sh *shard) unseal(r slab.Ref) {
+	if sh.sums != nil {
+		sh.al.SetSum(r, 0)
+	}
+}
+
+// itemSum is the seal of the item at head chunk b: never 0, which means "no seal". A chained item's parts
+// are read through its links, which the caller has checked (recoverHead) or written.
+func (sh *shard) itemSum(b []byte) uint32 {
+	var f [24]byte
+	le.PutUint64(f[0:], itemCas(b))
+	le.PutUint32(f[8:], itemExp(b))
+	le.PutUint32(f[12:], itemFlags(b))
+	le.PutUint32(f[16:], uint32(itemVlen(b)))
+	f[20] = b[offMeta] & (metaLayout | metaKeyBinary)
+	f[21] = b[offKlen]
+	f[22] = b[offState] & flagChained
+	d := sh.sums
+	d.Reset()
+	_, _ = d.Write(f[:])
+	if !itemChained(b) {
+		_, _ = d.Write(b[keyOff(b) : dataOff(b)+itemVlen(b)])
+	} else {
+		_, _ = d.Write(itemKey(b))
+		r := newValueReader(sh.al, b)
+		for s := r.segment(); s != nil; s = r.segment() {
+			_, _ = d.Write(s)
+		}
+	}
+	h := d.Sum64()
+	return max(uint32(h)^uint32(h>>32), 1)
+}
+
+// openPersistence opens cfg.DataDir for a store of n shards and builds the arena in it.
+func openPersistence(cfg Config, arenaBytes int64, n int, classes *slab.Classes) (*persistence, *slab.Arena, error) {
+	back, reason, err := slab.OpenBacking(cfg.DataDir, slab.Identity{Shards: n, Classes: classes})
+	if err != nil {
+		return nil, nil, err
+	}
+	arena, err := slab.NewBackedArena(arenaBytes, back)
+	if err != nil {
+		back.Close()
+		return nil, nil, fmt.Errorf("shard: %w", err)
+	}
+	return &persistence{back: back, syncEvery: cfg.DataSync, reason: reason, stop: make(chan struct{})}, arena, nil
+}
+
+// startRestart adopts the stored pages and starts rebuilding the index from them. It runs in New, before
+// the store is shared: it locks every shard, and the rebuild unlocks each once its items are indexed, so
+// a request for a key of a shard not yet rebuilt waits for it rather than missing.
+func (s *Store) startRestart() {
+	p := s.persist
+	start := time.Now()
+	oldestLive, oldestCas := p.back.Flushed()
+	s.oldestLive.Store(oldestLive)
+	s.oldestCas.Store(oldestCas)
+	s.cas.Store(p.back.CasHigh())
+	p.back.SetCasHigh(s.cas.Load() + casReserve)
+	if p.reason == "" {
+		if why := s.adoptPages(); why != "" {
+			p.reason = why
+		}
+	}
+	s.arena.FinishAdopt()
+	for i := range s.shards {
+		s.shards[i].mu.Lock()
+	}
+	p.loading.Store(true)
+	p.done.Add(2)
+	go func() {
+		defer p.done.Done()
+		s.rebuild(start)
+	}()
+	go func() {
+		defer p.done.Done()
+		s.persistLoop()
+	}()
+}
+
+// adoptPages hands every stored page to the shard that owned it; "" on success, else why the store starts
+// empty (every page discarded).
+func (s *Store) adoptPages() string {
+	recs := s.persist.back.Records()
+	owned := make([]int, len(s.shards))
+	for _, r := range recs {
+		if r.Owner < len(owned) {
+			owned[r.Owner]++
+		}
+	}
+	for i, n := range owned {
+		if n > s.shards[i].al.MaxPages() {
+			return fmt.Sprintf("shard %d stored %d pages, this -m allows it %d", i, n, s.shards[i].al.MaxPages())
+		}
+	}
+	for _, r := range recs {
+		if r.Owner >= len(s.shards) || r.Class >= s.classes.Count() {
+			continue // a damaged record: FinishAdopt empties the page
+		}
+		_ = s.shards[r.Owner].al.Adopt(r.ID, r.Class) // a failure leaves the page to FinishAdopt
+	}
+	return ""
+}
+
+// rebuild indexes every shard's stored items, on as many goroutines as there are CPUs, unlocking each
+// shard when it is done.
+func (s *Store) rebuild(start time.Time) {
+	p := s.persist
+	now := s.now()
+	var next atomic.Int64
+	var maxCas atomic.Uint64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(s.shards)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(s.shards); i = int(next.Add(1) - 1) {
+				sh := &s.shards[i]
+				loaded, dropped, mc := sh.recoverItems(i, now)
+				p.loaded.Add(loaded)
+				p.dropped.Add(dropped)
+				for c := maxCas.Load(); mc > c && !maxCas.CompareAndSwap(c, mc); c = maxCas.Load() {
+				}
+				sh.mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	// A CAS a client chose (ms E) may be above the mark: hand out larger ones from now on.
+	for c := s.cas.Load(); maxCas.Load() > c && !s.cas.CompareAndSwap(c, maxCas.Load()); c = s.cas.Load() {
+	}
+	p.nanos.Store(int64(time.Since(start)))
+	p.loading.Store(false)
+}
+
+// persistLoop keeps the CAS mark ahead of the counter and syncs the data directory every syncEvery.
+func (s *Store) persistLoop() {
+	p := s.persist
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	lastSync := time.Now()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-tick.C:
+		}
+		if c := s.cas.Load(); c+casReserve/2 > p.back.CasHigh() {
+			p.back.SetCasHigh(c + casReserve)
+		}
+		if p.syncEvery > 0 && time.Since(lastSync) >= p.syncEvery {
+			_ = p.back.Sync()
+			lastSync = time.Now()
+		}
+	}
+}
+
+// flushed stores flush_all's marks in the data directory.
+func (s *Store) flushed() {
+	if s.persist != nil {
+		s.persist.back.SetFlushed(s.oldestLive.Load(), s.oldestCas.Load())
+	}
+}
+
+// closePersistence waits for the rebuild, stores the CAS mark, syncs and closes the data directory.
+// Nothing may use the store's items afterwards.
+func (s *Store) closePersistence() error {
+	p := s.persist
+	if p == nil {
+		return nil
+	}
+	close(p.stop)
+	p.done.Wait()
+	p.back.SetCasHigh(s.cas.Load() + 1)
+	return p.back.Close()
+}

@@ -1,0 +1,162 @@
+package shard
+
+import (
+	"github.com/leasecached/leasecached/slab"
+)
+
+// recoverItems rebuilds shard self's index from the pages it adopted (persist.go), and returns how many
+// items it indexed and dropped, and the largest CAS among those it kept. The caller holds sh.mu.
+//
+// Two passes over the shard's pages. The first checks every head chunk (recoverHead) and indexes the items
+// that are whole, live and this shard's, marking their chunks kept; of two items with one key the larger
+// CAS wins. The second frees every chunk not kept, which puts free chunks on the free lists and drops torn
+// items, stale values and orphaned parts.
+func (sh *shard) recoverItems(self int, now int64) (loaded, dropped int64, maxCas uint64) {
+	kept := make(map[uint32][]uint64)
+	mark := func(r slab.Ref, on bool) {
+		bits := kept[r.Page()]
+		if bits == nil {
+			bits = make([]uint64, slab.PageSize/slab.MinChunk/64+1)
+			kept[r.Page()] = bits
+		}
+		_, size, _ := sh.al.PageChunks(r.Page())
+		i := int(r.Offset()) / size
+		if on {
+			bits[i/64] |= 1 << (i % 64)
+		} else {
+			bits[i/64] &^= 1 << (i % 64)
+		}
+	}
+	isKept := func(r slab.Ref) bool {
+		bits := kept[r.Page()]
+		if bits == nil {
+			return false
+		}
+		_, size, _ := sh.al.PageChunks(r.Page())
+		i := int(r.Offset()) / size
+		return bits[i/64]&(1<<(i%64)) != 0
+	}
+	markItem := func(head slab.Ref, on bool) {
+		mark(head, on)
+		b := sh.chunk(head)
+		if itemChained(b) {
+			for r := readRef(b[chainOff(b):]); r != slab.NilRef; r = readRef(sh.chunk(r)[offPartNext:]) {
+				mark(r, on)
+			}
+		}
+	}
+	sh.eachAdopted(func(r slab.Ref, b []byte) {
+		if b[offState]&kindMask != kindHead {
+			return
+		}
+		if !sh.recoverHead(self, r, b, now, isKept) {
+			dropped++
+			return
+		}
+		key := itemKey(b)
+		h := Hash(key)
+		if _, old, ob := sh.probeFor(h, key); old != slab.NilRef {
+			dropped++
+			if itemCas(ob) >= itemCas(b) {
+				return
+			}
+			slot, _ := sh.idx.slotOf(h, old)
+			sh.idx.replace(slot, r)
+			sh.account(old, -1)
+			markItem(old, false)
+			loaded--
+		} else {
+			if sh.idx.needsGrow() {
+				sh.idx.grow(sh.hashOf)
+			}
+			for !sh.idx.insert(h, r) {
+				sh.idx.grow(sh.hashOf)
+			}
+		}
+		b[offState] &^= flagPinned
+		markItem(r, true)
+		sh.account(r, +1)
+		loaded++
+		maxCas = max(maxCas, itemCas(b))
+	})
+	sh.eachAdopted(func(r slab.Ref, b []byte) {
+		if !isKept(r) {
+			sh.al.Free(r)
+		}
+	})
+	sh.publishIndex()
+	sh.fitShare() // pages over the allowance the rebuilt index leaves go back within a reclaimer tick
+	return loaded, dropped, maxCas
+}
+
+// eachAdopted calls fn for every chunk of every page the shard holds.
+func (sh *shard) eachAdopted(fn func(r slab.Ref, b []byte)) {
+	for id := range sh.st.classes.Count() {
+		for i := range sh.al.Pages(id) {
+			first, size, n := sh.al.PageChunks(sh.al.PageAt(id, i))
+			for k := range n {
+				r := first + slab.Ref(k*size)
+				fn(r, sh.chunk(r))
+			}
+		}
+	}
+}
+
+// recoverHead says whether head chunk b at r holds an item to keep after a restart: its fields fit its
+// chunk, its chain (if any) is the shard's and whole, its seal matches, it is live, it is not a stale
+// value, its key is this shard's and it fits -I. Nothing in b is trusted before it is checked: the files
+// may have been damaged.
+func (sh *shard) recoverHead(self int, r slab.Ref, b []byte, now int64, claimed func(slab.Ref) bool) bool {
+	st := b[offState]
+	if st&flagGhost != 0 || b[offKlen] == 0 {
+		return false
+	}
+	chained := st&flagChained != 0
+	if headerLen(b[offMeta], chained)+itemKlen(b) > len(b) {
+		return false
+	}
+	vlen := itemVlen(b)
+	if vlen < 0 || sh.st.tooLarge(itemKlen(b), vlen, itemFlags(b)) {
+		return false
+	}
+	if !chained {
+		if dataOff(b)+vlen > len(b) {
+			return false
+		}
+	} else if !sh.chainWhole(r, b, vlen, claimed) {
+		return false
+	}
+	key := itemKey(b)
+	if sh.st.shardOf(Hash(key)) != &sh.st.shards[self] {
+		return false
+	}
+	if sh.al.Sum(r) != sh.itemSum(b) {
+		return false
+	}
+	return sh.st.dead(b, now) == causeNone
+}
+
+// chainWhole checks a chained head's parts as valueReader will read them: each link names a part chunk of
+// this shard that points back at the head and is no other item's, and the parts hold exactly the value.
+func (sh *shard) chainWhole(head slab.Ref, b []byte, vlen int, claimed func(slab.Ref) bool) bool {
+	if sh.al.ClassOf(head) != sh.st.classes.Largest() {
+		return false
+	}
+	rem := vlen - (len(b) - dataOff(b))
+	if rem <= 0 {
+		return false
+	}
+	r := readRef(b[chainOff(b):])
+	for rem > 0 {
+		if !sh.al.Holds(r) || claimed(r) {
+			return false
+		}
+		c := sh.chunk(r)
+		if c[offState] != kindPart || readRef(c[offPartHead:]) != head || len(c) <= partData {
+			return false
+		}
+		rem -= len(c) - partData
+		r = readRef(c[offPartNext:])
+	}
+	return r == slab.NilRef
+}

@@ -1,0 +1,119 @@
+package slab
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+)
+
+// A data directory (--data-dir) keeps item memory in files, so that what was stored survives the process:
+// see doc/design/restart.md. The files, all mapped shared:
+//
+//	meta   headerBytes of header, then one 8-byte record per page id (recordAt)
+//	items  page id p at byte p*PageSize: the pages themselves, byte for byte
+//	sums   page id p at byte p*sumsSlot: one uint32 per chunk of the page, the item's seal (0: none)
+//
+// The header's identity (format, page size, shard count, class table) must match for the pages to be
+// used again; its three counters (the CAS high-water mark and flush_all's two marks) are rewritten in place.
+const (
+	backingMagic   = "LCDATA\x00\x01"
+	backingVersion = 1
+	headerBytes    = 4096
+	recordBytes    = 8
+	// sumsSlot is each page's room in the sums file: a uint32 for every chunk the smallest class can cut,
+	// whole base pages so that a page's slot can be punched out alone.
+	sumsSlot = (PageSize/MinChunk*4 + 4095) &^ 4095
+
+	// Header offsets. The identity is hdrMagic..hdrIdentityEnd, checked by hdrIdentitySum.
+	hdrMagic       = 0
+	hdrVersion     = 8
+	hdrPageSize    = 12
+	hdrShards      = 16
+	hdrMinChunk    = 20
+	hdrClassHash   = 24
+	hdrIdentityEnd = 32
+	hdrIdentitySum = 32
+	hdrCasHigh     = 64
+	hdrOldestLive  = 72
+	hdrOldestCas   = 80
+
+	// A page record: recInUse in its first byte, then the class, the owner, and a check byte.
+	recInUse = 0xA5
+)
+
+// NoStoredData is OpenBacking's reason for a directory that holds no data of ours (a fresh one).
+const NoStoredData = "no stored data"
+
+// Identity is what must match for stored pages to be used again.
+type Identity struct {
+	Shards  int
+	Classes *Classes
+}
+
+// classHash sums a class table's chunk sizes: another -n or -f, or another table, makes every page's
+// geometry another.
+func classHash(c *Classes) uint64 {
+	h := fnv.New64a()
+	var b [4]byte
+	for _, s := range c.size {
+		binary.LittleEndian.PutUint32(b[:], s)
+		h.Write(b[:])
+	}
+	return h.Sum64()
+}
+
+// writeIdentity fills a fresh header.
+func writeIdentity(hdr []byte, id Identity) {
+	clear(hdr[:headerBytes])
+	copy(hdr[hdrMagic:], backingMagic)
+	le := binary.LittleEndian
+	le.PutUint32(hdr[hdrVersion:], backingVersion)
+	le.PutUint32(hdr[hdrPageSize:], PageSize)
+	le.PutUint32(hdr[hdrShards:], uint32(id.Shards))
+	le.PutUint32(hdr[hdrMinChunk:], MinChunk)
+	le.PutUint64(hdr[hdrClassHash:], classHash(id.Classes))
+	le.PutUint64(hdr[hdrIdentitySum:], identitySum(hdr))
+}
+
+func identitySum(hdr []byte) uint64 {
+	h := fnv.New64a()
+	h.Write(hdr[:hdrIdentityEnd])
+	return h.Sum64()
+}
+
+// identityMismatch says why a stored header cannot be used with id ("" when it can).
+func identityMismatch(hdr []byte, id Identity) string {
+	le := binary.LittleEndian
+	switch {
+	case len(hdr) == 0:
+		return NoStoredData
+	case len(hdr) < headerBytes || string(hdr[hdrMagic:hdrMagic+len(backingMagic)]) != backingMagic:
+		return "the stored header is damaged or not leasecached's"
+	case le.Uint64(hdr[hdrIdentitySum:]) != identitySum(hdr):
+		return "the stored header is damaged"
+	case le.Uint32(hdr[hdrVersion:]) != backingVersion:
+		return fmt.Sprintf("stored format version %d, this build reads %d", le.Uint32(hdr[hdrVersion:]), backingVersion)
+	case le.Uint32(hdr[hdrPageSize:]) != PageSize || le.Uint32(hdr[hdrMinChunk:]) != MinChunk ||
+		le.Uint64(hdr[hdrClassHash:]) != classHash(id.Classes):
+		return "the stored pages were cut with another slab class table"
+	case int(le.Uint32(hdr[hdrShards:])) != id.Shards:
+		return fmt.Sprintf("the data was stored with %d shards, this -m gives %d", le.Uint32(hdr[hdrShards:]), id.Shards)
+	}
+	return ""
+}
+
+// PageRecord is a stored page: its id, size class and owner (a shard's index).
+type PageRecord struct {
+	ID    uint32
+	Class int
+	Owner int
+}
+
+func encodeRecord(class, owner uint8) uint64 {
+	return uint64(recInUse) | uint64(class)<<8 | uint64(owner)<<16 | uint64(recInUse^class^owner)<<24
+}
+
+func decodeRecord(v uint64) (class, owner uint8, ok bool) {
+	b0, class, owner, chk := uint8(v), uint8(v>>8), uint8(v>>16), uint8(v>>24)
+	return class, owner, b0 == recInUse && chk == recInUse^class^owner && v>>32 == 0
+}

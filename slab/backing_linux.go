@@ -1,0 +1,229 @@
+//go:build linux
+
+package slab
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Backing is a data directory's files, mapped (backing.go has the layout). Each file is mapped whole, for
+// every page id a Ref can name, once: the mappings reserve address space only, a file grows (ftruncate) as
+// page ids are taken, and a page that is released is punched out of its files, so it costs neither disk
+// nor page cache and reads back as zeros. A mapping past a file's end is never touched.
+type Backing struct {
+	dir                 string
+	lock                *os.File // flock'ed for the Backing's life: one server per directory
+	meta, items, sums   *os.File
+	metaMem, itemsMem   []byte
+	sumsMem             []byte
+	mu                  sync.Mutex // guards growing the files
+	itemsSize, sumsSize int64
+}
+
+var errBackingClosed = errors.New("slab: data directory closed")
+
+// OpenBacking locks dir (creating it) and maps its files. When the stored data can be used with id, reason
+// is ""; otherwise the files are emptied and reason says why (a fresh directory: "no stored data").
+func OpenBacking(dir string, id Identity) (b *Backing, reason string, err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, "", err
+	}
+	b = &Backing{dir: dir}
+	defer func() {
+		if err != nil {
+			b.Close()
+			b = nil
+		}
+	}()
+	if b.lock, err = os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+		return b, "", err
+	}
+	if err := unix.Flock(int(b.lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		owner, _ := os.ReadFile(filepath.Join(dir, "lock"))
+		return b, "", fmt.Errorf("data directory %s is in use by another leasecached (pid %s)", dir, string(owner))
+	}
+	_ = b.lock.Truncate(0)
+	_, _ = b.lock.WriteAt([]byte(strconv.Itoa(os.Getpid())), 0)
+	for _, f := range []struct {
+		name string
+		file **os.File
+	}{{"meta", &b.meta}, {"items", &b.items}, {"sums", &b.sums}} {
+		if *f.file, err = os.OpenFile(filepath.Join(dir, f.name), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+			return b, "", err
+		}
+	}
+	metaLen := int64(headerBytes + recordBytes*MaxPages)
+	hdr := make([]byte, headerBytes)
+	n, _ := b.meta.ReadAt(hdr, 0)
+	reason = identityMismatch(hdr[:n], id)
+	if reason != "" {
+		for _, f := range []*os.File{b.meta, b.items, b.sums} {
+			if err := f.Truncate(0); err != nil {
+				return b, "", err
+			}
+		}
+	}
+	if err := b.meta.Truncate(metaLen); err != nil {
+		return b, "", err
+	}
+	if b.metaMem, err = mapShared(b.meta, int(metaLen)); err != nil {
+		return b, "", err
+	}
+	if reason != "" {
+		writeIdentity(b.metaMem, id)
+	}
+	if b.itemsMem, err = mapShared(b.items, MaxPages*PageSize); err != nil {
+		return b, "", err
+	}
+	if b.sumsMem, err = mapShared(b.sums, MaxPages*sumsSlot); err != nil {
+		return b, "", err
+	}
+	if b.itemsSize, err = fileSize(b.items); err != nil {
+		return b, "", err
+	}
+	if b.sumsSize, err = fileSize(b.sums); err != nil {
+		return b, "", err
+	}
+	return b, reason, nil
+}
+
+func fileSize(f *os.File) (int64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+func mapShared(f *os.File, n int) ([]byte, error) {
+	p, err := unix.MmapPtr(int(f.Fd()), 0, nil, uintptr(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, fmt.Errorf("slab: mapping %s: %w", f.Name(), err)
+	}
+	return unsafe.Slice((*byte)(p), n), nil
+}
+
+// Dir is the data directory.
+func (b *Backing) Dir() string { return b.dir }
+
+// page returns the memory of page id and its sums, growing the files to hold them. Its contents are what
+// was stored there: zeros for a page never used or released since.
+func (b *Backing) page(id uint32) (mem, sums []byte, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.itemsMem == nil {
+		return nil, nil, errBackingClosed
+	}
+	if end := int64(id+1) * PageSize; end > b.itemsSize {
+		if err := b.items.Truncate(end); err != nil {
+			return nil, nil, err
+		}
+		b.itemsSize = end
+	}
+	if end := int64(id+1) * sumsSlot; end > b.sumsSize {
+		if err := b.sums.Truncate(end); err != nil {
+			return nil, nil, err
+		}
+		b.sumsSize = end
+	}
+	off := int(id) * PageSize
+	soff := int(id) * sumsSlot
+	return b.itemsMem[off : off+PageSize : off+PageSize], b.sumsMem[soff : soff+sumsSlot : soff+sumsSlot], nil
+}
+
+// discard empties page id: its record, then its memory and sums, which read back as zeros and give their
+// disk and page cache back.
+func (b *Backing) discard(id uint32) {
+	b.setRecord(id, 0)
+	b.punch(id)
+}
+
+// punch zeroes page id's memory and sums (a page that changes class: chunks of the old geometry must not
+// be read as chunks of the new one).
+func (b *Backing) punch(id uint32) {
+	const mode = unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE
+	if err := unix.Fallocate(int(b.items.Fd()), mode, int64(id)*PageSize, PageSize); err != nil {
+		clear(b.itemsMem[int(id)*PageSize : int(id+1)*PageSize]) // a file system without holes
+	}
+	if err := unix.Fallocate(int(b.sums.Fd()), mode, int64(id)*sumsSlot, sumsSlot); err != nil {
+		clear(b.sumsMem[int(id)*sumsSlot : int(id+1)*sumsSlot])
+	}
+}
+
+func (b *Backing) recordWord(id uint32) *uint64 {
+	return (*uint64)(unsafe.Pointer(&b.metaMem[headerBytes+int(id)*recordBytes]))
+}
+
+func (b *Backing) setRecord(id uint32, v uint64) { atomic.StoreUint64(b.recordWord(id), v) }
+
+// Records lists the stored pages whose records are whole, in id order.
+func (b *Backing) Records() []PageRecord {
+	var out []PageRecord
+	last := min(b.itemsSize/PageSize, b.sumsSize/sumsSlot, MaxPages)
+	for id := uint32(0); int64(id) < last; id++ {
+		if class, owner, ok := decodeRecord(atomic.LoadUint64(b.recordWord(id))); ok {
+			out = append(out, PageRecord{ID: id, Class: int(class), Owner: int(owner)})
+		}
+	}
+	return out
+}
+
+func (b *Backing) counter(off int) *uint64 { return (*uint64)(unsafe.Pointer(&b.metaMem[off])) }
+
+// CasHigh is the stored CAS high-water mark: every CAS handed out before the stop was below it.
+func (b *Backing) CasHigh() uint64 { return atomic.LoadUint64(b.counter(hdrCasHigh)) }
+
+// SetCasHigh stores the CAS high-water mark.
+func (b *Backing) SetCasHigh(v uint64) { atomic.StoreUint64(b.counter(hdrCasHigh), v) }
+
+// Flushed is flush_all's stored marks (oldest_live and the CAS below which items are gone).
+func (b *Backing) Flushed() (oldestLive int64, oldestCas uint64) {
+	return int64(atomic.LoadUint64(b.counter(hdrOldestLive))), atomic.LoadUint64(b.counter(hdrOldestCas))
+}
+
+// SetFlushed stores flush_all's marks.
+func (b *Backing) SetFlushed(oldestLive int64, oldestCas uint64) {
+	atomic.StoreUint64(b.counter(hdrOldestCas), oldestCas)
+	atomic.StoreUint64(b.counter(hdrOldestLive), uint64(oldestLive))
+}
+
+// Sync writes what is mapped to disk (a machine that goes down afterwards keeps it).
+func (b *Backing) Sync() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.itemsMem == nil {
+		return errBackingClosed
+	}
+	return errors.Join(b.items.Sync(), b.sums.Sync(), b.meta.Sync())
+}
+
+// Close syncs, unmaps and unlocks. Nothing may use the arena's pages afterwards.
+func (b *Backing) Close() error {
+	var errs []error
+	if b.itemsMem != nil {
+		errs = append(errs, b.Sync())
+	}
+	b.mu.Lock()
+	for _, m := range []*[]byte{&b.metaMem, &b.itemsMem, &b.sumsMem} {
+		if *m != nil {
+			errs = append(errs, unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(*m)), uintptr(len(*m))))
+			*m = nil
+		}
+	}
+	b.mu.Unlock()
+	for _, f := range []*os.File{b.meta, b.items, b.sums, b.lock} {
+		if f != nil {
+			errs = append(errs, f.Close())
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,28 @@
+//go:build !linux
+
+package slab
+
+import "errors"
+
+// Backing is a data directory's files; only Linux has them (backing_linux.go).
+type Backing struct{ itemsSize int64 }
+
+// OpenBacking fails: data directories need Linux's shared file mappings and hole punching.
+func OpenBacking(dir string, id Identity) (*Backing, string, error) {
+	return nil, "", errors.New("--data-dir needs Linux")
+}
+
+func (b *Backing) Dir() string { return "" }
+func (b *Backing) page(uint32) (mem, sums []byte, err error) {
+	return nil, nil, errors.New("no data directory")
+}
+func (b *Backing) discard(uint32)           {}
+func (b *Backing) punch(uint32)             {}
+func (b *Backing) setRecord(uint32, uint64) {}
+func (b *Backing) Records() []PageRecord    { return nil }
+func (b *Backing) CasHigh() uint64          { return 0 }
+func (b *Backing) SetCasHigh(uint64)        {}
+func (b *Backing) Flushed() (int64, uint64) { return 0, 0 }
+func (b *Backing) SetFlushed(int64, uint64) {}
+func (b *Backing) Sync() error              { return nil }
+func (b *Backing) Close() error             { return nil }

@@ -1,0 +1,143 @@
+package slab
+
+import (
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Seals and adoption: the arena's side of a data directory (doc/design/restart.md). The owner of a chunk
+// seals an item once it is whole (SetSum with a non-zero value computed over what it stored) and clears
+// the seal before it changes a sealed item in place; Free clears it. A restart keeps only items whose
+// seal matches, so an item being written when the process died is never taken for a whole one.
+
+// SetOwner names this allocator in its data directory's page records (the shard's index); call it before
+// the first Alloc.
+func (al *Allocator) SetOwner(owner int) { al.owner = uint8(owner) }
+
+// sumAt is where chunk r's seal lives: a page's seals are indexed by chunk number.
+func (al *Allocator) sumAt(r Ref) *uint32 {
+	id := r.Page() & (MaxPages - 1)
+	seg := al.arena.dir[id>>segmentShift].Load()
+	i := id & segmentMask
+	n := r.Offset() / al.classes.sizeOf[seg.class[i]]
+	return (*uint32)(unsafe.Pointer(&seg.sums[i][n*4]))
+}
+
+// SetSum stores chunk r's seal (0: none) in the data directory; without one it does nothing. It is an
+// atomic store so that it is ordered after the item's own bytes: a process killed in between leaves the
+// old seal (cleared before the change) or the new one, never a seal over half-written bytes.
+func (al *Allocator) SetSum(r Ref, v uint32) {
+	if al.arena.back == nil {
+		return
+	}
+	atomic.StoreUint32(al.sumAt(r), v)
+}
+
+// Sum is chunk r's seal, 0 without a data directory.
+func (al *Allocator) Sum(r Ref) uint32 {
+	if al.arena.back == nil {
+		return 0
+	}
+	return atomic.LoadUint32(al.sumAt(r))
+}
+
+// Persistent reports whether the allocator's pages are in a data directory.
+func (al *Allocator) Persistent() bool { return al.arena.back != nil }
+
+// Adopt gives al page id of its arena's data directory, as class class: it joins the class fully carved,
+// every chunk counted as used, until the owner frees those that hold nothing it keeps (Free puts them on
+// the free list). It fails when the page id is taken, out of range or beyond the budget.
+func (al *Allocator) Adopt(id uint32, class int) error {
+	if class < 0 || class >= len(al.cls) {
+		return fmt.Errorf("slab: page %d has class %d, outside the table", id, class)
+	}
+	if err := al.arena.adopt(id, uint8(class), al.owner); err != nil {
+		return err
+	}
+	cs := &al.cls[class]
+	cs.pages = append(cs.pages, id)
+	cs.used += int(al.classes.perPage[class])
+	al.owned++
+	al.arena.markCarved(id, PageSize)
+	return nil
+}
+
+// adopt takes page id as stored in the data directory.
+func (a *Arena) adopt(id uint32, class, owner uint8) error {
+	if a.back == nil || id >= MaxPages {
+		return fmt.Errorf("slab: page %d cannot be adopted", id)
+	}
+	a.mu.Lock()
+	if a.inUse >= a.limit {
+		a.mu.Unlock()
+		return fmt.Errorf("slab: page %d is beyond the memory limit of %d pages", id, a.limit)
+	}
+	if a.dir[id>>segmentShift].Load() == nil {
+		a.dir[id>>segmentShift].Store(new(segment))
+	}
+	seg := a.dir[id>>segmentShift].Load()
+	if seg.pages[id&segmentMask] != nil {
+		a.mu.Unlock()
+		return fmt.Errorf("slab: page %d adopted twice", id)
+	}
+	a.inUse++
+	a.inUseNow.Store(int64(a.inUse))
+	a.next = max(a.next, id+1)
+	a.mu.Unlock()
+	mem, sums, err := a.back.page(id)
+	if err != nil {
+		a.mu.Lock()
+		a.inUse--
+		a.inUseNow.Store(int64(a.inUse))
+		a.mu.Unlock()
+		return err
+	}
+	seg.class[id&segmentMask] = class
+	seg.owner[id&segmentMask] = owner
+	a.back.setRecord(id, encodeRecord(class, owner))
+	a.install(seg, id, mem, sums)
+	return nil
+}
+
+// FinishAdopt ends the adoption of stored pages: every page id below the highest adopted one that was not
+// adopted becomes free, and every stored page not adopted is emptied, so that no chunk of it is read again.
+func (a *Arena) FinishAdopt() {
+	if a.back == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	stored := uint32(min(a.back.itemsSize/PageSize, MaxPages))
+	for id := uint32(0); id < max(stored, a.next); id++ {
+		seg := a.dir[id>>segmentShift].Load()
+		if seg != nil && seg.pages[id&segmentMask] != nil {
+			continue
+		}
+		if id < stored {
+			a.back.discard(id)
+		}
+		if id < a.next {
+			if seg == nil {
+				a.dir[id>>segmentShift].Store(new(segment))
+			}
+			a.freeIDs = append(a.freeIDs, id)
+		}
+	}
+}
+
+// Holds says whether r names a chunk of a page this allocator holds: a check for links read back from a
+// data directory, which may be damaged.
+func (al *Allocator) Holds(r Ref) bool {
+	id := r.Page()
+	if r == NilRef || id >= MaxPages {
+		return false
+	}
+	seg := al.arena.dir[id>>segmentShift].Load()
+	i := id & segmentMask
+	if seg == nil || seg.pages[i] == nil || seg.owner[i] != al.owner {
+		return false
+	}
+	size := al.classes.sizeOf[seg.class[i]]
+	return size != 0 && r.Offset()%size == 0 && r.Offset()/size < PageSize/size
+}
