@@ -1,0 +1,381 @@
+package shard
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasecached/leasecached/slab"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// persistStore opens a store on dir with the test clock c (nil: a new one).
+func persistStore(t testing.TB, dir string, c *clock, cfg Config) *Store {
+	t.Helper()
+	if c == nil {
+		c = newClock()
+	}
+	cfg.DataDir = dir
+	cfg.Now = c.now
+	cfg.NowNano = func() int64 { return c.now() * int64(time.Second) }
+	if cfg.MemoryLimit == 0 {
+		cfg.MemoryLimit = 64 << 20
+	}
+	if cfg.ReclaimInterval == 0 {
+		cfg.ReclaimInterval = -1
+	}
+	s, err := New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	waitRestart(t, s)
+	return s
+}
+
+// waitRestart waits until s has rebuilt its index.
+func waitRestart(t testing.TB, s *Store) {
+	t.Helper()
+	require.Eventually(t, func() bool { return !s.RestartStats().Loading }, 30*time.Second, time.Millisecond)
+}
+
+// crashImage copies dir's files as they are now: what a process killed at this moment leaves (its writes
+// are in the page cache, which reading the files sees).
+func crashImage(t testing.TB, dir string) string {
+	t.Helper()
+	out := t.TempDir()
+	for _, name := range []string{"meta", "items", "sums"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(out, name), b, 0o600))
+	}
+	return out
+}
+
+// snapshot is every live key of s among keys, with its value and metadata.
+type snapshot map[string]struct {
+	val  string
+	info Info
+}
+
+func takeSnapshot(s *Store, keys []string) snapshot {
+	m := snapshot{}
+	for _, k := range keys {
+		if v, info, ok := s.Get(nil, []byte(k)); ok {
+			m[k] = struct {
+				val  string
+				info Info
+			}{string(v), info}
+		}
+	}
+	return m
+}
+
+func TestRestartKeepsItems(t *testing.T) {
+	for _, how := range []string{"close", "crash"} {
+		t.Run(how, func(t *testing.T) {
+			dir := t.TempDir()
+			c := newClock()
+			s := persistStore(t, dir, c, Config{MaxItemSize: 2 << 20})
+			big := bytes.Repeat([]byte("0123456789abcdef"), 700_000/16) // chained
+			items := []struct {
+				key   string
+				flags uint32
+				exp   int64
+				val   []byte
+			}{
+				{"plain", 0, 0, []byte("v")},
+				{"flags", 0xdeadbeef, 0, []byte("with flags")},
+				{"exp", 7, 3600, []byte("expires later")},
+				{"empty", 0, 0, nil},
+				{"big", 3, 0, big},
+				{"two-byte-len", 0, 0, bytes.Repeat([]byte("x"), 3000)},
+			}
+			var keys []string
+			for _, it := range items {
+				require.Equal(t, Stored, s.Store(ModeSet, []byte(it.key), it.flags, it.exp, it.val, 0), it.key)
+				keys = append(keys, it.key)
+			}
+			set(t, s, "counter", "41")
+			_, r := s.Arith([]byte("counter"), true, 1) // in place
+			require.Equal(t, Stored, r)
+			set(t, s, "counter9", "9")
+			_, r = s.Arith([]byte("counter9"), true, 1) // a longer value: a new item
+			require.Equal(t, Stored, r)
+			set(t, s, "appended", "head")
+			require.Equal(t, Stored, s.Store(ModeAppend, []byte("appended"), 0, 0, []byte("+tail"), 0))
+			set(t, s, "touched", "t")
+			require.Equal(t, Touched, s.Touch([]byte("touched"), 600)) // moves the item to a chunk with an exptime
+			set(t, s, "deleted", "gone")
+			require.Equal(t, Deleted, s.Delete([]byte("deleted")))
+			keys = append(keys, "counter", "counter9", "appended", "touched", "deleted")
+			want := takeSnapshot(s, keys)
+			require.Len(t, want, len(keys)-1)
+
+			reopen := dir
+			if how == "crash" {
+				reopen = crashImage(t, dir)
+			}
+			s.Close()
+			s2 := persistStore(t, reopen, c, Config{MaxItemSize: 2 << 20})
+			got := takeSnapshot(s2, keys)
+			assert.Equal(t, want, got)
+			rs := s2.RestartStats()
+			assert.EqualValues(t, len(want), rs.Loaded)
+			assert.Empty(t, rs.StartedEmpty)
+			var maxCas uint64
+			for _, v := range want {
+				maxCas = max(maxCas, v.info.Cas)
+			}
+			set(t, s2, "new", "n")
+			_, info := mustGet(t, s2, "new")
+			assert.Greater(t, info.Cas, maxCas, "a CAS after the restart must be above every CAS before it")
+		})
+	}
+}
+
+func TestRestartDropsExpiredFlushedAndTorn(t *testing.T) {
+	dir := t.TempDir()
+	c := newClock()
+	s := persistStore(t, dir, c, Config{})
+	require.Equal(t, Stored, s.Store(ModeSet, []byte("short"), 0, 5, []byte("expires soon"), 0))
+	set(t, s, "flushed", "old")
+	c.advance(2)
+	s.FlushAll(0)
+	require.Equal(t, Stored, s.Store(ModeSet, []byte("long"), 0, 3600, []byte("stays"), 0))
+	set(t, s, "after-flush", "new")
+	set(t, s, "torn", "this value is torn by the crash")
+	s.Close()
+
+	// Tear "torn": change a byte of its value in the file, as a write cut short would leave it.
+	items := filepath.Join(dir, "items")
+	b, err := os.ReadFile(items)
+	require.NoError(t, err)
+	i := bytes.Index(b, []byte("this value is torn"))
+	require.Positive(t, i)
+	b[i] ^= 0x20
+	require.NoError(t, os.WriteFile(items, b, 0o600))
+
+	c.advance(10) // "short" expired while the server was down
+	s2 := persistStore(t, dir, c, Config{})
+	miss(t, s2, "short")
+	miss(t, s2, "flushed")
+	miss(t, s2, "torn")
+	v, _ := mustGet(t, s2, "long")
+	assert.Equal(t, "stays", v)
+	v, _ = mustGet(t, s2, "after-flush")
+	assert.Equal(t, "new", v)
+	rs := s2.RestartStats()
+	assert.EqualValues(t, 2, rs.Loaded)
+	assert.EqualValues(t, 3, rs.Dropped) // short, flushed, torn
+}
+
+func TestRestartSettings(t *testing.T) {
+	t.Run("another shard count starts empty", func(t *testing.T) {
+		dir := t.TempDir()
+		s := persistStore(t, dir, nil, Config{Shards: 2})
+		set(t, s, "k", "v")
+		s.Close()
+		s2 := persistStore(t, dir, nil, Config{Shards: 4})
+		miss(t, s2, "k")
+		assert.Contains(t, s2.RestartStats().StartedEmpty, "2 shards")
+		set(t, s2, "k2", "v2") // and works
+		mustGet(t, s2, "k2")
+	})
+	t.Run("a smaller -I keeps what fits", func(t *testing.T) {
+		dir := t.TempDir()
+		s := persistStore(t, dir, nil, Config{MaxItemSize: 1 << 20})
+		set(t, s, "small", "v")
+		require.Equal(t, Stored, s.Store(ModeSet, []byte("large"), 0, 0, make([]byte, 500_000), 0))
+		s.Close()
+		s2 := persistStore(t, dir, nil, Config{MaxItemSize: 100_000})
+		mustGet(t, s2, "small")
+		miss(t, s2, "large")
+		assert.EqualValues(t, 1, s2.RestartStats().Dropped)
+	})
+	t.Run("a larger -m keeps everything", func(t *testing.T) {
+		dir := t.TempDir()
+		s := persistStore(t, dir, nil, Config{Shards: 2, MemoryLimit: 64 << 20})
+		set(t, s, "k", "v")
+		s.Close()
+		s2 := persistStore(t, dir, nil, Config{Shards: 2, MemoryLimit: 128 << 20})
+		mustGet(t, s2, "k")
+	})
+	t.Run("one directory, one store", func(t *testing.T) {
+		dir := t.TempDir()
+		persistStore(t, dir, nil, Config{})
+		_, err := New(Config{MemoryLimit: 64 << 20, DataDir: dir, ReclaimInterval: -1})
+		require.ErrorContains(t, err, "in use")
+	})
+}
+
+// churn stores, replaces, appends to and deletes values of many sizes under memory pressure, so that pages
+// move between classes and items are evicted, rescued and relocated: what a restart must then make sense
+// of. It returns the keys it used.
+func churn(t testing.TB, s *Store, rng *rand.Rand, ops int) []string {
+	keys := make([]string, 2000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key-%d", i)
+	}
+	for n := range ops {
+		k := []byte(keys[rng.IntN(len(keys))])
+		switch op := rng.IntN(10); {
+		case op < 6:
+			size := 1 + rng.IntN(200)
+			switch rng.IntN(500) {
+			case 0:
+				size = slab.ChunkMax + rng.IntN(200_000) // chained
+			case 1, 2, 3, 4, 5, 6, 7, 8, 9, 10:
+				size = 300 + rng.IntN(40_000)
+			}
+			v := bytes.Repeat([]byte{byte('a' + n%26)}, size)
+			s.Store(ModeSet, k, uint32(n), int64(rng.IntN(3))*1000, v, 0)
+		case op < 7:
+			s.Store(ModeAppend, k, 0, 0, []byte("+"), 0)
+		case op < 8:
+			s.Delete(k)
+		case op < 9:
+			s.Touch(k, 500)
+		default:
+			s.Arith(k, true, 1)
+		}
+	}
+	return keys
+}
+
+func TestRestartAfterChurn(t *testing.T) {
+	for seed := range uint64(2) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			dir := t.TempDir()
+			c := newClock()
+			s := persistStore(t, dir, c, Config{MemoryLimit: 64 << 20, Shards: 2})
+			rng := rand.New(rand.NewPCG(seed, 1))
+			keys := churn(t, s, rng, 20_000)
+			s.reclaimTick() // page moves and releases happen here too
+			churn(t, s, rng, 5_000)
+			want := takeSnapshot(s, keys)
+			img := crashImage(t, dir)
+			s2 := persistStore(t, img, c, Config{MemoryLimit: 64 << 20, Shards: 2})
+			got := takeSnapshot(s2, keys)
+			require.Greater(t, len(want), 500, "the churn should leave many keys live (more classes than pages: it evicts)")
+			require.Equal(t, len(want), len(got))
+			require.Equal(t, want, got)
+			assert.EqualValues(t, len(want), s2.RestartStats().Loaded)
+			// The rebuilt store keeps working: more churn, then a clean restart, and still the same.
+			churn(t, s2, rng, 10_000)
+			want = takeSnapshot(s2, keys)
+			s2.Close()
+			s3 := persistStore(t, img, c, Config{MemoryLimit: 64 << 20, Shards: 2})
+			require.Equal(t, want, takeSnapshot(s3, keys))
+		})
+	}
+}
+
+// TestRestartDamagedFiles flips bytes at random in a stored directory: the store must open (or start
+// empty), never panic, and every value it serves must be the one stored under that key.
+func TestRestartDamagedFiles(t *testing.T) {
+	dir := t.TempDir()
+	c := newClock()
+	s := persistStore(t, dir, c, Config{MemoryLimit: 64 << 20, Shards: 2})
+	keys := churn(t, s, rand.New(rand.NewPCG(7, 7)), 10_000)
+	want := takeSnapshot(s, keys)
+	s.Close()
+	// Each case damages one file: where in it, and how.
+	cases := []struct {
+		file     string
+		from, to int // the range flipped (to 0: the file's end)
+		cut      bool
+		zero     bool
+	}{
+		{file: "items"}, {file: "items"}, {file: "items"}, {file: "items"},
+		{file: "sums"}, {file: "sums"}, {file: "sums"},
+		{file: "meta", from: 4096, to: 4096 + 8*64}, {file: "meta", from: 4096, to: 4096 + 8*64}, // page records
+		{file: "meta", from: 64, to: 88},  // the CAS and flush marks
+		{file: "meta", from: 0, to: 4096}, // the header
+		{file: "sums", cut: true}, {file: "items", cut: true}, {file: "items", zero: true}, {file: "meta", zero: true},
+	}
+	for i, tc := range cases {
+		t.Run(fmt.Sprint(i, tc.file), func(t *testing.T) {
+			img := crashImage(t, dir)
+			rng := rand.New(rand.NewPCG(uint64(i), 99))
+			p := filepath.Join(img, tc.file)
+			b, err := os.ReadFile(p)
+			require.NoError(t, err)
+			switch {
+			case tc.cut:
+				b = b[:len(b)/3]
+			case tc.zero:
+				clear(b)
+			default:
+				to := tc.to
+				if to == 0 {
+					to = len(b)
+				}
+				for range 200 {
+					b[tc.from+rng.IntN(to-tc.from)] ^= byte(1 + rng.IntN(255))
+				}
+			}
+			require.NoError(t, os.WriteFile(p, b, 0o600))
+			s2 := persistStore(t, img, c, Config{MemoryLimit: 64 << 20, Shards: 2})
+			served := 0
+			for _, k := range keys {
+				v, info, ok := s2.Get(nil, []byte(k))
+				if !ok {
+					continue
+				}
+				served++
+				w, stored := want[k]
+				require.True(t, stored, "key %q served but was not stored", k)
+				require.Equal(t, w.val, string(v), k)
+				require.Equal(t, w.info.Flags, info.Flags, k)
+			}
+			t.Logf("served %d of %d; restart: %+v", served, len(want), s2.RestartStats())
+			set(t, s2, "still-works", "yes")
+			mustGet(t, s2, "still-works")
+		})
+	}
+}
+
+// TestRestartServesWhileLoading reads from many goroutines while the index is being rebuilt: every read
+// answers as the stored data says, none misses an item it holds.
+func TestRestartServesWhileLoading(t *testing.T) {
+	dir := t.TempDir()
+	c := newClock()
+	s := persistStore(t, dir, c, Config{MemoryLimit: 64 << 20})
+	const n = 100_000
+	for i := range n {
+		require.Equal(t, Stored, s.Store(ModeSet, fmt.Appendf(nil, "k%d", i), 0, 0, fmt.Appendf(nil, "value-%d", i), 0))
+	}
+	s.Close()
+	cfg := Config{MemoryLimit: 64 << 20, DataDir: dir, Now: c.now, ReclaimInterval: -1,
+		NowNano: func() int64 { return c.now() * int64(time.Second) }}
+	s2, err := New(cfg)
+	require.NoError(t, err)
+	defer s2.Close()
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < n; i += 97 {
+				v, _, ok := s2.Get(nil, fmt.Appendf(nil, "k%d", i))
+				if !ok || string(v) != fmt.Sprintf("value-%d", i) {
+					errs <- fmt.Sprintf("k%d: %q %v", i, v, ok)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	waitRestart(t, s2)
+	assert.EqualValues(t, n, s2.RestartStats().Loaded)
+}
