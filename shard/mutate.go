@@ -31,7 +31,7 @@ const (
 // every write/delete/flush, keeping the last value as stale on delete or
 // expiry, all atomically with the item change because we hold the lock.
 func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
-	if nu != slab.NilRef {
+	if nu != slab.NilRef && sh.sums != nil {
 		sh.seal(nu, sh.chunk(nu)) // the item is whole: it may survive a restart (persist.go)
 	}
 	// Lease invalidation happens here, under the same lock as the item change, so no lease-set can
