@@ -141,3 +141,16 @@ func benchParallelMix(b *testing.B, ownShards bool, setEvery int) {
 		}
 	})
 }
+
+// BenchmarkSetOverwriteDataDir is BenchmarkSetOverwrite with a data directory: the cost of sealing a
+// store (doc/design/restart.md), and proof that it allocates nothing.
+func BenchmarkSetOverwriteDataDir(b *testing.B) {
+	s := persistStore(b, b.TempDir(), nil, Config{MemoryLimit: 256 << 20})
+	k, v := key(42), pattern(100, 1)
+	s.Store(ModeSet, k, 0, 0, v, 0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		s.Store(ModeSet, k, 0, 0, v, 0)
+	}
+}
