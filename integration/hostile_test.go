@@ -40,8 +40,8 @@ import (
 //   - gat and gats lines over 2048 bytes: memcached closes the connection when such a line is not
 //     complete within one read; leasecached serves them like get lines (protocol.MaxMultiKeyLineLength
 //     documents why).
-//   - a first byte of 0x80 on a connection: memcached switches to its binary protocol, which
-//     leasecached does not speak (README, "Not supported").
+//   - a first byte of 0x80 on a connection: both servers switch to the binary protocol, whose hostile
+//     input (headers, declared lengths) is differential_binary_test.go's and TestFuzzDiffBinary's.
 //   - stats cachedump and lru_crawler numbers: their replies list slab classes, which differ by
 //     design between the two servers.
 

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math/rand"
 	"os"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/leasecached/leasecached/auth"
 	bp "github.com/leasecached/leasecached/protocol/binprot"
 )
 
@@ -367,6 +369,28 @@ func TestBinarySASLBcryptOffLoop(t *testing.T) {
 		}
 		assert.Equal(t, c.want, got, c.pass)
 	}
+}
+
+// TestBinarySASLClosedConnChecksSkipped: SASL connections that send a password for a bcrypt user and
+// disconnect before the answer leave no checks behind, as -Y's do (TestAuthClosedConnChecksSkipped): the
+// checks still waiting for a checker leave the queue when their connection closes.
+func TestBinarySASLClosedConnChecksSkipped(t *testing.T) {
+	const cost, rounds = 10, 20 // ~60 ms a check: the queued ones cannot all be over before the count
+	h, err := bcrypt.GenerateFromPassword([]byte("s3cret"), cost)
+	require.NoError(t, err)
+	pw := t.TempDir() + "/pwdb"
+	require.NoError(t, os.WriteFile(pw, []byte("foo:"+string(h)+"\n"), 0o600))
+	s := newTestServerConfig(t, func(c *Config) { c.SASLFile = pw })
+	require.Less(t, rounds, auth.Checkers+auth.MaxQueued(cost), "every round's check is queued, none refused")
+	for i := range rounds {
+		cn, wc := newConn(s, nil), &wakeConn{fakeConn: &fakeConn{}, woken: make(chan struct{}, 1)}
+		wc.in.WriteString(bpkt(bp.OpSASLAuth, "PLAIN", "", fmt.Sprintf("\x00foo\x00wrong%d", i), 0))
+		require.Equal(t, Continue, cn.serve(wc))
+		require.NotNil(t, cn.bin.pending, "round %d: the check runs off the loop", i)
+		s.closeConn(cn, nil)
+	}
+	assert.LessOrEqual(t, s.sasl.Checking(), auth.Checkers, "the abandoned checks have left the queue")
+	require.Eventually(t, func() bool { return s.sasl.Checking() == 0 }, 60*time.Second, time.Millisecond)
 }
 
 // stats sizes_disable answers as memcached does (one stat, no END, no empty packet after it); sizes_enable

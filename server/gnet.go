@@ -96,6 +96,9 @@ func (s *Server) closeConn(cn *conn, err error) {
 	if cn.auth != nil && cn.auth.pending != nil {
 		cn.auth.pending.Cancel() // a check still waiting for a checker is not made (auth.go)
 	}
+	if cn.bin != nil && cn.bin.pending != nil {
+		cn.bin.pending.Cancel() // the same for a SASL check (binary.go)
+	}
 	if cn.gc == nil {
 		cn.releaseBig() // not inside serve, which may still be using it (serve's done gives it back)
 	}
