@@ -37,8 +37,10 @@ type persistence struct {
 	loaded  atomic.Int64 // items indexed by the rebuild
 	dropped atomic.Int64 // items found and not kept
 	nanos   atomic.Int64 // how long the rebuild took
-	// reason is why the stored data was not used ("" when it was); set before New returns.
-	reason string
+	// reason is why the stored data was not used ("" when it was), and pagesLeft how many stored pages
+	// this -m had no room for; both set before New returns.
+	reason    string
+	pagesLeft int
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -52,6 +54,7 @@ type RestartStats struct {
 	Dropped      int64
 	Seconds      float64
 	StartedEmpty string // why the stored data was not used; "" when it was, or there was none
+	PagesLeft    int    // stored pages a smaller -m had no room for (their items are dropped)
 }
 
 // RestartStats reports the restart; Enabled is false without a data directory.
@@ -61,7 +64,8 @@ func (s *Store) RestartStats() RestartStats {
 		return RestartStats{}
 	}
 	return RestartStats{Enabled: true, Loading: p.loading.Load(), Loaded: p.loaded.Load(),
-		Dropped: p.dropped.Load(), Seconds: float64(p.nanos.Load()) / 1e9, StartedEmpty: p.reason}
+		Dropped: p.dropped.Load(), Seconds: float64(p.nanos.Load()) / 1e9, StartedEmpty: p.reason,
+		PagesLeft: p.pagesLeft}
 }
 
 // seal marks the whole item at r (head chunk b) as stored; without a data directory it does nothing.
@@ -131,9 +135,7 @@ func (s *Store) startRestart() {
 	s.cas.Store(p.back.CasHigh())
 	p.back.SetCasHigh(s.cas.Load() + casReserve)
 	if p.reason == "" {
-		if why := s.adoptPages(); why != "" {
-			p.reason = why
-		}
+		p.pagesLeft = s.adoptPages()
 	}
 	s.arena.FinishAdopt()
 	for i := range s.shards {
@@ -151,28 +153,20 @@ func (s *Store) startRestart() {
 	}()
 }
 
-// adoptPages hands every stored page to the shard that owned it; "" on success, else why the store starts
-// empty (every page discarded).
-func (s *Store) adoptPages() string {
-	recs := s.persist.back.Records()
-	owned := make([]int, len(s.shards))
-	for _, r := range recs {
-		if r.Owner < len(owned) {
-			owned[r.Owner]++
-		}
-	}
-	for i, n := range owned {
-		if n > s.shards[i].al.MaxPages() {
-			return fmt.Sprintf("shard %d stored %d pages, this -m allows it %d", i, n, s.shards[i].al.MaxPages())
-		}
-	}
-	for _, r := range recs {
+// adoptPages hands every stored page to the shard that owned it, up to what this -m allows the shard (a
+// smaller -m keeps what fits); the pages left over are emptied by FinishAdopt. It returns how many it left.
+func (s *Store) adoptPages() int {
+	left := 0
+	for _, r := range s.persist.back.Records() {
 		if r.Owner >= len(s.shards) || r.Class >= s.classes.Count() {
 			continue // a damaged record: FinishAdopt empties the page
 		}
-		_ = s.shards[r.Owner].al.Adopt(r.ID, r.Class) // a failure leaves the page to FinishAdopt
+		al := s.shards[r.Owner].al
+		if al.OwnedPages() >= al.MaxPages() || al.Adopt(r.ID, r.Class) != nil {
+			left++
+		}
 	}
-	return ""
+	return left
 }
 
 // rebuild indexes every shard's stored items, on as many goroutines as there are CPUs, unlocking each

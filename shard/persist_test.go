@@ -205,6 +205,31 @@ func TestRestartSettings(t *testing.T) {
 		s2 := persistStore(t, dir, nil, Config{Shards: 2, MemoryLimit: 128 << 20})
 		mustGet(t, s2, "k")
 	})
+	t.Run("a smaller -m keeps what fits", func(t *testing.T) {
+		dir := t.TempDir()
+		s := persistStore(t, dir, nil, Config{Shards: 2, MemoryLimit: 64 << 20})
+		const n = 200_000 // about 30 MB of items
+		for i := range n {
+			require.Equal(t, Stored, s.Store(ModeSet, fmt.Appendf(nil, "k%d", i), 0, 0, fmt.Appendf(nil, "value-%d-%090d", i, i), 0))
+		}
+		s.Close()
+		s2 := persistStore(t, dir, nil, Config{Shards: 2, MemoryLimit: 24 << 20})
+		rs := s2.RestartStats()
+		assert.Empty(t, rs.StartedEmpty)
+		assert.Positive(t, rs.PagesLeft)
+		assert.Positive(t, rs.Loaded)
+		assert.Less(t, rs.Loaded, int64(n))
+		found := 0
+		for i := range n {
+			if v, _, ok := s2.Get(nil, fmt.Appendf(nil, "k%d", i)); ok {
+				found++
+				require.Equal(t, fmt.Sprintf("value-%d-%090d", i, i), string(v))
+			}
+		}
+		assert.EqualValues(t, rs.Loaded, found)
+		set(t, s2, "more", "v") // and it works within its new limit
+		mustGet(t, s2, "more")
+	})
 	t.Run("one directory, one store", func(t *testing.T) {
 		dir := t.TempDir()
 		persistStore(t, dir, nil, Config{})

@@ -176,8 +176,10 @@ func serve(cfg server.Config) error {
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
 	}
-	if why := store.RestartStats().StartedEmpty; cfg.DataDir != "" && why != "" && why != slab.NoStoredData {
-		cfg.Logger.Error("--data-dir " + cfg.DataDir + ": starting empty: " + why)
+	if rs := store.RestartStats(); rs.StartedEmpty != "" && rs.StartedEmpty != slab.NoStoredData {
+		cfg.Logger.Error("--data-dir " + cfg.DataDir + ": starting empty: " + rs.StartedEmpty)
+	} else if rs.PagesLeft > 0 {
+		cfg.Logger.Warn(fmt.Sprintf("--data-dir %s: this -m has no room for %d stored pages: their items are dropped", cfg.DataDir, rs.PagesLeft))
 	}
 	srv := server.New(cfg, store)
 	sigs := make(chan os.Signal, 2)
