@@ -73,9 +73,8 @@ func (s *Store) MetaDelete(key []byte, req *MetaDeleteRequest) Result {
 			return Deleted // no memory to give the item an exptime: it was dropped, which md I allows
 		}
 	}
-	sh.unseal(ref) // mutate seals it again
 	b[offMeta] = b[offMeta]&^metaTokenSent | metaStale
-	setItemCas(b, s.cas.Add(1))
+	sh.resealField(ref, b, func() { setItemCas(b, s.cas.Add(1)) })
 	sh.mutate(h, ref, ref, causeStore, now)
 	return Deleted
 }

@@ -109,15 +109,16 @@ func (sh *shard) inPlaceClass(b []byte, n int) (int, bool) {
 // Rewriting the old chunk, whose lines the lookup just brought in, does none of that. It is as safe as
 // freeing it, which let the next store take it: no reader keeps a view of an item past the shard lock
 // (replies copy values out).
-func (sh *shard) overwrite(r slab.Ref, b []byte, id int, key, value []byte, flags, exp uint32, meta, lay byte, now int64) uint64 {
+//
+// Never with a data directory (storeItem checks): a process killed during the rewrite would lose both
+// values, where a new chunk keeps the old item whole until the new one is (doc/design/restart.md).
+func (sh *shard) overwrite(b []byte, id int, key, value []byte, flags, exp uint32, meta, lay byte, now int64) uint64 {
 	was := itemBytes(b)
-	sh.unseal(r)
 	b[offState] = kindHead
 	b[offMeta] = lay
 	cas := sh.st.cas.Add(1)
 	writeHeader(b, cas, exp, uint32(now), flags, key, len(value), meta)
 	copy(b[dataOff(b):], value)
-	sh.seal(r, b)
 	// account's change, for an item that stays in its class. The counters are written only when it is not
 	// zero: each is on a line that a write would take from the other CPU (the class counters' on every store).
 	if d := itemBytes(b) - was; d != 0 {

@@ -135,9 +135,9 @@ func (sh *shard) storeItem(k Hashed, key, value []byte, rq *storeReq, now int64)
 	}
 
 	lay := layoutOf(flags, exp, vlen)
-	if old != slab.NilRef && mode != ModeAppend && mode != ModePrepend {
+	if old != slab.NilRef && mode != ModeAppend && mode != ModePrepend && sh.sums == nil {
 		if id, ok := sh.inPlaceClass(ob, headerLen(lay, false)+len(key)+vlen); ok {
-			return Stored, sh.overwrite(old, ob, id, key, value, flags, exp, meta, lay, now)
+			return Stored, sh.overwrite(ob, id, key, value, flags, exp, meta, lay, now)
 		}
 	}
 	if old != slab.NilRef {

@@ -12,9 +12,7 @@ import "github.com/leasecached/leasecached/slab"
 // then dropped as an eviction would drop it.
 func (sh *shard) setExp(h uint64, ref slab.Ref, b []byte, exp uint32, now int64) (slab.Ref, []byte) {
 	if canSetExp(b, exp) {
-		sh.unseal(ref)
-		setItemExp(b, exp)
-		sh.seal(ref, b)
+		sh.resealField(ref, b, func() { setItemExp(b, exp) })
 		return ref, b
 	}
 	klen, vlen, flags := itemKlen(b), itemVlen(b), itemFlags(b)
