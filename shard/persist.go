@@ -158,6 +158,12 @@ func (s *Store) startRestart() {
 	s.oldestLive.Store(oldestLive)
 	s.oldestCas.Store(oldestCas)
 	s.cas.Store(p.back.CasHigh())
+	if p.reason != "" && p.reason != slab.NoStoredData {
+		// The stored mark is gone with the data it belonged to, but clients may still hold CAS values
+		// from before: start above any a server could have handed out before now (fewer than 10^9 a
+		// second since 1970), as lease tokens do.
+		s.cas.Store(uint64(time.Now().UnixNano()))
+	}
 	p.back.SetCasHigh(s.cas.Load() + casReserve)
 	if p.reason == "" {
 		p.pagesLeft = s.adoptPages()
