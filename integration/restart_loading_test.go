@@ -19,11 +19,32 @@ import (
 const (
 	loadingItems   = 300_000 // enough that the rebuild of a -race build takes a while
 	loadingFill    = 1000    // sets pipelined per write while filling
+	loadingFillers = 2       // connections filling (one per event loop)
 	loadingReaders = 4       // connections reading while the index is rebuilt
 	loadingBatch   = 20      // keys per get of a reader
 	// loadingMaxGets bounds a reader's requests.
 	loadingMaxGets = 1_000_000
 )
+
+// fillLoading stores every loadingFillers-th batch of loadingFill items, from the filler-th on.
+func fillLoading(c *rsConn, filler int) error {
+	for i := filler * loadingFill; i < loadingItems; i += loadingFillers * loadingFill {
+		n := min(loadingFill, loadingItems-i)
+		for j := i; j < i+n; j++ {
+			it := loadingItem(j)
+			c.queueStore("set", loadingKey(j), it.flags, 0, it.val)
+		}
+		if err := c.flush(); err != nil {
+			return err
+		}
+		for range n {
+			if l, err := c.line(); err != nil || l != "STORED" {
+				return fmt.Errorf("set: %q, %v", l, err)
+			}
+		}
+	}
+	return nil
+}
 
 func loadingKey(i int) string { return fmt.Sprintf("ld%06d", i) }
 
@@ -32,8 +53,9 @@ func loadingItem(i int) rsItem {
 	return rsItem{flags: uint32(i), val: rsValue(k, 0, 60+i%80)}
 }
 
-// TestRestartServesWhileLoading stores loadingItems items (-m 256: four shards), stops gracefully, and
-// reads random keys from several connections from the moment the new server accepts until stats shows
+// TestRestartServesWhileLoading stores loadingItems items (-m 256: four shards) through the plain build,
+// stops it gracefully, starts the race build on the directory (as the suite's other daemons) and reads
+// random keys from several connections from the moment the new server accepts until stats shows
 // restart_loading 0: every key is found with its value. Then restart_items_loaded is the count stored
 // and every item reads back.
 func TestRestartServesWhileLoading(t *testing.T) {
@@ -41,24 +63,22 @@ func TestRestartServesWhileLoading(t *testing.T) {
 	seed := restartSeed(t)
 	dir := t.TempDir()
 	args := []string{"-m", "256"}
-	d := startOnDir(t, dir, args...)
+	d := startOnDirPlain(t, dir, args...)
 	waitLoaded(t, d)
-	c := mustDialRS(t, d)
 	fillStart := time.Now()
-	for i := 0; i < loadingItems; i += loadingFill {
-		n := min(loadingFill, loadingItems-i)
-		for j := i; j < i+n; j++ {
-			it := loadingItem(j)
-			c.queueStore("set", loadingKey(j), it.flags, 0, it.val)
-		}
-		require.NoError(t, c.flush())
-		for range n {
-			l, err := c.line()
-			require.NoError(t, err)
-			require.Equal(t, "STORED", l)
-		}
+	fillErrs := make(chan error, loadingFillers)
+	for f := range loadingFillers {
+		fc, err := dialRS(d)
+		require.NoError(t, err)
+		go func() {
+			defer fc.Close()
+			fillErrs <- fillLoading(fc, f)
+		}()
 	}
-	st, err := c.stats()
+	for range loadingFillers {
+		require.NoError(t, <-fillErrs)
+	}
+	st, err := mustDialRS(t, d).stats()
 	require.NoError(t, err)
 	require.Equal(t, "0", st["evictions"], "the items must fit")
 	t.Logf("stored %d items in %v", loadingItems, time.Since(fillStart))
