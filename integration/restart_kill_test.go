@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,13 +104,14 @@ func (k *kKey) allowed(got kState) (int, bool) {
 // describeKillValue names a string value by its header (key|seq|), to tell a stale or foreign value
 // from a torn one in a failure message.
 func describeKillValue(v []byte) string {
-	if i := bytes.IndexByte(v, '|'); i > 0 {
-		if j := bytes.IndexByte(v[i+1:], '|'); j > 0 {
-			return fmt.Sprintf("(%q, %d appends)", v[:i+1+j+1], bytes.Count(v, []byte("+")))
-		}
+	if m := killHeader.Find(v); m != nil {
+		return fmt.Sprintf("(%q, %d appends)", m, len(killAppend.FindAll(v, -1)))
 	}
-	return fmt.Sprintf("%q", truncate(v, 40))
+	return fmt.Sprintf("(starting %x)", v[:min(len(v), 8)])
 }
+
+// killHeader is the start of a killValue, killAppend the start of an appended piece.
+var killHeader, killAppend = regexp.MustCompile(`^kw\d+_\d+\|\d+\|`), regexp.MustCompile(`\+\d+\|`)
 
 // killWriter is one connection's load: its keys and its random source.
 type killWriter struct {
