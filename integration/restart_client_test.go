@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecached/leasecached/internal/testdaemon"
 	"github.com/stretchr/testify/require"
 )
 
@@ -55,14 +56,28 @@ func requireRestart(t testing.TB) {
 // startOnDir starts leasecached with --data-dir dir (and args after the suite's defaults).
 func startOnDir(t testing.TB, dir string, args ...string) *daemon {
 	t.Helper()
-	return startLeasecached(t, append([]string{"--data-dir", dir}, args...)...)
+	return startOnDirPath(t, leasecachedPath, dir, args...)
 }
 
 // startOnDirPlain is startOnDir with the daemon built without the race detector: it fills a directory
 // in a fraction of the time (the race build then restarts on it).
 func startOnDirPlain(t testing.TB, dir string, args ...string) *daemon {
 	t.Helper()
-	return startLeasecachedPlain(t, append([]string{"--data-dir", dir}, args...)...)
+	return startOnDirPath(t, leasecachedPlainPath, dir, args...)
+}
+
+func startOnDirPath(t testing.TB, path, dir string, args ...string) *daemon {
+	t.Helper()
+	requireLeasecached(t)
+	return startDaemonSpec(t, testdaemon.Spec{Name: "leasecached", Path: path,
+		Args: leasecachedArgs(append([]string{"--data-dir", dir}, args...)), Env: noExitSleep()})
+}
+
+// noExitSleep is the environment that spares a -race daemon's clean exit the second it sleeps by default
+// (GORACE atexit_sleep_ms, there for reports still being written): these tests stop daemons gracefully
+// dozens of times. Races are reported as they happen, and still fail the test (harness_test.go).
+func noExitSleep() []string {
+	return []string{strings.TrimSpace("GORACE=" + os.Getenv("GORACE") + " atexit_sleep_ms=0")}
 }
 
 // stopHow is how a test ends a daemon before it starts it again.

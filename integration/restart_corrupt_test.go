@@ -1,8 +1,8 @@
 package integration
 
 import (
+	"bytes"
 	"fmt"
-	"io"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -22,10 +22,9 @@ const (
 	// corruptFlipsPerFile is how many bytes a flip round changes in each file: half at uniformly random
 	// offsets (most of an item file is untouched zeros), half at bytes that are not zero (item data).
 	corruptFlipsPerFile = 300
-	corruptFlipRounds   = 3
-	// corruptScanWindow is how much a search for a non-zero byte reads at a time, corruptScanTries how
-	// many windows it reads before it settles for a uniform offset.
-	corruptScanWindow, corruptScanTries = 64 << 10, 64
+	corruptFlipRounds   = 2
+	// corruptBlock is the unit in which flipBytes looks for data.
+	corruptBlock = 4 << 10
 )
 
 // corruptModel is every value stored for each key over the test (older ones and deleted ones included:
@@ -76,49 +75,35 @@ func fillCorrupt(t *testing.T, c *rsConn, rng *rand.Rand) (corruptModel, []strin
 	return m, keys
 }
 
-// flipBytes changes n bytes of the file: half at uniformly random offsets, half at non-zero bytes.
+// flipBytes changes n bytes of the file: half at uniformly random offsets, half in blocks that are not
+// all zeros (item data: most of a file of pages may be holes).
 func flipBytes(t *testing.T, path string, n int, rng *rand.Rand) {
 	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	if len(b) == 0 {
+		return
+	}
+	zero := make([]byte, corruptBlock)
+	var data []int // offsets of blocks with a non-zero byte
+	for off := 0; off < len(b); off += corruptBlock {
+		if !bytes.Equal(b[off:min(off+corruptBlock, len(b))], zero[:min(corruptBlock, len(b)-off)]) {
+			data = append(data, off)
+		}
+	}
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	require.NoError(t, err)
 	defer f.Close()
-	info, err := f.Stat()
-	require.NoError(t, err)
-	size := info.Size()
-	if size == 0 {
-		return
-	}
-	buf := make([]byte, corruptScanWindow)
 	for i := range n {
-		off := rng.Int63n(size)
-		if i%2 == 1 {
-			off = nonZeroNear(f, size, buf, rng)
+		off := rng.Intn(len(b))
+		if i%2 == 1 && len(data) > 0 {
+			off = data[rng.Intn(len(data))] + rng.Intn(corruptBlock)
+			off = min(off, len(b)-1)
 		}
-		var b [1]byte
-		_, err := f.ReadAt(b[:], off)
-		require.NoError(t, err)
-		b[0] ^= byte(1 + rng.Intn(255))
-		_, err = f.WriteAt(b[:], off)
+		b[off] ^= byte(1 + rng.Intn(255))
+		_, err = f.WriteAt(b[off:off+1], int64(off)) // byte by byte: the file's holes stay holes
 		require.NoError(t, err)
 	}
-}
-
-// nonZeroNear is the offset of a non-zero byte found from a random offset on, or a random offset when
-// corruptScanTries windows hold none.
-func nonZeroNear(f *os.File, size int64, buf []byte, rng *rand.Rand) int64 {
-	for range corruptScanTries {
-		start := rng.Int63n(size)
-		n, err := f.ReadAt(buf, start)
-		if err != nil && err != io.EOF {
-			break
-		}
-		for j := rng.Intn(max(n, 1)); j < n; j++ {
-			if buf[j] != 0 {
-				return start + int64(j)
-			}
-		}
-	}
-	return rng.Int63n(size)
 }
 
 // corruption is one way to damage a copy of the directory.
@@ -127,14 +112,25 @@ type corruption struct {
 	damage func(t *testing.T, dir string, rng *rand.Rand)
 }
 
+// corruptions are the rounds: flips in every file (corruptFlipRounds times), flips in each file alone (a
+// damaged header makes the server start empty, so flips everywhere rarely reach the items), a truncated
+// file and a zeroed file, each file in turn.
 func corruptions(files []string) []corruption {
-	var out []corruption
-	for r := range corruptFlipRounds {
-		out = append(out, corruption{fmt.Sprintf("flips %d", r), func(t *testing.T, dir string, rng *rand.Rand) {
+	// The first round damages nothing: every live item must be served, which shows that the copy and the
+	// model are right, so that the other rounds' checks are not empty.
+	out := []corruption{{"none", func(*testing.T, string, *rand.Rand) {}}}
+	flips := func(files ...string) func(t *testing.T, dir string, rng *rand.Rand) {
+		return func(t *testing.T, dir string, rng *rand.Rand) {
 			for _, f := range files {
 				flipBytes(t, filepath.Join(dir, f), corruptFlipsPerFile, rng)
 			}
-		}})
+		}
+	}
+	for r := range corruptFlipRounds {
+		out = append(out, corruption{fmt.Sprintf("flips %d", r), flips(files...)})
+	}
+	for _, f := range files {
+		out = append(out, corruption{"flips " + f, flips(f)})
 	}
 	for _, f := range files {
 		out = append(out, corruption{"truncate " + f, func(t *testing.T, dir string, rng *rand.Rand) {
@@ -164,7 +160,12 @@ func TestRestartCorruptedFiles(t *testing.T) {
 	base := t.TempDir()
 	d := startOnDir(t, base)
 	waitLoaded(t, d)
-	model, keys := fillCorrupt(t, mustDialRS(t, d), rng)
+	c := mustDialRS(t, d)
+	model, keys := fillCorrupt(t, c, rng)
+	before, err := c.getItems("gets", keys)
+	require.NoError(t, err)
+	casBefore := maxCAS(before) // CAS uniques keep growing, whatever the files lost
+	live := len(before)
 	stopDaemon(t, d, stopTerm)
 	files := dataFiles(t, base)
 	t.Logf("data files: %v", files)
@@ -197,6 +198,10 @@ func TestRestartCorruptedFiles(t *testing.T) {
 						older++
 					}
 				}
+				if cr.name == "none" {
+					assert.Equal(t, live, len(got), "pass %d: an undamaged directory serves every live item", pass)
+					assert.Zero(t, older, "pass %d: an undamaged directory serves only the newest values", pass)
+				}
 				t.Logf("pass %d: %s=%s %s=%s; %d of %d keys served, %d of them with an older or deleted value; "+
 					"--data-dir lines %q", pass, statLoaded, st[statLoaded], statDropped, st[statDropped], len(got),
 					len(keys), older, dataDirLines(d))
@@ -209,6 +214,19 @@ func TestRestartCorruptedFiles(t *testing.T) {
 				}
 				expectItems(t, c, w, "stored after the start on a damaged directory")
 				written = w
+				var newKeys []string
+				for k := range w {
+					newKeys = append(newKeys, k)
+				}
+				stored, err := c.getItems("gets", newKeys)
+				require.NoError(t, err)
+				for k, it := range stored {
+					if it.cas <= casBefore {
+						t.Errorf("pass %d: %s stored with CAS %d, not above %d handed out before the damage", pass, k,
+							it.cas, casBefore)
+						break
+					}
+				}
 				_, err = c.stats()
 				require.NoError(t, err)
 				assert.True(t, d.proc.Running(), "pass %d: the server exited", pass)

@@ -504,6 +504,16 @@ func fillSettings(t *testing.T, c *rsConn, small, large int) (smallItems, largeI
 	return smallItems, largeItems
 }
 
+// storeCAS stores key and returns the CAS unique it got.
+func storeCAS(t *testing.T, c *rsConn, key string) uint64 {
+	t.Helper()
+	mustStore(t, c, "set", key, 0, 0, []byte("cas"))
+	got, err := c.getItems("gets", []string{key})
+	require.NoError(t, err)
+	require.Contains(t, got, key)
+	return got[key].cas
+}
+
 // expectModelOrAbsent fails the test for every key of model that get finds with other flags or bytes,
 // and returns how many were found.
 func expectModelOrAbsent(t *testing.T, c *rsConn, model map[string]rsItem, why string) int {
@@ -552,7 +562,10 @@ func TestRestartSettingsChange(t *testing.T) {
 			dir := t.TempDir()
 			d := startOnDir(t, dir, tc.before...)
 			waitLoaded(t, d)
-			smallItems, largeItems := fillSettings(t, mustDialRS(t, d), small, tc.large)
+			c := mustDialRS(t, d)
+			smallItems, largeItems := fillSettings(t, c, small, tc.large)
+			casBefore := storeCAS(t, c, "cas-probe")
+			smallItems["cas-probe"] = rsItem{val: []byte("cas")}
 			stopDaemon(t, d, stopTerm)
 
 			d = startOnDir(t, dir, tc.now...)
@@ -560,7 +573,7 @@ func TestRestartSettingsChange(t *testing.T) {
 			lines := dataDirLines(d)
 			t.Logf("%v -> %v: %s=%s %s=%s; --data-dir lines %q", tc.before, tc.now, statLoaded, st[statLoaded],
 				statDropped, st[statDropped], lines)
-			c := mustDialRS(t, d)
+			c = mustDialRS(t, d)
 			all := map[string]rsItem{}
 			for k, v := range smallItems {
 				all[k] = v
@@ -596,6 +609,8 @@ func TestRestartSettingsChange(t *testing.T) {
 			if !tc.wantEmpty && !empty {
 				assert.Equal(t, int64(found), statInt(t, st, statLoaded), "%s: the items found", statLoaded)
 			}
+			// CAS uniques keep growing across every restart, one that starts empty included.
+			assert.Greater(t, storeCAS(t, c, "cas-probe"), casBefore, "CAS of a store after the restart")
 			if tc.restartAgain {
 				mustStore(t, c, "set", "after", 1, 0, []byte("new settings"))
 				stopDaemon(t, d, stopTerm)
