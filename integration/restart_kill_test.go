@@ -308,8 +308,12 @@ func TestRestartAfterKillDuringWrites(t *testing.T) {
 					for _, f := range k.inflight {
 						fl = append(fl, f.String())
 					}
-					t.Errorf("round %d, key %s: got %s; acknowledged %s; in flight [%s]", round, k.name, s,
-						k.acked, strings.Join(fl, "; "))
+					diff := ""
+					if s.present && k.acked.present {
+						diff = "; against the acknowledged value: " + firstDiff(s.val, k.acked.val)
+					}
+					t.Errorf("round %d, key %s: got %s; acknowledged %s; in flight [%s]%s", round, k.name, s,
+						k.acked, strings.Join(fl, "; "), diff)
 				}
 			case i == 0:
 				atAcked++
