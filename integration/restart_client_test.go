@@ -77,7 +77,7 @@ func startOnDirPath(t testing.TB, path, dir string, args ...string) *daemon {
 // (GORACE atexit_sleep_ms, there for reports still being written): these tests stop daemons gracefully
 // dozens of times. Races are reported as they happen, and still fail the test (harness_test.go).
 func noExitSleep() []string {
-	return []string{strings.TrimSpace("GORACE=" + os.Getenv("GORACE") + " atexit_sleep_ms=0")}
+	return []string{"GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")}
 }
 
 // stopHow is how a test ends a daemon before it starts it again.

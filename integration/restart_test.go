@@ -485,6 +485,9 @@ func TestRestartLock(t *testing.T) {
 	}
 }
 
+// bulkSize is a value that takes a slab page of its own (1 MiB pages, -I 1m).
+const bulkSize = 900_000
+
 // fillSettings stores small items (and large ones when large > 0) and returns them.
 func fillSettings(t *testing.T, c *rsConn, small, large int) (smallItems, largeItems map[string]rsItem) {
 	t.Helper()
@@ -539,7 +542,8 @@ func expectModelOrAbsent(t *testing.T, c *rsConn, model map[string]rsItem, why s
 // TestRestartSettingsChange: a restart with settings that do not fit the stored data. A different shard
 // count (-m 64 has one shard, -m 256 four) starts empty with one line naming --data-dir and "starting
 // empty", and the directory then serves the new settings; a smaller -I keeps what fits and counts what it
-// drops; a different -m with the same shard count adapts or starts empty. Never a wrong value.
+// drops; a larger -m with the same shard count keeps everything, a smaller one what it has room for
+// (one line naming --data-dir says how many pages it had no room for). Never a wrong value.
 func TestRestartSettingsChange(t *testing.T) {
 	requireRestart(t)
 	const small, large = 300, 4
@@ -550,26 +554,39 @@ func TestRestartSettingsChange(t *testing.T) {
 		wantEmpty    bool // starts empty with the notice
 		wantSmall    bool // keeps every small item
 		wantNoLarge  bool // drops every large item, counting them
+		bulk         int  // values of bulkSize stored besides (one a page: to overflow a smaller -m)
+		wantAll      bool // keeps everything
+		wantNoRoom   bool // keeps some, with one line saying it had no room for the rest
 		restartAgain bool // then a restart with the new settings keeps what is stored then
 	}{
 		{name: "more shards", before: []string{"-m", "64"}, now: []string{"-m", "256"}, wantEmpty: true, restartAgain: true},
 		{name: "fewer shards", before: []string{"-m", "256"}, now: []string{"-m", "64"}, wantEmpty: true},
 		{name: "smaller -I", before: []string{"-I", "2m"}, now: []string{"-I", "1m"}, large: large, wantSmall: true, wantNoLarge: true},
-		{name: "larger -m, one shard", before: []string{"-m", "64"}, now: []string{"-m", "100"}},
-		{name: "smaller -m, one shard", before: []string{"-m", "100"}, now: []string{"-m", "64"}},
+		{name: "larger -m, one shard", before: []string{"-m", "64"}, now: []string{"-m", "100"}, bulk: 25, wantAll: true},
+		{name: "smaller -m, one shard", before: []string{"-m", "100"}, now: []string{"-m", "64"}, bulk: 70, wantNoRoom: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			d := startOnDir(t, dir, tc.before...)
+			d := startOnDirPlain(t, dir, tc.before...) // fills faster; the race build restarts
 			waitLoaded(t, d)
 			c := mustDialRS(t, d)
 			smallItems, largeItems := fillSettings(t, c, small, tc.large)
+			bulk := rsValue("bulk", 0, bulkSize) // made once: the key at its start tells the values apart
+			for i := range tc.bulk {
+				key := fmt.Sprintf("sb%d", i)
+				it := rsItem{flags: uint32(i), val: append([]byte(key+"|"), bulk...)}
+				mustStore(t, c, "set", key, it.flags, 0, it.val)
+				largeItems[key] = it
+			}
+			st, err := c.stats()
+			require.NoError(t, err)
+			require.Equal(t, "0", st["evictions"], "everything must fit the first -m (%s pages in use)", st["total_malloced"])
 			casBefore := storeCAS(t, c, "cas-probe")
 			smallItems["cas-probe"] = rsItem{val: []byte("cas")}
 			stopDaemon(t, d, stopTerm)
 
 			d = startOnDir(t, dir, tc.now...)
-			st := waitLoaded(t, d)
+			st = waitLoaded(t, d)
 			lines := dataDirLines(d)
 			t.Logf("%v -> %v: %s=%s %s=%s; --data-dir lines %q", tc.before, tc.now, statLoaded, st[statLoaded],
 				statDropped, st[statDropped], lines)
@@ -584,8 +601,18 @@ func TestRestartSettingsChange(t *testing.T) {
 			found := expectModelOrAbsent(t, c, all, "after the restart")
 			assert.LessOrEqual(t, len(lines), 1, "at most one line names --data-dir")
 			empty := len(lines) == 1 && strings.Contains(lines[0], "starting empty")
+			noRoom := len(lines) == 1 && strings.Contains(lines[0], "no room")
 			if len(lines) == 1 {
-				assert.Contains(t, lines[0], "starting empty", "the --data-dir line")
+				assert.True(t, empty || noRoom, "the --data-dir line says neither \"starting empty\" nor \"no room\": %q", lines[0])
+			}
+			if tc.wantAll {
+				assert.Equal(t, len(all), found, "a larger -m keeps every item")
+				assert.Empty(t, lines, "a larger -m: no --data-dir line")
+			}
+			if tc.wantNoRoom {
+				assert.True(t, noRoom, "a smaller -m that cannot hold every page: one line says so")
+				assert.Greater(t, found, 0, "a smaller -m keeps what it has room for")
+				assert.Less(t, found, len(all), "the first -m's items cannot all fit the smaller one")
 			}
 			if empty {
 				assert.Zero(t, found, "started empty, but served stored items")
