@@ -14,6 +14,8 @@
 //	                                    leasecached: every test must pass, which
 //	                                    validates the harness and the scripts.
 //	LEASECACHED_INTEGRATION_DUMP=1      log memcached's replies for each case.
+//	LEASECACHED_RESTART_SEED=N          replay a randomised warm-restart test (kill moments,
+//	                                    corruption offsets; restart_*_test.go logs its seed).
 //
 // Under -race the daemon is built with -race as well, and a data race it
 // reports fails the test during which it happened.
