@@ -14,7 +14,9 @@ type Config struct {
 	// shorter than Copies gives one copy per server.
 	Copies int
 	// ReplicaTTL, when positive, caps the TTL of every replica (copy 1..N-1); a write's own TTL applies
-	// when it is shorter. Replicas of hot-listed keys are capped at 2 s when it is 0.
+	// when it is shorter. When it is 0, replicas of hot-listed keys are capped at DefaultReplicaTTL and
+	// those of Keys are not. A replica that Get copies from the key lives ReplicaTTL, or
+	// DefaultReplicaTTL when it is 0 (Get does not know how long the value has left).
 	ReplicaTTL time.Duration
 	// HotKeysPoll, when positive, asks every server for "stats hotkeys" this often and splits the keys
 	// listed at HotShare percent or more of a server's keyed requests (a replica listed counts for its
@@ -29,9 +31,9 @@ type Config struct {
 
 // Defaults of Config's zero fields.
 const (
-	DefaultCopies        = 3
-	DefaultHotReplicaTTL = 2 * time.Second
-	DefaultHotShare      = 10
+	DefaultCopies     = 3
+	DefaultReplicaTTL = 2 * time.Second
+	DefaultHotShare   = 10
 )
 
 // maxCandidates bounds the names tried for one key's copies: past it, the key has fewer copies. With

@@ -113,12 +113,14 @@ func TestLoadSpread(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name   string
-		copies int // 1: not split
+		copies int  // 1: not split
+		fill   bool // the hot key is read with GetOrFill (lease-get on leasecached), not Get
 		// maxHotShare bounds the busiest server's share of the hot key's reads. Split in 3 the
 		// expectation is 1/3; the bound leaves room for the randomness of 1,000 picks.
 		maxHotShare float64
 	}{
-		{"not split", 1, 1}, {"split in 2", 2, 0.6}, {"split in 3", 3, 0.45},
+		{"not split", 1, false, 1}, {"split in 2", 2, false, 0.6}, {"split in 3", 3, false, 0.45},
+		{"split in 3, GetOrFill", 3, true, 0.45},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSplit(t, c, Config{Keys: []string{"hot"}, Copies: tc.copies})
@@ -127,7 +129,12 @@ func TestLoadSpread(t *testing.T) {
 			}
 			require.Len(t, s.Copies("hot"), tc.copies)
 			require.NoError(t, s.Set(ctx, &clientlib.Item{Key: "hot", Value: []byte("value")}))
+			fill := func(context.Context, string) ([]byte, error) { return []byte("value"), nil }
 			r := runLoad(t, c, goroutines, perG, d, func(ctx context.Context, key string) error {
+				if tc.fill && key == "hot" {
+					_, err := s.GetOrFill(ctx, key, fill, &clientlib.FillOptions{TTL: time.Minute})
+					return err
+				}
 				_, err := s.Get(ctx, key)
 				return err
 			})

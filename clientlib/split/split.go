@@ -27,7 +27,7 @@ type Client struct {
 	pollDone chan struct{}
 	stopOnce sync.Once
 
-	replicaReads, fallbacks, failedCopies atomic.Int64
+	replicaReads, fallbacks, copied, failedCopies atomic.Int64
 }
 
 // Stats counts what a Client did since New.
@@ -35,6 +35,7 @@ type Stats struct {
 	SplitKeys    int   // keys split now
 	ReplicaReads int64 // reads sent to a replica (copy 1..N-1) rather than to the key itself
 	Fallbacks    int64 // Gets whose replica missed or failed and were answered by the key itself
+	Copied       int64 // replicas a Get wrote back from the key after they missed
 	FailedCopies int64 // copies a Set, Delete or Touch did not reach (a miss is not a failure)
 }
 
@@ -99,6 +100,7 @@ func (s *Client) Stats() Stats {
 		SplitKeys:    len(s.table().keys),
 		ReplicaReads: s.replicaReads.Load(),
 		Fallbacks:    s.fallbacks.Load(),
+		Copied:       s.copied.Load(),
 		FailedCopies: s.failedCopies.Load(),
 	}
 }
@@ -117,7 +119,7 @@ func (s *Client) pick(e *entry) int {
 func (s *Client) replicaTTL(e *entry, ttl time.Duration) time.Duration {
 	limit := s.cfg.ReplicaTTL
 	if limit <= 0 && e.hot {
-		limit = DefaultHotReplicaTTL
+		limit = DefaultReplicaTTL
 	}
 	if limit > 0 && (ttl <= 0 || ttl > limit) {
 		return limit
@@ -126,8 +128,11 @@ func (s *Client) replicaTTL(e *entry, ttl time.Duration) time.Duration {
 }
 
 // Get returns key's item from one of its copies. A replica that misses or fails is answered by the
-// key itself (Stats.Fallbacks); a miss there is ErrCacheMiss. The item's Key is key and, for a split
-// key, its CAS is 0: a CAS value of one copy means nothing for the others.
+// key itself (Stats.Fallbacks); a miss there is ErrCacheMiss. A replica that missed gets the key's
+// value back with add (never over a value a writer stored meanwhile), living ReplicaTTL (default
+// DefaultReplicaTTL): Get does not know how long the value has left, nor can it see a delete that
+// raced with it, so the copy it makes lives briefly. The item's Key is key and, for a split key, its
+// CAS is 0: a CAS value of one copy means nothing for the others.
 func (s *Client) Get(ctx context.Context, key string) (*clientlib.Item, error) {
 	e := s.lookup(key)
 	if e == nil {
@@ -137,7 +142,18 @@ func (s *Client) Get(ctx context.Context, key string) (*clientlib.Item, error) {
 	it, err := s.c.Get(ctx, e.names[i])
 	if i > 0 && err != nil && ctx.Err() == nil {
 		s.fallbacks.Add(1)
+		missed := errors.Is(err, clientlib.ErrCacheMiss)
 		it, err = s.c.Get(ctx, key)
+		if err == nil && missed {
+			ttl := s.cfg.ReplicaTTL
+			if ttl <= 0 {
+				ttl = DefaultReplicaTTL
+			}
+			cp := clientlib.Item{Key: e.names[i], Value: it.Value, Flags: it.Flags, TTL: ttl}
+			if s.c.Add(ctx, &cp) == nil {
+				s.copied.Add(1)
+			}
+		}
 	}
 	if err != nil {
 		return nil, err

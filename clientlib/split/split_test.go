@@ -73,7 +73,8 @@ func TestWritesReachEveryCopy(t *testing.T) {
 }
 
 // TestReplicaMissFallsBack: a replica that misses (evicted, expired, or never written because the
-// writer did not split the key) is answered by the key itself, with its current value.
+// writer did not split the key) is answered by the key itself, with its current value, and gets that
+// value back for ReplicaTTL, so later reads of it hit.
 func TestReplicaMissFallsBack(t *testing.T) {
 	_, servers := startFleet(t, 3)
 	ctx := context.Background()
@@ -90,7 +91,11 @@ func TestReplicaMissFallsBack(t *testing.T) {
 	}
 	st := s.Stats()
 	assert.Positive(t, st.ReplicaReads)
-	assert.Equal(t, st.ReplicaReads, st.Fallbacks, "every replica read missed and fell back")
+	assert.Equal(t, int64(2), st.Fallbacks, "one miss per replica, then it holds the value")
+	assert.Equal(t, int64(2), st.Copied)
+	for _, n := range names {
+		assert.Equal(t, "only-base", value(t, c, n))
+	}
 }
 
 // TestSplitRefusals: CAS and incr/decr of a split key are refused; of other keys they work.
