@@ -23,14 +23,17 @@ type loadResult struct {
 	cmdGets map[string]int64 // every read each server answered
 }
 
-// busiest returns the largest share of the hot key's reads one server took, and of all reads.
+// busiest returns the largest share of the hot key's reads that reached the servers one server took,
+// and of all reads that reached them.
 func (r loadResult) busiest() (hotShare, allShare float64) {
-	var hot, all int64
+	var hot, all, hotSum, allSum int64
 	for addr, n := range r.atAddr {
 		hot = max(hot, n)
 		all = max(all, r.cmdGets[addr])
+		hotSum += n
+		allSum += r.cmdGets[addr]
 	}
-	return float64(hot) / float64(r.hot), float64(all) / float64(r.all)
+	return float64(hot) / float64(hotSum), float64(all) / float64(allSum)
 }
 
 // runLoad reads through get from goroutines for d (and at most perG reads each): every other read is
@@ -139,13 +142,18 @@ func TestLoadSpread(t *testing.T) {
 				return err
 			})
 			hotShare, allShare := r.busiest()
-			t.Logf("%s: %d reads, %d of the hot key; hot key's reads by server %v; busiest server: %.1f%% of the hot key's reads, %.1f%% of all reads",
+			t.Logf("%s: %d reads, %d of the hot key; the hot key's reads each server answered %v; busiest server: %.1f%% of them, %.1f%% of all reads the servers answered",
 				tc.name, r.all, r.hot, r.atAddr, 100*hotShare, 100*allShare)
 			var sum int64
 			for _, n := range r.atAddr {
 				sum += n
 			}
-			require.Equal(t, r.hot, sum, "the servers answered every hot read once (no fallbacks: every copy is stored)")
+			if tc.fill {
+				// Concurrent GetOrFill calls of one copy in a process share one request.
+				require.LessOrEqual(t, sum, r.hot)
+			} else {
+				require.Equal(t, r.hot, sum, "the servers answered every hot read once (no fallbacks: every copy is stored)")
+			}
 			require.LessOrEqual(t, hotShare, tc.maxHotShare)
 			if tc.copies == 1 {
 				require.Equal(t, 1.0, hotShare, "a key not split lives on one server")

@@ -102,3 +102,17 @@ func TestBaseOf(t *testing.T) {
 		assert.Equal(t, tc.want, baseOf(tc.in), tc.in)
 	}
 }
+
+// TestLookupAllocatesNothing: what splitting adds to a request (is the key split, which copy) costs
+// no allocation, for a key split or not.
+func TestLookupAllocatesNothing(t *testing.T) {
+	s := newSplit(t, newClient(t, clientlib.Config{Servers: addrs(3)}), Config{Keys: []string{"hot"}})
+	for _, key := range []string{"hot", "other"} {
+		allocs := testing.AllocsPerRun(1000, func() {
+			if e := s.lookup(key); e != nil {
+				_ = e.names[s.pick(e)]
+			}
+		})
+		assert.Zero(t, allocs, key)
+	}
+}

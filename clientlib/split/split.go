@@ -76,8 +76,10 @@ func (s *Client) table() *table {
 	t := s.cur.Load()
 	if r := placement.Of(s.c); t.ring != r {
 		s.mu.Lock()
-		t = buildTable(r, s.cfg.Copies, s.cfg.Keys, s.hot)
-		s.cur.Store(t)
+		if t = s.cur.Load(); t.ring != r {
+			t = buildTable(r, s.cfg.Copies, s.cfg.Keys, s.hot)
+			s.cur.Store(t)
+		}
 		s.mu.Unlock()
 	}
 	return t
