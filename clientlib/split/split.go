@@ -167,8 +167,9 @@ func (s *Client) Get(ctx context.Context, key string) (*clientlib.Item, error) {
 // GetOrFill is clientlib's GetOrFill over one of key's copies. A replica is filled, under its own
 // lease, from GetOrFill of the key itself with fill and opts: the fleet calls fill once per expiry of
 // the key itself, and each replica reads the key once per expiry of the replica. A value read through
-// a replica may therefore be up to its TTL older than the key's (doc/design/key-splitting.md), and it
-// carries opts' Flags.
+// a replica may therefore be up to its TTL older than the key's (doc/design/key-splitting.md), it
+// carries opts' Flags, and its Source is that of the copy read (SourceFill for a replica filled from
+// the key, although the source was not called).
 func (s *Client) GetOrFill(ctx context.Context, key string, fill clientlib.FillFunc, opts *clientlib.FillOptions) (clientlib.Value, error) {
 	e := s.lookup(key)
 	if e == nil {

@@ -128,7 +128,7 @@ func TestSplitRefusals(t *testing.T) {
 //   - hung server (SIGSTOP, the request waits in its socket): the write is carried out when the server
 //     resumes, although the client reported it failed.
 func TestFailedWriteOfOneCopy(t *testing.T) {
-	const replicaTTL = 2 * time.Second
+	const replicaTTL = 3 * time.Second // an item lives 2-3 s: whole-second expiry
 	for _, tc := range []struct {
 		name      string
 		stale     bool // the failed copy keeps the old value
