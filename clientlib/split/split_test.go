@@ -1,10 +1,13 @@
 package split
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -140,6 +143,13 @@ func TestFailedWriteOfOneCopy(t *testing.T) {
 		{"hung server", false,
 			func(t *testing.T, d *testdaemon.Daemon, _ *proxy) {
 				require.NoError(t, d.Cmd.Process.Signal(syscall.SIGSTOP))
+				// The signal is delivered asynchronously: wait until the process is stopped.
+				stat := "/proc/" + strconv.Itoa(d.Cmd.Process.Pid) + "/stat"
+				require.Eventually(t, func() bool {
+					b, err := os.ReadFile(stat)
+					f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+					return err == nil && len(f) > 0 && f[0] == "T"
+				}, 2*time.Second, time.Millisecond)
 			},
 			func(t *testing.T, d *testdaemon.Daemon, _ *proxy) {
 				require.NoError(t, d.Cmd.Process.Signal(syscall.SIGCONT))
