@@ -16,7 +16,8 @@ type Client struct {
 	cfg     Config
 	servers []*server // the configured servers, in order; guarded by ringMu (SetServers replaces it)
 	ring    atomic.Pointer[ring]
-	ringMu  sync.Mutex // serialises ring rebuilds and changes of servers
+	placed  atomic.Pointer[ring] // every configured server, ejected ones included: see internal/placement
+	ringMu  sync.Mutex           // serialises ring rebuilds and changes of servers
 
 	flights  flightGroup
 	fills    fillTimes // how long each key's last fill took, for EarlyRefresh
@@ -66,6 +67,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c.servers = servers
 	c.ring.Store(newRing(cfg.Distribution, c.servers))
+	c.placed.Store(newPlacement(cfg.Distribution, c.servers))
 	c.flights.init()
 	return c, nil
 }
@@ -132,6 +134,7 @@ func (c *Client) SetServers(servers ...Server) error {
 	}
 	c.servers = next
 	c.ring.Store(newRing(c.cfg.Distribution, next))
+	c.placed.Store(newPlacement(c.cfg.Distribution, next))
 	for _, s := range old {
 		s.removed.Store(true)
 		s.pool.retire()

@@ -31,7 +31,8 @@
 //     and Config.Observe sees every request and fill (for histograms and tracing spans).
 //   - Typed values (a Cache[T] with JSON or gob codecs and compression) live in the subpackage
 //     clientlib/typed; a near-cache for hot keys, invalidated by the servers' watch streams, in
-//     clientlib/near.
+//     clientlib/near; key splitting (a hot key's reads spread over copies on distinct servers) in
+//     clientlib/split.
 //   - Servers are "host:port" addresses or Unix socket paths, over TLS (Config.TLS, or a Config.DialContext
 //     of one's own) and with -Y authentication (Config.Username) when asked; SetServers changes the list
 //     while the client is in use, and Ping checks that each server answers.

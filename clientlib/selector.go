@@ -3,6 +3,7 @@ package clientlib
 import (
 	"hash/crc32"
 
+	"github.com/leasecached/leasecached/clientlib/internal/placement"
 	"github.com/leasecached/leasecached/clientlib/ketama"
 )
 
@@ -14,9 +15,19 @@ type ring struct {
 }
 
 func newRing(d Distribution, all []*server) *ring {
+	return buildRing(d, all, false)
+}
+
+// newPlacement is the ring over every server of the list, ejected or not: where keys belong whatever
+// this process's view of their health (internal/placement; subpackages only).
+func newPlacement(d Distribution, all []*server) *ring {
+	return buildRing(d, all, true)
+}
+
+func buildRing(d Distribution, all []*server, withDead bool) *ring {
 	r := &ring{}
 	for _, s := range all {
-		if !s.dead.Load() {
+		if withDead || !s.dead.Load() {
 			r.live = append(r.live, s)
 		}
 	}
@@ -41,6 +52,22 @@ func (r *ring) pick(key string) (*server, error) {
 		return r.live[r.ketama.Get(key)], nil
 	}
 	return r.live[moduloIndex(key, len(r.live))], nil
+}
+
+// Addr and Servers make a ring a placement.Ring. A placement ring is never empty: New and SetServers
+// refuse an empty list.
+func (r *ring) Addr(key string) string {
+	s, err := r.pick(key)
+	if err != nil {
+		return ""
+	}
+	return s.addr
+}
+
+func (r *ring) Servers() int { return len(r.live) }
+
+func init() {
+	placement.Of = func(c any) placement.Ring { return c.(*Client).placed.Load() }
 }
 
 // ieeeTable drives crc32String.
