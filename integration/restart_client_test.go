@@ -87,6 +87,8 @@ const (
 	stopTerm stopHow = "SIGTERM"
 	stopInt  stopHow = "SIGINT"
 	stopKill stopHow = "SIGKILL"
+	// stopCommand sends memcached's shutdown command (the daemon must run with -A).
+	stopCommand stopHow = "shutdown"
 )
 
 // stopDaemon ends d as how says. A graceful stop must exit 0 within rsStopTimeout.
@@ -101,6 +103,10 @@ func stopDaemon(t testing.TB, d *daemon, how stopHow) {
 		require.NoError(t, d.cmd.Process.Signal(syscall.SIGTERM))
 	case stopInt:
 		require.NoError(t, d.cmd.Process.Signal(syscall.SIGINT))
+	case stopCommand:
+		c := mustDialRS(t, d)
+		_, err := c.c.Write([]byte("shutdown\r\n"))
+		require.NoError(t, err)
 	default:
 		t.Fatalf("unknown stop %q", how)
 	}

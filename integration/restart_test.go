@@ -242,14 +242,13 @@ func firstDiff(got, want []byte) string {
 // directory, every item is back byte-exact: flags, value (empty to 2 MB, chained past a page, made by
 // incr, decr, append, prepend), binary keys as mg shows them, absolute exptimes, and the CAS unique of
 // every unchanged item; the first store after the restart gets a CAS larger than any before it.
-// leasecached has no `shutdown` command (stats settings: shutdown_command no), so that way of stopping
-// is not among them.
+// The shutdown command (with -A) stops it as well.
 func TestRestartGracefulKeepsEverything(t *testing.T) {
 	requireRestart(t)
-	for _, how := range []stopHow{stopTerm, stopInt} {
+	for _, how := range []stopHow{stopTerm, stopInt, stopCommand} {
 		t.Run(string(how), func(t *testing.T) {
 			dir := t.TempDir()
-			d := startOnDir(t, dir, "-I", "2m")
+			d := startOnDir(t, dir, "-I", "2m", "-A")
 			st := waitLoaded(t, d)
 			assert.Equal(t, "0", st[statLoaded], "a fresh directory has nothing to load")
 			// The contract said 0.000000 on a fresh directory; the implementation times its look at the empty

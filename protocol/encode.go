@@ -32,6 +32,7 @@ var (
 	ReplyClientErrorNonNumber = []byte("CLIENT_ERROR cannot increment or decrement non-numeric value\r\n")
 	ReplyClientErrorBadChunk  = []byte("CLIENT_ERROR bad data chunk\r\n")
 	ReplyShutdownDisabled     = []byte("ERROR: shutdown not enabled\r\n")
+	ReplyShutdownBadMode      = []byte("CLIENT_ERROR invalid shutdown mode\r\n")
 )
 
 const crlf = "\r\n"

@@ -94,7 +94,7 @@ func (cn *conn) execute(req *protocol.Request) outcome {
 	case protocol.CmdQuit:
 		return closeConn
 	case protocol.CmdShutdown:
-		cn.out = append(cn.out, protocol.ReplyShutdownDisabled...)
+		return cn.shutdown(req)
 	case protocol.CmdMetaNoop:
 		cn.out = append(cn.out, protocol.ReplyMN...)
 		cn.sentMark = len(cn.out)

@@ -94,6 +94,9 @@ type Config struct {
 	DisableFlush, DisableDump, DisableWatch bool
 	// MetricsListen is --metrics-listen: host:port of the Prometheus endpoint ("": off; metrics.go).
 	MetricsListen string
+	// Shutdown is what the `shutdown` command calls (memcached's -A): the daemon stops as on SIGINT. nil:
+	// the command is refused, as memcached refuses it without -A.
+	Shutdown func()
 }
 
 // Server is the gnet event handler. One Server serves one listener.

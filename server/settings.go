@@ -29,7 +29,7 @@ func (s *Server) appendSettingsStats(dst []byte) []byte {
 	dst = stat(dst, "evictions", "on")
 	dst = stat(dst, "domain_socket", orNULL(s.unixSocketPath()))
 	dst = stat(dst, "umask", strconv.FormatUint(uint64(s.unixMask()), 8)) // memcached's %o
-	dst = stat(dst, "shutdown_command", "no")
+	dst = stat(dst, "shutdown_command", yesNo(s.cfg.Shutdown != nil))
 	dst = stat(dst, "growth_factor", strconv.FormatFloat(slab.GrowthFactor, 'f', 2, 64))
 	dst = statInt(dst, "chunk_size", slab.MinChunk)
 	dst = statInt(dst, "num_threads", int64(s.cfg.Threads))

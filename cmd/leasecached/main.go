@@ -111,6 +111,8 @@ func newApp() *cli.App {
 			&cli.BoolFlag{Name: "disable-dumping", Aliases: []string{"X"},
 				Usage: "refuse stats cachedump and lru_crawler metadump (memcached's -X)"},
 			&cli.BoolFlag{Name: "disable-watch", Aliases: []string{"W"}, Usage: "refuse watch (memcached's -W)"},
+			&cli.BoolFlag{Name: "enable-shutdown", Aliases: []string{"A"},
+				Usage: "let clients stop the server with the shutdown command (memcached's -A)"},
 			&cli.BoolFlag{Name: "enable-largepages", Aliases: []string{"L"},
 				Usage: "back item memory with 2 MiB transparent huge pages from the first touch, not only once written (see README)"},
 			&cli.StringFlag{Name: "data-dir",
@@ -153,7 +155,7 @@ func newApp() *cli.App {
 				}
 			}
 			fitDescriptors(cfg.ConnLimit, cfg.Threads, cfg.Logger)
-			return serve(cfg)
+			return serve(cfg, c.Bool("enable-shutdown"))
 		},
 	}
 }
@@ -169,9 +171,9 @@ func storeConfig(cfg server.Config) shard.Config {
 		DataDir: cfg.DataDir, DataSync: cfg.DataSync}
 }
 
-// serve runs the server until it fails or SIGINT or SIGTERM stops it; SIGHUP reloads its files
-// (runUntilStopped).
-func serve(cfg server.Config) error {
+// serve runs the server until it fails or SIGINT or SIGTERM stops it, or with enableShutdown the shutdown
+// command; SIGHUP reloads its files (runUntilStopped).
+func serve(cfg server.Config, enableShutdown bool) error {
 	store, err := shard.New(storeConfig(cfg))
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
@@ -181,8 +183,16 @@ func serve(cfg server.Config) error {
 	} else if rs.PagesLeft > 0 {
 		cfg.Logger.Warn(fmt.Sprintf("--data-dir %s: this -m has no room for %d stored pages: their items are dropped", cfg.DataDir, rs.PagesLeft))
 	}
-	srv := server.New(cfg, store)
 	sigs := make(chan os.Signal, 2)
+	if enableShutdown {
+		cfg.Shutdown = func() { // as memcached's shutdown raises SIGINT
+			select {
+			case sigs <- syscall.SIGINT:
+			default: // a stop is already on its way
+			}
+		}
+	}
+	srv := server.New(cfg, store)
 	// Never stopped: a signal that comes after the stop has finished, while the process exits, must not
 	// kill it by the default action (exit status "killed by SIGTERM" instead of 0).
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
