@@ -90,3 +90,6 @@ func ping(addr string, tc *tls.Config) error {
 	}
 	return nil
 }
+
+// Stats fetches the general "stats" of a plaintext server as name -> value.
+func Stats(addr string) (map[string]string, error) { return serverStats(addr, nil) }
