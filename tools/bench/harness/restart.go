@@ -86,6 +86,8 @@ type restartRow struct {
 	ServeSeconds  float64 `json:"serve_seconds"`
 	GetSeconds    float64 `json:"get_seconds"`
 	LoadedSeconds float64 `json:"loaded_seconds"`
+	// SawLoading says a stats reply had restart_loading 1 (one that waits for the rebuild never does).
+	SawLoading bool `json:"saw_loading"`
 	// The server's own restart stats, absent where it has none.
 	RestartSeconds *float64 `json:"restart_seconds,omitempty"`
 	ItemsLoaded    *uint64  `json:"restart_items_loaded,omitempty"`
@@ -300,12 +302,14 @@ func (r *restartRun) measure(ctx context.Context, s *runningServer, start time.T
 	var st map[string]string
 	for {
 		var err error
-		if st, err = load.Stats(s.addr); err != nil {
+		// A stats request may wait for the rebuild too: its deadline is the restart's.
+		if st, err = load.StatsWithin(s.addr, r.o.startTimeout); err != nil {
 			return err
 		}
 		if v, ok := st["restart_loading"]; !ok || v == "0" {
 			break
 		}
+		row.SawLoading = true
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -331,8 +335,9 @@ func (r *restartRun) measure(ctx context.Context, s *runningServer, start time.T
 		return err
 	}
 	row.CurrItems, _ = strconv.ParseUint(st["curr_items"], 10, 64)
-	fmt.Fprintf(os.Stderr, "%s after %s: serves at %.3fs, loaded at %.3fs, curr_items %d, sample %d/%d/%d\n",
-		s.name, row.How, row.ServeSeconds, row.LoadedSeconds, row.CurrItems, row.Present, row.Missing, row.Corrupt)
+	fmt.Fprintf(os.Stderr, "%s after %s: serves at %.3fs, a get at %.3fs, loaded at %.3fs (restart_loading 1 seen: %v), "+
+		"curr_items %d, sample %d/%d/%d\n", s.name, row.How, row.ServeSeconds, row.GetSeconds, row.LoadedSeconds,
+		row.SawLoading, row.CurrItems, row.Present, row.Missing, row.Corrupt)
 	return nil
 }
 
