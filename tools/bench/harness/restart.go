@@ -32,8 +32,8 @@ const (
 	readySpin = time.Second
 	// loadedPoll is the pause between two "stats" while leasecached rebuilds its index.
 	loadedPoll = 5 * time.Millisecond
-	// gracefulStopTimeout bounds a graceful stop, which writes the item memory out (leasecached's msync,
-	// memcached's metadata).
+	// gracefulStopTimeout bounds a graceful stop, which writes state out (leasecached syncs its files,
+	// memcached writes its metadata).
 	gracefulStopTimeout = 5 * time.Minute
 	// killWait bounds the wait for a process killed with SIGKILL, and for the write load it was serving.
 	killWait = 30 * time.Second
@@ -42,6 +42,9 @@ const (
 	// memcachedSecondMargin is how far into the next wall-clock second a warm restart of memcached waits.
 	memcachedSecondMargin = 10 * time.Millisecond
 )
+
+// dataDirFlag is leasecached's switch for its data directory (issue 30).
+const dataDirFlag = "--data-dir"
 
 // The scenarios, as the table names them.
 const (
@@ -60,7 +63,6 @@ type restartSize struct {
 
 type restartOptions struct {
 	memcached, leasecached string
-	dataDirFlag            string // leasecached's switch, followed by the directory
 	servers                map[string]bool
 	threads, connLimit     int
 	sizes                  []restartSize
@@ -115,7 +117,6 @@ func RestartMain(ctx context.Context, args []string, out io.Writer) error {
 	o := restartOptions{}
 	fs.StringVar(&o.memcached, "memcached", "memcached", "memcached binary")
 	fs.StringVar(&o.leasecached, "leasecached", "bin/leasecached", "leasecached binary")
-	fs.StringVar(&o.dataDirFlag, "data-dir-flag", "--data-dir", "leasecached's switch for its data directory")
 	servers := fs.String("servers", "leasecached,memcached", "the servers to measure (comma-separated)")
 	fs.IntVar(&o.threads, "threads", 2, "-t of every server")
 	fs.IntVar(&o.connLimit, "conn-limit", 4096, "-c of every server")
@@ -214,7 +215,7 @@ func (r *restartRun) leasecachedArgs(mem int, dir string) func(int) []string {
 	return func(port int) []string {
 		a := []string{"-p", itoa(port), "-l", "127.0.0.1", "-t", itoa(r.o.threads), "-m", itoa(mem), "-c", itoa(r.o.connLimit)}
 		if dir != "" {
-			a = append(a, r.o.dataDirFlag, dir)
+			a = append(a, dataDirFlag, dir)
 		}
 		return a
 	}
@@ -412,7 +413,7 @@ func (r *restartRun) leasecached(ctx context.Context, sz restartSize) (err error
 		return err
 	}
 	defer os.RemoveAll(dir)
-	lcName := "leasecached " + r.o.dataDirFlag
+	lcName := "leasecached " + dataDirFlag
 	args := r.leasecachedArgs(sz.MemMB, dir)
 	if s, _, _, err = r.startTimed(ctx, name, r.o.leasecached, args); err != nil {
 		return err

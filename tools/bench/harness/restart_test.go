@@ -123,7 +123,7 @@ func TestRestartLeasecached(t *testing.T) {
 	build.Dir = filepath.Join("..", "..", "..")
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	o := restartOptions{leasecached: bin, dataDirFlag: "--data-dir", servers: map[string]bool{"leasecached": true},
+	o := restartOptions{leasecached: bin, servers: map[string]bool{"leasecached": true},
 		threads: 1, connLimit: 64, sizes: []restartSize{{Items: 20000, MemMB: 64}}, verify: 2000,
 		midLoad: 300 * time.Millisecond, dataParent: t.TempDir(), startTimeout: 20 * time.Second, maxTime: time.Minute}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
