@@ -153,6 +153,13 @@ bench: bench-deps build bench-tool
 bench-storage: bench-deps build bench-tool
 	GO=$(GO) ./bench/storage.sh
 
+## bench-restart: issue 30's measurement: restart time and items recovered, leasecached --data-dir after
+## SIGTERM and after kill -9 against memcached -e (graceful only, SIGUSR1), for 1M and 10M items of 100 B,
+## and RSS after the fill with and without; BENCH_QUICK=1 for 1M only (see bench/README.md).
+.PHONY: bench-restart
+bench-restart: bench-deps build bench-tool
+	GO=$(GO) ./bench/restart.sh
+
 ## pgo: regenerate cmd/leasecached/default.pgo, the profile `go build` optimises the daemon with, from a
 ## run of the daemon under a mix of the benchmark workloads (about 40 s); then make build.
 .PHONY: pgo

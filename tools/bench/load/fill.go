@@ -154,6 +154,31 @@ func RunFill(ctx context.Context, cfg FillConfig) (*FillResult, error) {
 	return res, nil
 }
 
+// VerifySample reads back a sample of a fill that happened earlier (cfg.Verify keys spread over [0, Keys),
+// as RunFill picks them), possibly in another server process: after a restart. It writes nothing. The
+// error says a value read back was wrong (the counts are set then too) or the exchange failed (no result).
+func VerifySample(ctx context.Context, cfg FillConfig) (*FillResult, error) {
+	ks, err := newKeySpace(cfg.KeyBase, cfg.Keys, cfg.KeySize)
+	if err != nil {
+		return nil, err
+	}
+	vs, err := newValueSource(cfg.ValueSize)
+	if err != nil {
+		return nil, err
+	}
+	tc, err := cfg.TLS.clientConfig(cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	res := &FillResult{Mode: "verify", Config: cfg}
+	if err := verifySample(ctx, cfg, tc, ks, vs, res); err != nil && res.Verified == 0 {
+		return nil, err
+	} else if err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
 // fillStripe writes one connection's share of the keys.
 func fillStripe(ctx context.Context, cfg FillConfig, tc *tls.Config, ks keySpace, vs *valueSource, first uint64,
 	deadline time.Time) (stored, notStored, srvErr uint64, timedOut bool, err error) {

@@ -13,12 +13,16 @@ const statsTimeout = 5 * time.Second
 
 // serverStats fetches the general "stats" of a server as name -> value.
 func serverStats(addr string, tc *tls.Config) (map[string]string, error) {
-	c, err := dialConn(addr, statsTimeout, tc)
+	return serverStatsWithin(addr, tc, statsTimeout)
+}
+
+func serverStatsWithin(addr string, tc *tls.Config, timeout time.Duration) (map[string]string, error) {
+	c, err := dialConn(addr, timeout, tc)
 	if err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 	defer c.Close()
-	if err := c.SetDeadline(time.Now().Add(statsTimeout)); err != nil {
+	if err := c.SetDeadline(time.Now().Add(timeout)); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 	if _, err := c.Write([]byte("stats\r\n")); err != nil {
@@ -89,4 +93,13 @@ func ping(addr string, tc *tls.Config) error {
 		return fmt.Errorf("version reply %q", l)
 	}
 	return nil
+}
+
+// Stats fetches the general "stats" of a plaintext server as name -> value.
+func Stats(addr string) (map[string]string, error) { return serverStats(addr, nil) }
+
+// StatsWithin is Stats with its own bound on the exchange, for a server that may answer late (one
+// rebuilding its index after a restart).
+func StatsWithin(addr string, timeout time.Duration) (map[string]string, error) {
+	return serverStatsWithin(addr, nil, timeout)
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/leasecached/leasecached/tools/bench/load"
 )
 
-const usage = `usage: leasecached-bench <load|fill|hitratio|compare|storage|ceiling> [flags]
+const usage = `usage: leasecached-bench <load|fill|hitratio|compare|storage|restart|ceiling> [flags]
 run "leasecached-bench <subcommand> -h" for the flags of one subcommand`
 
 func main() {
@@ -36,6 +36,8 @@ func main() {
 		err = harness.CompareMain(ctx, os.Args[2:], os.Stdout)
 	case "storage":
 		err = harness.StorageMain(ctx, os.Args[2:], os.Stdout)
+	case "restart":
+		err = harness.RestartMain(ctx, os.Args[2:], os.Stdout)
 	case "ceiling":
 		err = ceiling.Main(ctx, os.Args[2:], os.Stdout)
 	case "-h", "-help", "--help", "help":
