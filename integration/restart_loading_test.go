@@ -111,9 +111,13 @@ func TestRestartServesWhileLoading(t *testing.T) {
 				default:
 				}
 				was := loading.Load()
-				for j := range keys {
-					idx[j] = rng.Intn(loadingItems)
-					keys[j] = loadingKey(idx[j])
+				// Distinct keys: a get naming a key twice is answered twice, which getItems refuses.
+				for j, picked := 0, map[int]bool{}; j < len(keys); {
+					if i := rng.Intn(loadingItems); !picked[i] {
+						picked[i] = true
+						idx[j], keys[j] = i, loadingKey(i)
+						j++
+					}
 				}
 				t0 := time.Now()
 				got, err := rc.getItems("get", keys)
