@@ -71,7 +71,9 @@ func (s *Store) MetaArith(key []byte, req *MetaArithRequest) MetaArithResult {
 		if out.res != Stored {
 			return res
 		}
-		applies = out.inPlace
+		if applies = out.inPlace; applies {
+			ref, b = out.ref, out.b
+		}
 	}
 	exp := itemExp(b)
 	res.TTL[0] = s.ttl(exp, now)

@@ -73,8 +73,15 @@ func (s *Store) MetaDelete(key []byte, req *MetaDeleteRequest) Result {
 			return Deleted // no memory to give the item an exptime: it was dropped, which md I allows
 		}
 	}
-	b[offMeta] = b[offMeta]&^metaTokenSent | metaStale
-	sh.resealField(ref, b, func() { setItemCas(b, s.cas.Add(1)) })
+	mark := func(b []byte) {
+		b[offMeta] = b[offMeta]&^metaTokenSent | metaStale
+		setItemCas(b, s.cas.Add(1))
+	}
+	if sh.sums == nil {
+		mark(b)
+	} else if ref, _ = sh.moveItem(h, ref, b, itemExp(b), now, mark); ref == slab.NilRef {
+		return Deleted // no memory for the marked copy: dropped, which md I allows
+	}
 	sh.mutate(h, ref, ref, causeStore, now)
 	return Deleted
 }

@@ -257,7 +257,10 @@ type arithOutcome struct {
 	res     Result
 	value   uint64
 	cas     uint64 // the CAS of the item now holding the value
-	inPlace bool   // the item at ref was rewritten (else a new item replaced it)
+	inPlace bool   // the value was rewritten in its item (else a new item replaced it), as memcached does it
+	// ref and b are where the item is after an in-place change: a data directory moves it (moveItem).
+	ref slab.Ref
+	b   []byte
 }
 
 // arith applies incr/decr to the live item ref (b its head chunk), under the shard lock. Like
@@ -284,16 +287,24 @@ func (sh *shard) arith(h uint64, ref slab.Ref, b []byte, incr bool, delta uint64
 	digits := strconv.AppendUint(buf[:0], n, 10)
 	b[offState] |= flagVisited
 	if len(digits) <= vlen {
-		sh.unseal(ref) // mutate seals it again
-		copy(v, digits)
-		for i := len(digits); i < vlen; i++ {
-			v[i] = ' '
-		}
 		cas := sh.st.cas.Add(1)
-		setItemCas(b, cas)
-		bumpIdle(b, now)
+		write := func(b []byte) {
+			o := dataOff(b) // a moved item may have another layout (moveItem)
+			v := b[o : o+vlen]
+			copy(v, digits)
+			for i := len(digits); i < vlen; i++ {
+				v[i] = ' '
+			}
+			setItemCas(b, cas)
+			bumpIdle(b, now)
+		}
+		if sh.sums == nil {
+			write(b)
+		} else if ref, b = sh.moveItem(h, ref, b, itemExp(b), now, write); ref == slab.NilRef {
+			return arithOutcome{res: NoMemory} // nothing sealed changes in place (doc/design/restart.md)
+		}
 		sh.mutate(h, ref, ref, causeStore, now)
-		return arithOutcome{res: Stored, value: n, cas: cas, inPlace: true}
+		return arithOutcome{res: Stored, value: n, cas: cas, inPlace: true, ref: ref, b: b}
 	}
 	b[offState] |= flagPinned
 	nu, nb, ok := sh.allocItem(itemKlen(b), len(digits), layoutOf(itemFlags(b), itemExp(b), len(digits)), now)

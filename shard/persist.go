@@ -2,7 +2,6 @@ package shard
 
 import (
 	"fmt"
-	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -15,10 +14,11 @@ import (
 // was stored survives the process, and a restart rebuilds the index from it. What this file adds to the
 // store:
 //   - Every item is sealed once whole: its chunk's seal (slab.SetSum) is a checksum of what a reader is
-//     given (key, value, flags, exptime, CAS, layout); mutate seals every item it links. A store never
-//     rewrites a chunk in place, and a change in place of an exptime or CAS clears the seal only around
-//     the change (resealField). A restart keeps only items whose seal matches, so an item being written
-//     when the process died is dropped, never served torn, and the value it replaced is kept.
+//     given (key, value, flags, exptime, CAS, layout); mutate seals every item it links. Nothing sealed
+//     changes in place: a store, an incr, a touch or an md I writes the item to a new chunk, and the old
+//     one stays sealed until the new one is sealed and linked. A restart keeps only items whose seal
+//     matches, so an item being written when the process died is dropped, never served torn, and the value
+//     it was replacing is kept.
 //   - Time fields are absolute unix seconds already, so expiry stays honest across the downtime.
 //   - The CAS high-water mark is stored ahead of the counter (casReserve), so CAS uniques keep growing
 //     across restarts; flush_all's marks are stored when set, so flushed items stay gone.
@@ -77,27 +77,17 @@ func (sh *shard) seal(r slab.Ref, b []byte) {
 	}
 }
 
-// unseal clears r's seal before its item changes in place.
-func (sh *shard) unseal(r slab.Ref) {
-	if sh.sums != nil {
-		sh.al.SetSum(r, 0)
-	}
-}
-
 // itemSum is the seal of the item at head chunk b: never 0, which means "no seal". A chained item's parts
 // are read through its links, which the caller has checked (recoverHead) or written.
-func (sh *shard) itemSum(b []byte) uint32 { return sealOf(sh.bodySum(b), b) }
-
-// bodySum hashes what an item's seal covers that only a new item changes: key, value and their lengths,
-// flags, layout. A change in place of the other fields (exptime, CAS) computes it before clearing the
-// seal (resealField), so the item goes unsealed for a few instructions, not for a hash of its value.
-func (sh *shard) bodySum(b []byte) uint64 {
-	var f [12]byte
-	le.PutUint32(f[0:], itemFlags(b))
-	le.PutUint32(f[4:], uint32(itemVlen(b)))
-	f[8] = b[offMeta] & (metaLayout | metaKeyBinary)
-	f[9] = b[offKlen]
-	f[10] = b[offState] & flagChained
+func (sh *shard) itemSum(b []byte) uint32 {
+	var f [24]byte
+	le.PutUint64(f[0:], itemCas(b))
+	le.PutUint32(f[8:], itemExp(b))
+	le.PutUint32(f[12:], itemFlags(b))
+	le.PutUint32(f[16:], uint32(itemVlen(b)))
+	f[20] = b[offMeta] & (metaLayout | metaKeyBinary)
+	f[21] = b[offKlen]
+	f[22] = b[offState] & flagChained
 	d := sh.sums
 	d.Reset()
 	_, _ = d.Write(f[:])
@@ -110,28 +100,8 @@ func (sh *shard) bodySum(b []byte) uint64 {
 			_, _ = d.Write(s)
 		}
 	}
-	return d.Sum64()
-}
-
-// sealOf mixes an item's body hash with its exptime and CAS into its seal.
-func sealOf(body uint64, b []byte) uint32 {
-	h := body ^ bits.RotateLeft64(itemCas(b)*0x9E3779B97F4A7C15, 29) ^ uint64(itemExp(b))*0xC2B2AE3D27D4EB4F
-	h ^= h >> 31
-	h *= 0x94D049BB133111EB
+	h := d.Sum64()
 	return max(uint32(h)^uint32(h>>32), 1)
-}
-
-// resealField changes a sealed item's exptime or CAS in place (change writes it): the seal is cleared
-// only around the change itself.
-func (sh *shard) resealField(r slab.Ref, b []byte, change func()) {
-	if sh.sums == nil {
-		change()
-		return
-	}
-	body := sh.bodySum(b)
-	sh.al.SetSum(r, 0)
-	change()
-	sh.al.SetSum(r, sealOf(body, b))
 }
 
 // openPersistence opens cfg.DataDir for a store of n shards and builds the arena in it.

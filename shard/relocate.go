@@ -9,12 +9,21 @@ import "github.com/leasecached/leasecached/slab"
 
 // setExp sets the exptime of the live item ref (b its head chunk, key hash h) and returns where the item
 // now is. ref is NilRef when the item needed to move and no memory could be found for it: the item was
-// then dropped as an eviction would drop it.
+// then dropped as an eviction would drop it. With a data directory the item always moves: nothing sealed
+// changes in place (doc/design/restart.md, rule 2).
 func (sh *shard) setExp(h uint64, ref slab.Ref, b []byte, exp uint32, now int64) (slab.Ref, []byte) {
-	if canSetExp(b, exp) {
-		sh.resealField(ref, b, func() { setItemExp(b, exp) })
+	if canSetExp(b, exp) && sh.sums == nil {
+		setItemExp(b, exp)
 		return ref, b
 	}
+	return sh.moveItem(h, ref, b, exp, now, nil)
+}
+
+// moveItem moves the live item ref (b its head chunk, key hash h) into a new chunk with exptime exp, and
+// applies edit (if any) to the copy before sealing it: the same item, as relocation describes, unless
+// edit changes it. It returns where the item now is, or NilRef when no memory could be found for it: the
+// item was then dropped as an eviction would drop it.
+func (sh *shard) moveItem(h uint64, ref slab.Ref, b []byte, exp uint32, now int64, edit func(nb []byte)) (slab.Ref, []byte) {
 	klen, vlen, flags := itemKlen(b), itemVlen(b), itemFlags(b)
 	pinned := b[offState] & flagPinned
 	b[offState] |= flagPinned // eviction must not take it while we allocate
@@ -29,6 +38,9 @@ func (sh *shard) setExp(h uint64, ref slab.Ref, b []byte, exp uint32, now int64)
 	copyValue(&w, sh.al, b)
 	const carried = flagVisited | flagFetched | flagActive | flagGhost
 	nb[offState] = nb[offState]&^(flagPinned|carried) | b[offState]&carried | pinned
+	if edit != nil {
+		edit(nb)
+	}
 	sh.seal(nu, nb)
 
 	slot, found := sh.idx.slotOf(h, ref)
