@@ -43,13 +43,15 @@ func (cn *conn) execute(req *protocol.Request) outcome {
 	if cn.loop.hot.Due(cn.keysToCount(req)) { // hot-key detection: rarely taken (hotkeys.go)
 		cn.sampleText(req)
 	}
-	if cn.srv.watch.On(watch.Fetchers) {
+	again := cn.again // executed before and suspended: what is logged once per request was
+	cn.again = false
+	if !again && cn.srv.watch.On(watch.Fetchers) {
 		cn.watchLookups(req)
 	}
 	switch req.Cmd {
 	case protocol.CmdGet, protocol.CmdGets, protocol.CmdGat, protocol.CmdGats:
 		if cn.retrieve(req) {
-			return suspended
+			return cn.suspend()
 		}
 	case protocol.CmdSet, protocol.CmdAdd, protocol.CmdReplace, protocol.CmdAppend, protocol.CmdPrepend, protocol.CmdCas:
 		cn.storeCmd(req)
@@ -110,11 +112,11 @@ func (cn *conn) execute(req *protocol.Request) outcome {
 		cn.metaDebug(req)
 	case protocol.CmdLruCrawler:
 		if cn.lruCrawler(req) {
-			return suspended
+			return cn.suspend()
 		}
 	case protocol.CmdLeaseGet:
 		if cn.leaseGet(req) {
-			return suspended
+			return cn.suspend()
 		}
 	case protocol.CmdLeaseSet:
 		cn.leaseSet(req)
@@ -143,6 +145,13 @@ func (cn *conn) countHit(hit bool, hitStat, missStat statID) {
 	} else {
 		cn.local[missStat]++
 	}
+}
+
+// suspend ends an execution of a request that stopped part-way (a yield, a parked read): it stays in the
+// input and is executed again, and that execution logs nothing its first one logged (watch.md).
+func (cn *conn) suspend() outcome {
+	cn.again = true
+	return suspended
 }
 
 // retrieve serves get, gets, gat and gats: one VALUE block per hit, misses silent, one END. It reports
