@@ -37,16 +37,18 @@ var storeModes = [...]shard.Mode{
 
 // execute runs one parsed request and appends its reply (unless noreply) to cn.out.
 func (cn *conn) execute(req *protocol.Request) outcome {
-	if cn.srv.tracing.Load() { // -vvv (logger.go)
-		cn.traceCommand(slog.String("cmd", req.Cmd.String()), req.Key(), len(req.Keys))
-	}
-	if cn.loop.hot.Due(cn.keysToCount(req)) { // hot-key detection: rarely taken (hotkeys.go)
-		cn.sampleText(req)
-	}
-	again := cn.again // executed before and suspended: what is logged once per request was
-	cn.again = false
-	if !again && cn.srv.watch.On(watch.Fetchers) {
-		cn.watchLookups(req)
+	if cn.again { // executed before and suspended (suspend): traced, counted and logged then
+		cn.again = false
+	} else {
+		if cn.srv.tracing.Load() { // -vvv (logger.go)
+			cn.traceCommand(slog.String("cmd", req.Cmd.String()), req.Key(), len(req.Keys))
+		}
+		if cn.loop.hot.Due(len(req.Keys)) { // hot-key detection: rarely taken (hotkeys.go)
+			cn.sampleText(req)
+		}
+		if cn.srv.watch.On(watch.Fetchers) {
+			cn.watchLookups(req)
+		}
 	}
 	switch req.Cmd {
 	case protocol.CmdGet, protocol.CmdGets, protocol.CmdGat, protocol.CmdGats:
@@ -148,7 +150,8 @@ func (cn *conn) countHit(hit bool, hitStat, missStat statID) {
 }
 
 // suspend ends an execution of a request that stopped part-way (a yield, a parked read): it stays in the
-// input and is executed again, and that execution logs nothing its first one logged (watch.md).
+// input and is executed again, and that execution neither traces it, nor counts its keys for hot-key
+// detection, nor logs its lookups (watch.md) again.
 func (cn *conn) suspend() outcome {
 	cn.again = true
 	return suspended

@@ -346,3 +346,33 @@ func TestRefusalLogged(t *testing.T) {
 		})
 	}
 }
+
+// -vvv traces a command once, however often it is executed again (a multi-key fetch that yields).
+func TestTraceOncePerRequest(t *testing.T) {
+	var out logBuffer
+	var lv slog.LevelVar
+	s := newTestServerConfig(t, func(c *Config) {
+		c.Verbosity, c.LogLevel, c.Logger = 3, &lv, logging.New(&out, logging.JSON, &lv)
+	})
+	big := strings.Repeat("v", 200_000) // two of these pass flushThreshold: the get yields after b
+	for _, k := range []string{"a", "b", "c"} {
+		o, _ := feed(newConn(s, nil), &fakeConn{}, "set "+k+" 0 0 200000\r\n"+big+"\r\n")
+		require.Equal(t, "STORED\r\n", o)
+	}
+	cn, fc := newConn(s, nil), &fakeConn{}
+	cn.fd = 7
+	fc.in.WriteString("get a b c\r\n")
+	require.Equal(t, ServeAgain, cn.serve(fc), "the get yields")
+	serveWoken(cn, fc)
+	var gets []string
+	for _, line := range out.lines() {
+		if l := parseLogLine(t, logging.JSON, line); l.msg == "command" && l.attrs[attrConn] == "7" {
+			gets = append(gets, line)
+		}
+	}
+	require.Len(t, gets, 1, "%s", strings.Join(gets, "\n"))
+	l := parseLogLine(t, logging.JSON, gets[0])
+	assert.Equal(t, "get", l.attrs["cmd"])
+	assert.Equal(t, "a", l.attrs["key"])
+	assert.Equal(t, "3", l.attrs["keys"])
+}
