@@ -16,11 +16,12 @@ SUDO     := $(if $(filter 0,$(shell id -u)),,sudo)
 # memcached -S authenticates with (sasl2-bin, libsasl2-modules-db: integration/differential_binary_sasl_test.go,
 # integration/clients_binary_test.go); systemd's systemd-analyze, which checks deploy/leasecached.service
 # (deploy/deploy_test.go); prometheus, for promtool, which checks a scrape of --metrics-listen
-# (integration/metrics_test.go).
+# (integration/metrics_test.go); buildah, which builds deploy/Containerfile's image without a daemon
+# (deploy/image_test.go).
 TEST_DEPS := memcached nutcracker \
 	python3-pymemcache python3-memcache libcache-memcached-perl libcache-memcached-fast-perl \
 	php-cli php-memcached libmemcached-tools nodejs npm openssl \
-	ruby ruby-dalli python3-pylibmc sasl2-bin libsasl2-modules-db systemd prometheus
+	ruby ruby-dalli python3-pylibmc sasl2-bin libsasl2-modules-db systemd prometheus buildah
 
 .PHONY: all build run test test-deps vet fmt-check unit fuzz-smoke bench clean static image
 
@@ -35,11 +36,14 @@ STATIC_BIN ?= bin/static/leasecached
 static:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(STATIC_BIN) ./cmd/leasecached
 
-## image: the container image of deploy/Containerfile, from the static binary alone (podman, else docker).
-CONTAINER ?= $(shell command -v podman || command -v docker)
-IMAGE     ?= leasecached
+## image: the container image of deploy/Containerfile, from the static binary alone, built by the first of
+## podman, buildah (neither needs a daemon) and docker found; CONTAINER=... picks one, and CONTAINER_FLAGS go
+## before its build command (deploy/image_test.go gives buildah a storage of its own).
+CONTAINER       ?= $(shell command -v podman || command -v buildah || command -v docker)
+CONTAINER_FLAGS ?=
+IMAGE           ?= leasecached
 image: static
-	$(CONTAINER) build -f deploy/Containerfile -t $(IMAGE) $(dir $(STATIC_BIN))
+	$(CONTAINER) $(CONTAINER_FLAGS) build -f deploy/Containerfile -t $(IMAGE) $(dir $(STATIC_BIN))
 
 ## run: build and start the server on port $(PORT) (127.0.0.1, 64 MB, one event loop per CPU).
 run: build

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -195,12 +196,13 @@ func TestDescriptorExhaustion(t *testing.T) {
 	const nofile, flood = 64, 200
 	d := startDaemon(t, "leasecached", "/bin/sh", func(port int) []string {
 		return []string{"-c", fmt.Sprintf("ulimit -n %d && exec \"$0\" \"$@\"", nofile), leasecachedPath,
-			"-l", "127.0.0.1", "-p", strconv.Itoa(port), "-m", defaultMemoryMB, "-t", defaultThreads, "-c", "1024"}
+			"-l", "127.0.0.1", "-p", strconv.Itoa(port), "-m", defaultMemoryMB, "-t", defaultThreads, "-c", "1024", "-v"}
 	})
 	stop := make(chan struct{})
 	ck := startChecker(t, d, stop)
 	var conns []net.Conn
 	refused := 0
+	floodStart := time.Now()
 	for i := 0; i < flood; i++ {
 		c, err := net.DialTimeout("tcp", d.addr, dialTimeout)
 		if err != nil {
@@ -210,6 +212,7 @@ func TestDescriptorExhaustion(t *testing.T) {
 		conns = append(conns, c)
 	}
 	usable := 0
+	told := map[string]bool{} // the clients told they were refused, by address
 	for _, c := range conns {
 		rep := (&rawConn{c: c}).exchange(sentinelCmd, wholeWrite, sentinelReply, 2*time.Second)
 		switch {
@@ -217,6 +220,9 @@ func TestDescriptorExhaustion(t *testing.T) {
 			usable++
 		case bytes.Equal(rep.data, rejectReply) || rep.closed:
 			refused++
+			if bytes.Equal(rep.data, rejectReply) {
+				told[c.LocalAddr().String()] = true
+			}
 		default:
 			t.Errorf("flooding connection got %q (closed %v, timed out %v)", rep.data, rep.closed, rep.timedOut)
 		}
@@ -246,7 +252,49 @@ func TestDescriptorExhaustion(t *testing.T) {
 	ck.verify(t)
 	if constrained {
 		assert.Equal(t, 1, strings.Count(d.out.String(), "refusing new connections"), "one log line per shortage:\n%s", d.out.String())
+		checkRefusalLines(t, d, told, floodStart)
 	}
+}
+
+// refusalLine is a -v line about a connection refused for lack of descriptors (doc/design/logging.md),
+// and heldLine the line counting those its rate limit held back.
+var (
+	refusalLine = regexp.MustCompile(`INFO refused: out of file descriptors conn=([0-9]+) peer=(\S+)`)
+	heldLine    = regexp.MustCompile(`INFO refusals not logged count=([0-9]+) per_second=([0-9]+)`)
+)
+
+// checkRefusalLines checks that every connection refused for lack of descriptors was logged naming its
+// descriptor and client (one of told, the clients that read the refusal), or counted in a line of those
+// the rate limit held back: as many in all as rejected_connections, and no more lines in each second
+// since the flood began than the limit.
+func checkRefusalLines(t *testing.T, d *daemon, told map[string]bool, floodStart time.Time) {
+	t.Helper()
+	seconds := int(time.Since(floodStart)/time.Second) + 1 // the windows the refusals can have fallen in
+	rejected, err := strconv.Atoi(statsOf(t, dialRaw(t, d))["rejected_connections"])
+	require.NoError(t, err)
+	require.Positive(t, rejected)
+	const perSecond = 10 // doc/design/logging.md
+	var lines, held int
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		out := d.out.String()
+		lines, held = 0, 0
+		for _, m := range refusalLine.FindAllStringSubmatch(out, -1) {
+			lines++
+			assert.NotEqual(t, "0", m[1], "a descriptor: %q", m[0])
+			assert.True(t, told[m[2]], "the peer is a client told it was refused: %q", m[0])
+		}
+		for _, m := range heldLine.FindAllStringSubmatch(out, -1) {
+			n, _ := strconv.Atoi(m[1])
+			held += n
+			assert.Equal(t, strconv.Itoa(perSecond), m[2], "the limit: %q", m[0])
+		}
+		if lines+held >= rejected || time.Now().After(deadline) {
+			break
+		}
+	}
+	t.Logf("%d refusals: %d logged, %d counted as held back", rejected, lines, held)
+	assert.Equal(t, rejected, lines+held, "each refusal logged or counted:\n%s", d.out.String())
+	assert.LessOrEqual(t, lines, seconds*perSecond, "at most the limit's lines in each of the flood's %d s", seconds)
 }
 
 // TestBurstMemoryReturned: memory a burst of clients made the daemon take is given back to the system

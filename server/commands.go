@@ -37,19 +37,23 @@ var storeModes = [...]shard.Mode{
 
 // execute runs one parsed request and appends its reply (unless noreply) to cn.out.
 func (cn *conn) execute(req *protocol.Request) outcome {
-	if cn.srv.tracing.Load() { // -vvv (logger.go)
-		cn.traceCommand(slog.String("cmd", req.Cmd.String()), req.Key(), len(req.Keys))
-	}
-	if cn.loop.hot.Due(cn.keysToCount(req)) { // hot-key detection: rarely taken (hotkeys.go)
-		cn.sampleText(req)
-	}
-	if cn.srv.watch.On(watch.Fetchers) {
-		cn.watchLookups(req)
+	if cn.again { // executed before and suspended (suspend): traced, counted and logged then
+		cn.again = false
+	} else {
+		if cn.srv.tracing.Load() { // -vvv (logger.go)
+			cn.traceCommand(slog.String("cmd", req.Cmd.String()), req.Key(), len(req.Keys))
+		}
+		if cn.loop.hot.Due(len(req.Keys)) { // hot-key detection: rarely taken (hotkeys.go)
+			cn.sampleText(req)
+		}
+		if cn.srv.watch.On(watch.Fetchers) {
+			cn.watchLookups(req)
+		}
 	}
 	switch req.Cmd {
 	case protocol.CmdGet, protocol.CmdGets, protocol.CmdGat, protocol.CmdGats:
 		if cn.retrieve(req) {
-			return suspended
+			return cn.suspend()
 		}
 	case protocol.CmdSet, protocol.CmdAdd, protocol.CmdReplace, protocol.CmdAppend, protocol.CmdPrepend, protocol.CmdCas:
 		cn.storeCmd(req)
@@ -110,11 +114,11 @@ func (cn *conn) execute(req *protocol.Request) outcome {
 		cn.metaDebug(req)
 	case protocol.CmdLruCrawler:
 		if cn.lruCrawler(req) {
-			return suspended
+			return cn.suspend()
 		}
 	case protocol.CmdLeaseGet:
 		if cn.leaseGet(req) {
-			return suspended
+			return cn.suspend()
 		}
 	case protocol.CmdLeaseSet:
 		cn.leaseSet(req)
@@ -143,6 +147,14 @@ func (cn *conn) countHit(hit bool, hitStat, missStat statID) {
 	} else {
 		cn.local[missStat]++
 	}
+}
+
+// suspend ends an execution of a request that stopped part-way (a yield, a parked read): it stays in the
+// input and is executed again, and that execution neither traces it, nor counts its keys for hot-key
+// detection, nor logs its lookups (watch.md) again.
+func (cn *conn) suspend() outcome {
+	cn.again = true
+	return suspended
 }
 
 // retrieve serves get, gets, gat and gats: one VALUE block per hit, misses silent, one END. It reports

@@ -83,6 +83,9 @@ type conn struct {
 	yielded bool
 	resume  int
 	dump    shard.DumpCursor
+	// again is set while the request at the front of the input was suspended (yield, or a parked read):
+	// executing it again goes on with its work but does not trace, count or log it again (suspend).
+	again   bool
 	metaKey [protocol.KeyMaxLength]byte // me's base64-decoded key (flag b); the others decode in the parser
 	auth    *authConn                   // -Y, until the connection has authenticated (auth.go); nil otherwise
 	// negotiated is set once the connection's first byte chose its protocol (-B); bin is the binary

@@ -2,6 +2,7 @@ package server
 
 import (
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -52,7 +53,7 @@ func (s *Server) admit() bool {
 
 // refused logs (-v) a connection admit refused, as memcached does ("Too many open connections").
 func (s *Server) refused(fd int, peer string) {
-	s.logConn(slog.LevelInfo, "refused: too many open connections", fd, peer, slog.Int("limit", s.cfg.ConnLimit))
+	s.logRefusal("refused: too many open connections", fd, peer, slog.Int("limit", s.cfg.ConnLimit))
 }
 
 // openConn counts and records a connection either transport admitted (admit): cn is its engine, handle the
@@ -70,9 +71,12 @@ func (s *Server) openConn(cn *conn, handle any, fd int, remote, listen string) {
 }
 
 // Refusal is what a connection refused for lack of file descriptors is told before it is closed
-// (gnet.RefusalHandler, a leasecached patch): memcached's words for a connection over the limit.
-func (s *Server) Refusal() []byte {
+// (gnet.RefusalHandler, a leasecached patch): memcached's words for a connection over the limit. fd is the
+// descriptor it was accepted on (the reserve's, given up for it) and peer its client; each refusal is
+// logged at -v like one over -c.
+func (s *Server) Refusal(fd int, peer net.Addr) []byte {
 	s.stats.rejectedConns.Add(1)
+	s.logRefusal("refused: out of file descriptors", fd, addrString(peer))
 	return tooManyConns
 }
 

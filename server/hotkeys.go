@@ -111,15 +111,12 @@ var hotBinKinds = [...]hotKind{
 	bp.OpIncrement: hotWrite, bp.OpDecrement: hotWrite,
 }
 
-// keysToCount is how many keys of req execute counts: those from cn.resume on, as the keys before it
-// were counted when the request was first executed (a multi-key fetch that yielded goes on from there).
-func (cn *conn) keysToCount(req *protocol.Request) int { return len(req.Keys) - cn.resume }
-
-// sampleText offers the sampled keys of the text or meta request req (execute found some due).
+// sampleText offers the sampled keys of the text or meta request req (execute found some due). execute
+// counts a request's keys once, when it first executes it: a fetch executed again after a yield or a
+// parked read is not counted again (conn.again).
 func (cn *conn) sampleText(req *protocol.Request) {
 	ls := cn.loop
-	from := min(cn.resume, len(req.Keys))
-	keys := req.Keys[from:]
+	keys := req.Keys
 	kind := hotNone
 	if int(req.Cmd) < len(hotTextKinds) {
 		kind = hotTextKinds[req.Cmd]
@@ -134,7 +131,7 @@ func (cn *conn) sampleText(req *protocol.Request) {
 			}
 		default:
 			key, now := keys[i], cn.srv.store.NowNano()
-			ls.hotKeys.Offer(now, key, cn.hashOf(from+i, key).Sum, kind == hotWrite, ls.hot.Taken(now))
+			ls.hotKeys.Offer(now, key, cn.hashOf(i, key).Sum, kind == hotWrite, ls.hot.Taken(now))
 		}
 	}
 }

@@ -268,3 +268,33 @@ func TestHotKeysCapacity(t *testing.T) {
 	_, tr := h.newLoop(true)
 	assert.Equal(t, 71_680, tr.Bytes(), "a loop's memory at the default")
 }
+
+// A multi-key fetch that yields (its replies passed flushThreshold) is executed again from the key it
+// stopped at; each key is still counted once, so its keys keep equal rates.
+func TestHotKeysCountYieldedFetchOnce(t *testing.T) {
+	for _, fetch := range []string{"get a b c\r\n", "lease-get a b c\r\n"} {
+		t.Run(strings.TrimSpace(fetch), func(t *testing.T) {
+			s, _ := newHotServer(t, 10)
+			big := strings.Repeat("v", 200_000) // two of these pass flushThreshold: the fetch yields after b
+			for _, k := range []string{"a", "b", "c"} {
+				out, _ := feed(newConn(s, nil), &fakeConn{}, "set "+k+" 0 0 200000\r\n"+big+"\r\n")
+				require.Equal(t, "STORED\r\n", out)
+			}
+			cn, fc := newConn(s, nil), &fakeConn{}
+			cn.shared().hot = hotkeys.NewSampler(1, 1) // every key sampled: counts are exact
+			for range 4 {
+				fc.in.WriteString(fetch)
+				require.Equal(t, ServeAgain, cn.serve(fc), "the fetch yields")
+				serveWoken(cn, fc)
+			}
+			keys, _ := s.hotKeys(10)
+			reads := map[string]float64{}
+			for _, k := range keys {
+				reads[k.Key] = k.Reads
+			}
+			require.Len(t, reads, 3, "%+v", keys)
+			assert.InDelta(t, reads["a"], reads["c"], 1e-9, "%+v", keys)
+			assert.InDelta(t, reads["b"], reads["c"], 1e-9, "%+v", keys)
+		})
+	}
+}

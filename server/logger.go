@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/leasecached/leasecached/internal/logging"
 )
@@ -60,6 +62,70 @@ func (cn *conn) traceCommand(what slog.Attr, key []byte, keys int) {
 		attrs = append(attrs, slog.Int("keys", keys))
 	}
 	cn.log(logging.LevelTrace, "command", attrs...)
+}
+
+// Refusal lines are rate-limited: a flood of connections refused (over -c, or for lack of descriptors) logs
+// at most refusalLines lines a second, and the lines held back are counted and logged as one line once the
+// second that held the first of them back ends. See doc/design/logging.md.
+const (
+	refusalLines  = 10
+	refusalWindow = time.Second
+)
+
+// lineLimit lets at most refusalLines lines through in each refusalWindow and counts the rest.
+type lineLimit struct {
+	mu     sync.Mutex
+	window time.Time // when the current window began
+	lines  int       // lines let through in it
+	held   int       // lines held back since the last count was taken
+}
+
+// allow reports whether a line may be logged at now; a line held back is counted, and first says it is
+// the first held back since the count was last taken (the caller then arranges for the count's line).
+func (l *lineLimit) allow(now time.Time) (ok, first bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Sub(l.window) >= refusalWindow {
+		l.window, l.lines = now, 0
+	}
+	if l.lines < refusalLines {
+		l.lines++
+		return true, false
+	}
+	l.held++
+	return false, l.held == 1
+}
+
+// takeHeld returns how many lines were held back since it was last called.
+func (l *lineLimit) takeHeld() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.held
+	l.held = 0
+	return n
+}
+
+// logRefusal logs (-v) a connection refused, through the refusal lines' limit (s.refusals).
+func (s *Server) logRefusal(msg string, fd int, peer string, attrs ...slog.Attr) {
+	if !s.logs(slog.LevelInfo) {
+		return
+	}
+	ok, first := s.refusals.allow(time.Now())
+	if ok {
+		s.logConn(slog.LevelInfo, msg, fd, peer, attrs...)
+		return
+	}
+	if first {
+		time.AfterFunc(refusalWindow, s.logHeldRefusals)
+	}
+}
+
+// logHeldRefusals logs how many refusal lines the limit held back.
+func (s *Server) logHeldRefusals() {
+	if n := s.refusals.takeHeld(); n > 0 {
+		s.logger.LogAttrs(context.Background(), slog.LevelInfo, "refusals not logged",
+			slog.Int("count", n), slog.Int("per_second", refusalLines))
+	}
 }
 
 // gnetLogger routes gnet's own log lines into ours at their levels: a quiet daemon prints only gnet's

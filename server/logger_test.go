@@ -245,3 +245,134 @@ func TestLogQuietAllocatesNothing(t *testing.T) {
 	}
 	assert.Zero(t, testing.AllocsPerRun(200, quiet))
 }
+
+// The refusal lines' limit lets refusalLines lines through in each window, holds back the rest, and says
+// when the first held-back line since the count was taken arrives.
+func TestLineLimit(t *testing.T) {
+	type step struct {
+		at        time.Duration // since the first line
+		ok, first bool
+		take      int // when > 0 or the last step: takeHeld before the next step, expecting this
+	}
+	fill := func(at time.Duration) []step { // refusalLines lines let through at at
+		s := make([]step, refusalLines)
+		for i := range s {
+			s[i] = step{at: at, ok: true}
+		}
+		return s
+	}
+	cat := func(parts ...[]step) []step {
+		var all []step
+		for _, p := range parts {
+			all = append(all, p...)
+		}
+		return all
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"under the limit", fill(0)},
+		{"over it", cat(fill(0), []step{{at: 1, first: true}, {at: 2}, {at: refusalWindow - 1}})},
+		{"a new window", cat(fill(0), []step{{at: 1, first: true}}, fill(refusalWindow), []step{{at: refusalWindow, take: 2}})},
+		{"counted again after a take", cat(fill(0), []step{{at: 1, first: true, take: 1}, {at: 2, first: true}, {at: 3, take: 2}})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var l lineLimit
+			t0 := time.Unix(1_000_000, 0)
+			held := 0
+			for i, s := range tc.steps {
+				ok, first := l.allow(t0.Add(s.at))
+				assert.Equal(t, s.ok, ok, "step %d: let through", i)
+				assert.Equal(t, s.first, first, "step %d: first held back", i)
+				if !ok {
+					held++
+				}
+				if s.take > 0 {
+					assert.Equal(t, s.take, held, "the test's own count at step %d", i)
+					assert.Equal(t, held, l.takeHeld(), "held back before step %d", i+1)
+					held = 0
+				}
+			}
+			assert.Equal(t, held, l.takeHeld(), "held back at the end")
+		})
+	}
+}
+
+// A connection refused for lack of descriptors (gnet's acceptor calls Refusal with the descriptor it was
+// accepted on and its peer) is counted, told memcached's line, and logged at -v naming its descriptor and
+// peer: refusalLines lines a second at most, and one line with the count of those held back.
+func TestRefusalLogged(t *testing.T) {
+	const refusals = refusalLines + 5
+	for _, verbosity := range []int{0, 1} {
+		t.Run("-v"+strconv.Itoa(verbosity), func(t *testing.T) {
+			var out logBuffer
+			var lv slog.LevelVar
+			s := newTestServerConfig(t, func(c *Config) {
+				c.Verbosity, c.LogLevel, c.Logger = verbosity, &lv, logging.New(&out, logging.JSON, &lv)
+			})
+			for i := range refusals {
+				peer := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000 + i}
+				assert.Equal(t, string(tooManyConns), string(s.Refusal(30+i, peer)))
+			}
+			assert.Equal(t, uint64(refusals), s.stats.rejectedConns.Load(), "rejected_connections")
+			if verbosity == 0 {
+				time.Sleep(refusalWindow + 100*time.Millisecond)
+				assert.Empty(t, out.lines(), "quiet at -v0")
+				return
+			}
+			var summary *logLine
+			for deadline := time.Now().Add(refusalWindow + 3*time.Second); summary == nil && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+				lines := out.lines()
+				if len(lines) > refusalLines {
+					l := parseLogLine(t, logging.JSON, lines[refusalLines])
+					summary = &l
+				}
+			}
+			lines := out.lines()
+			require.Len(t, lines, refusalLines+1, "%d refusal lines and the count of the rest:\n%s", refusalLines, strings.Join(lines, "\n"))
+			for i, line := range lines[:refusalLines] {
+				l := parseLogLine(t, logging.JSON, line)
+				assert.Equal(t, "INFO", l.level, line)
+				assert.Equal(t, "refused: out of file descriptors", l.msg, line)
+				assert.Equal(t, strconv.Itoa(30+i), l.attrs[attrConn], line)
+				assert.Equal(t, "127.0.0.1:"+strconv.Itoa(40000+i), l.attrs[attrPeer], line)
+			}
+			require.NotNil(t, summary)
+			assert.Equal(t, "refusals not logged", summary.msg)
+			assert.Equal(t, "INFO", summary.level)
+			assert.Equal(t, strconv.Itoa(refusals-refusalLines), summary.attrs["count"])
+		})
+	}
+}
+
+// -vvv traces a command once, however often it is executed again (a multi-key fetch that yields).
+func TestTraceOncePerRequest(t *testing.T) {
+	var out logBuffer
+	var lv slog.LevelVar
+	s := newTestServerConfig(t, func(c *Config) {
+		c.Verbosity, c.LogLevel, c.Logger = 3, &lv, logging.New(&out, logging.JSON, &lv)
+	})
+	big := strings.Repeat("v", 200_000) // two of these pass flushThreshold: the get yields after b
+	for _, k := range []string{"a", "b", "c"} {
+		o, _ := feed(newConn(s, nil), &fakeConn{}, "set "+k+" 0 0 200000\r\n"+big+"\r\n")
+		require.Equal(t, "STORED\r\n", o)
+	}
+	cn, fc := newConn(s, nil), &fakeConn{}
+	cn.fd = 7
+	fc.in.WriteString("get a b c\r\n")
+	require.Equal(t, ServeAgain, cn.serve(fc), "the get yields")
+	serveWoken(cn, fc)
+	var gets []string
+	for _, line := range out.lines() {
+		if l := parseLogLine(t, logging.JSON, line); l.msg == "command" && l.attrs[attrConn] == "7" {
+			gets = append(gets, line)
+		}
+	}
+	require.Len(t, gets, 1, "%s", strings.Join(gets, "\n"))
+	l := parseLogLine(t, logging.JSON, gets[0])
+	assert.Equal(t, "get", l.attrs["cmd"])
+	assert.Equal(t, "a", l.attrs["key"])
+	assert.Equal(t, "3", l.attrs["keys"])
+}

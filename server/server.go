@@ -109,6 +109,8 @@ type Server struct {
 	started time.Time
 	pid     int
 	logger  *slog.Logger
+	// refusals limits the lines about refused connections (logger.go).
+	refusals lineLimit
 
 	detail    prefixStats
 	hot       hotState     // hot-key detection (hotkeys.go)

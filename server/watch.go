@@ -87,11 +87,12 @@ func (cn *conn) sink() *watch.Sink { return cn.shared().wsink }
 
 // watchLookups logs the item_get lines of a request's key lookups, as memcached logs one for every
 // do_item_get: each key of a fetch, and the key of a store, delete, touch or counter (a `set` shows an
-// item_get before its item_store).
+// item_get before its item_store). It runs once per request: a fetch executed again after a yield or a
+// parked read logs nothing more (conn.again).
 func (cn *conn) watchLookups(req *protocol.Request) {
 	switch req.Cmd {
 	case protocol.CmdGet, protocol.CmdGets, protocol.CmdGat, protocol.CmdGats, protocol.CmdLeaseGet:
-		for _, key := range req.Keys[cn.resume:] {
+		for _, key := range req.Keys {
 			cn.logGet(key)
 		}
 	case protocol.CmdSet, protocol.CmdAdd, protocol.CmdReplace, protocol.CmdAppend, protocol.CmdPrepend,

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"log/slog"
 	"regexp"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/leasecached/leasecached/shard"
 	"github.com/leasecached/leasecached/watch"
 )
 
@@ -240,4 +242,94 @@ func TestWatchRefusedStores(t *testing.T) {
 		"type=item_store key=z status=too_large cmd=add ttl=0 clsid=0 cfd=7 size=0",
 		"type=item_store key=k status=too_large cmd=set ttl=0 clsid=0 cfd=7 size=0",
 	}, lines)
+}
+
+// A fetch logs one item_get line per key it names, as memcached logs one per do_item_get, however often
+// the request is executed again: a read parked by --hold that wakes, a multi-key fetch that yields
+// because its replies passed flushThreshold.
+func TestWatchLogsEachLookupOnce(t *testing.T) {
+	big := strings.Repeat("v", 200_000) // two of these pass flushThreshold: the get yields
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T, s *Server) // sends the requests; each conn's fd is 7 on
+		want []string
+	}{
+		{"parked get woken by a set", func(t *testing.T, s *Server) {
+			r, p, w := watchedConn(s, 7), watchedConn(s, 8), watchedConn(s, 9)
+			out, _ := feed(r, &fakeConn{}, "get k\r\n") // the first miss refills
+			require.Equal(t, "END\r\n", out)
+			fp := &fakeConn{}
+			out, _ = feed(p, fp, "get other k\r\n")
+			require.Empty(t, out)
+			require.True(t, p.parked, "k's read parks behind the refiller")
+			out, _ = feed(w, &fakeConn{}, "set k 0 0 2\r\nv1\r\n")
+			require.Equal(t, "STORED\r\n", out)
+			require.Positive(t, fp.wakes, "the set wakes the parked read")
+			serveWoken(p, fp)
+			require.Equal(t, "VALUE k 0 2\r\nv1\r\nEND\r\n", fp.out.String())
+		}, []string{
+			"type=item_get key=k status=not_found clsid=0 cfd=7 size=0",
+			"type=item_get key=other status=not_found clsid=0 cfd=8 size=0",
+			"type=item_get key=k status=not_found clsid=0 cfd=8 size=0",
+			"type=item_get key=k status=not_found clsid=0 cfd=9 size=0",
+			"type=item_store key=k status=stored cmd=set ttl=0 clsid=1 cfd=9 size=2",
+		}},
+		{"multi-key get that yields", yieldingFetch("get a b c\r\n"), abc},
+		{"multi-key lease-get that yields", yieldingFetch("lease-get a b c\r\n"), abc},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store, err := shard.New(shard.Config{MemoryLimit: 64 << 20, ReclaimInterval: -1, Hold: 5 * time.Second})
+			require.NoError(t, err)
+			t.Cleanup(store.Close)
+			s := New(Config{Listen: "127.0.0.1", Port: 1, Threads: 1, ConnLimit: 10, MaxItemSize: 1 << 20,
+				MemoryLimit: 64 << 20, Logger: slog.New(slog.DiscardHandler)}, store)
+			for _, k := range []string{"a", "b", "c"} {
+				out, _ := feed(newConn(s, nil), &fakeConn{}, "set "+k+" 0 0 200000\r\n"+big+"\r\n")
+				require.Equal(t, "STORED\r\n", out)
+			}
+			w, wc := newConn(s, nil), newWatcherConn()
+			startWatcher(t, w, wc, "fetchers mutations")
+			tc.run(t, s)
+			// A last lookup marks the end: every line before it was logged by then.
+			out, _ := feed(watchedConn(s, 99), &fakeConn{}, "get end\r\n")
+			require.Equal(t, "END\r\n", out)
+			var lines []string
+			for deadline := time.Now().Add(5 * time.Second); ; {
+				lines = collect(t, w, wc, len(lines)+1)
+				if strings.Contains(lines[len(lines)-1], "key=end ") || time.Now().After(deadline) {
+					break
+				}
+			}
+			for i, l := range lines {
+				require.Regexp(t, tsGid, l)
+				lines[i] = tsGid.ReplaceAllString(l, "")
+			}
+			assert.Equal(t, append(tc.want, "type=item_get key=end status=not_found clsid=0 cfd=99 size=0"), lines)
+		})
+	}
+}
+
+// yieldingFetch sends a fetch of a, b and c (200,000 bytes each, so hits), which yields after b.
+func yieldingFetch(fetch string) func(t *testing.T, s *Server) {
+	return func(t *testing.T, s *Server) {
+		c, fc := watchedConn(s, 7), &fakeConn{}
+		fc.in.WriteString(fetch)
+		require.Equal(t, ServeAgain, c.serve(fc), "the fetch yields")
+		serveWoken(c, fc)
+		require.Equal(t, 3, strings.Count(fc.out.String(), "\r\nVALUE ")+1, "every key answered: %.80q", fc.out.String())
+	}
+}
+
+// abc are the lookups of yieldingFetch.
+var abc = []string{
+	"type=item_get key=a status=found clsid=35 cfd=7 size=200000",
+	"type=item_get key=b status=found clsid=35 cfd=7 size=200000",
+	"type=item_get key=c status=found clsid=35 cfd=7 size=200000",
+}
+
+// watchedConn is a connection of s on descriptor fd, for its watch lines' cfd.
+func watchedConn(s *Server, fd int) *conn {
+	cn := newConn(s, nil)
+	cn.fd = fd
+	return cn
 }

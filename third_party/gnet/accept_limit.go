@@ -6,6 +6,7 @@
 package gnet
 
 import (
+	"net"
 	"os"
 	"time"
 
@@ -17,9 +18,10 @@ import (
 
 // RefusalHandler is an EventHandler that says what a connection refused for lack of descriptors is told
 // before it is closed (memcached: "ERROR Too many open connections"). Refusal is called on the accepting
-// loop once per refused connection, so it may count them.
+// loop once per refused connection, with the descriptor it was accepted on and its peer's address, so it
+// may count and log them.
 type RefusalHandler interface {
-	Refusal() []byte
+	Refusal(fd int, peer net.Addr) []byte
 }
 
 // acceptPause is how long a listener is left unwatched when not even the reserve descriptor can be had;
@@ -79,10 +81,10 @@ func (el *eventloop) acceptExhausted(fd int, err error) acceptOutcome {
 	if a.reserve > 0 {
 		_ = unix.Close(a.reserve)
 		a.reserve = 0
-		nfd, _, aerr := socket.Accept(fd)
+		nfd, sa, aerr := socket.Accept(fd)
 		if aerr == nil {
 			if r, ok := el.eventHandler.(RefusalHandler); ok {
-				_, _ = unix.Write(nfd, r.Refusal())
+				_, _ = unix.Write(nfd, r.Refusal(nfd, socket.SockaddrToTCPOrUnixAddr(sa)))
 			}
 			_ = unix.Close(nfd)
 		}
