@@ -58,12 +58,12 @@ func (sh *shard) recoverItems(self int, now int64) (loaded, dropped int64, maxCa
 		if b[offState]&kindMask != kindHead {
 			return
 		}
-		if !sh.recoverHead(self, r, b, now, isKept) {
+		h, ok := sh.recoverHead(self, r, b, now, isKept)
+		if !ok {
 			dropped++
 			return
 		}
 		key := itemKey(b)
-		h := Hash(key)
 		if _, old, ob := sh.probeFor(h, key); old != slab.NilRef {
 			dropped++
 			if itemCas(ob) >= itemCas(b) {
@@ -82,7 +82,9 @@ func (sh *shard) recoverItems(self int, now int64) (loaded, dropped int64, maxCa
 				sh.idx.grow(sh.hashOf)
 			}
 		}
-		b[offState] &^= flagPinned
+		if b[offState]&flagPinned != 0 { // written only when set: a write dirties a page the next sync writes
+			b[offState] &^= flagPinned
+		}
 		markItem(r, true)
 		sh.account(r, +1)
 		loaded++
@@ -111,38 +113,38 @@ func (sh *shard) eachAdopted(fn func(r slab.Ref, b []byte)) {
 	}
 }
 
-// recoverHead says whether head chunk b at r holds an item to keep after a restart: its fields fit its
-// chunk, its chain (if any) is the shard's and whole, its seal matches, it is live, it is not a stale
-// value, its key is this shard's and it fits -I. Nothing in b is trusted before it is checked: the files
-// may have been damaged.
-func (sh *shard) recoverHead(self int, r slab.Ref, b []byte, now int64, claimed func(slab.Ref) bool) bool {
+// recoverHead says whether head chunk b at r holds an item to keep after a restart, and its key's hash: its
+// fields fit its chunk, its chain (if any) is the shard's and whole, its seal matches, it is live, it is
+// not a stale value, its key is this shard's and it fits -I. Nothing in b is trusted before it is checked:
+// the files may have been damaged.
+func (sh *shard) recoverHead(self int, r slab.Ref, b []byte, now int64, claimed func(slab.Ref) bool) (uint64, bool) {
 	st := b[offState]
 	if st&flagGhost != 0 || b[offKlen] == 0 {
-		return false
+		return 0, false
 	}
 	chained := st&flagChained != 0
 	if headerLen(b[offMeta], chained)+itemKlen(b) > len(b) {
-		return false
+		return 0, false
 	}
 	vlen := itemVlen(b)
 	if vlen < 0 || sh.st.tooLarge(itemKlen(b), vlen, itemFlags(b)) {
-		return false
+		return 0, false
 	}
 	if !chained {
 		if dataOff(b)+vlen > len(b) {
-			return false
+			return 0, false
 		}
 	} else if !sh.chainWhole(r, b, vlen, claimed) {
-		return false
+		return 0, false
 	}
-	key := itemKey(b)
-	if sh.st.shardOf(Hash(key)) != &sh.st.shards[self] {
-		return false
+	h := Hash(itemKey(b))
+	if sh.st.shardOf(h) != &sh.st.shards[self] {
+		return 0, false
 	}
 	if sh.al.Sum(r) != sh.itemSum(b) {
-		return false
+		return 0, false
 	}
-	return sh.st.dead(b, now) == causeNone
+	return h, sh.st.dead(b, now) == causeNone
 }
 
 // chainWhole checks a chained head's parts as valueReader will read them: each link names a part chunk of
