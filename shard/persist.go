@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/leasecached/leasecached/slab"
 )
 
@@ -78,30 +80,36 @@ func (sh *shard) seal(r slab.Ref, b []byte) {
 }
 
 // itemSum is the seal of the item at head chunk b: never 0, which means "no seal". A chained item's parts
-// are read through its links, which the caller has checked (recoverHead) or written.
+// are read through its links, which the caller has checked (recoverHead) or written. It hashes key and
+// value in one call where they are contiguous (every item but a chained one) and mixes the header's
+// fields in arithmetically: a streaming hash with the fields written first cost twice as much.
 func (sh *shard) itemSum(b []byte) uint32 {
-	var f [24]byte
-	le.PutUint64(f[0:], itemCas(b))
-	le.PutUint32(f[8:], itemExp(b))
-	le.PutUint32(f[12:], itemFlags(b))
-	le.PutUint32(f[16:], uint32(itemVlen(b)))
-	f[20] = b[offMeta] & (metaLayout | metaKeyBinary)
-	f[21] = b[offKlen]
-	f[22] = b[offState] & flagChained
-	d := sh.sums
-	d.Reset()
-	_, _ = d.Write(f[:])
+	var h uint64
 	if !itemChained(b) {
-		_, _ = d.Write(b[keyOff(b) : dataOff(b)+itemVlen(b)])
+		h = xxhash.Sum64(b[keyOff(b) : dataOff(b)+itemVlen(b)])
 	} else {
+		d := sh.sums
+		d.Reset()
 		_, _ = d.Write(itemKey(b))
 		r := newValueReader(sh.al, b)
 		for s := r.segment(); s != nil; s = r.segment() {
 			_, _ = d.Write(s)
 		}
+		h = d.Sum64()
 	}
-	h := d.Sum64()
+	fields := uint64(itemFlags(b))<<32 | uint64(itemVlen(b))
+	shape := uint64(b[offMeta]&(metaLayout|metaKeyBinary)) | uint64(b[offKlen])<<8 | uint64(b[offState]&flagChained)<<16
+	h = mix64(h ^ mix64(itemCas(b)) ^ mix64(uint64(itemExp(b))<<24^shape) ^ mix64(fields+0x9E3779B97F4A7C15))
 	return max(uint32(h)^uint32(h>>32), 1)
+}
+
+// mix64 is a 64-bit finaliser (splitmix64's): every input bit changes about half the output bits.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xBF58476D1CE4E5B9
+	x ^= x >> 27
+	x *= 0x94D049BB133111EB
+	return x ^ x>>31
 }
 
 // openPersistence opens cfg.DataDir for a store of n shards and builds the arena in it.

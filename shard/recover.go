@@ -12,15 +12,17 @@ import (
 // CAS wins. The second frees every chunk not kept, which puts free chunks on the free lists and drops torn
 // items, stale values and orphaned parts.
 func (sh *shard) recoverItems(self int, now int64) (loaded, dropped int64, maxCas uint64) {
-	kept := make(map[uint32][]uint64)
+	// kept has a bit per chunk of each page the shard holds, indexed by page id and by offset/MinChunk
+	// (distinct for chunks of any class, which are at least MinChunk apart).
+	kept := make([][]uint64, sh.maxPageID()+1)
+	const words = slab.PageSize/slab.MinChunk/64 + 1
 	mark := func(r slab.Ref, on bool) {
 		bits := kept[r.Page()]
 		if bits == nil {
-			bits = make([]uint64, slab.PageSize/slab.MinChunk/64+1)
+			bits = make([]uint64, words)
 			kept[r.Page()] = bits
 		}
-		_, size, _ := sh.al.PageChunks(r.Page())
-		i := int(r.Offset()) / size
+		i := r.Offset() / slab.MinChunk
 		if on {
 			bits[i/64] |= 1 << (i % 64)
 		} else {
@@ -29,12 +31,8 @@ func (sh *shard) recoverItems(self int, now int64) (loaded, dropped int64, maxCa
 	}
 	isKept := func(r slab.Ref) bool {
 		bits := kept[r.Page()]
-		if bits == nil {
-			return false
-		}
-		_, size, _ := sh.al.PageChunks(r.Page())
-		i := int(r.Offset()) / size
-		return bits[i/64]&(1<<(i%64)) != 0
+		i := r.Offset() / slab.MinChunk
+		return bits != nil && bits[i/64]&(1<<(i%64)) != 0
 	}
 	markItem := func(head slab.Ref, on bool) {
 		mark(head, on)
@@ -98,6 +96,17 @@ func (sh *shard) recoverItems(self int, now int64) (loaded, dropped int64, maxCa
 	sh.publishIndex()
 	sh.fitShare() // pages over the allowance the rebuilt index leaves go back within a reclaimer tick
 	return loaded, dropped, maxCas
+}
+
+// maxPageID is the largest id of the pages the shard holds.
+func (sh *shard) maxPageID() uint32 {
+	var m uint32
+	for id := range sh.st.classes.Count() {
+		for i := range sh.al.Pages(id) {
+			m = max(m, sh.al.PageAt(id, i))
+		}
+	}
+	return m
 }
 
 // eachAdopted calls fn for every chunk of every page the shard holds.

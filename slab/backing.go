@@ -17,7 +17,8 @@ import (
 // used again; its three counters (the CAS high-water mark and flush_all's two marks) are rewritten in place.
 const (
 	backingMagic   = "LCDATA\x00\x01"
-	backingVersion = 1
+	// backingVersion changes whenever what a page holds is read another way (shard's item layout or seal).
+	backingVersion = 2
 	headerBytes    = 4096
 	recordBytes    = 8
 	// sumsSlot is each page's room in the sums file: a uint32 for every chunk the smallest class can cut,
