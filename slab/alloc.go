@@ -119,9 +119,6 @@ func (al *Allocator) Free(r Ref) {
 	b := al.arena.chunkAt(r, StateOffset+1)
 	writeLink(b, cs.free)
 	b[StateOffset] = StateFree
-	if al.arena.back != nil {
-		al.SetSum(r, 0)
-	}
 	cs.free = r
 	cs.nfree++
 	cs.used--

@@ -16,7 +16,7 @@ import (
 // The header's identity (format, page size, shard count, class table) must match for the pages to be
 // used again; its three counters (the CAS high-water mark and flush_all's two marks) are rewritten in place.
 const (
-	backingMagic   = "LCDATA\x00\x01"
+	backingMagic = "LCDATA\x00\x01"
 	// backingVersion changes whenever what a page holds is read another way (shard's item layout or seal).
 	backingVersion = 2
 	headerBytes    = 4096

@@ -106,9 +106,6 @@ func (al *Allocator) Draining() (p uint32, used int, ok bool) {
 // freeDrained is Free for a chunk of the draining page.
 func (al *Allocator) freeDrained(r Ref) {
 	al.arena.chunkAt(r, StateOffset+1)[StateOffset] = StateFree
-	if al.arena.back != nil {
-		al.SetSum(r, 0)
-	}
 	al.drain.used--
 }
 

@@ -7,9 +7,11 @@ import (
 )
 
 // Seals and adoption: the arena's side of a data directory (doc/design/restart.md). The owner of a chunk
-// seals an item once it is whole (SetSum with a non-zero value computed over what it stored) and clears
-// the seal before it changes a sealed item in place; Free clears it. A restart keeps only items whose
-// seal matches, so an item being written when the process died is never taken for a whole one.
+// seals an item once it is whole (SetSum with a non-zero value computed over what it stored). A restart
+// keeps only items whose seal matches, so an item being written when the process died is never taken for
+// a whole one. Free leaves the seal alone: the chunk's free state byte says it holds nothing, and a seal
+// left over cannot match an item written there later, whose CAS differs (clearing it cost a cache miss
+// a store).
 
 // SetOwner names this allocator in its data directory's page records (the shard's index); call it before
 // the first Alloc.
@@ -24,14 +26,14 @@ func (al *Allocator) sumAt(r Ref) *uint32 {
 	return (*uint32)(unsafe.Pointer(&seg.sums[i][n*4]))
 }
 
-// SetSum stores chunk r's seal (0: none) in the data directory; without one it does nothing. It is an
-// atomic store so that it is ordered after the item's own bytes: a process killed in between leaves the
-// old seal (cleared before the change) or the new one, never a seal over half-written bytes.
+// SetSum stores chunk r's seal (0: none) in the data directory; without one it does nothing. The store is
+// ordered after the item's own bytes (storeSeal), so a process killed in between never leaves a seal over
+// half-written bytes.
 func (al *Allocator) SetSum(r Ref, v uint32) {
 	if al.arena.back == nil {
 		return
 	}
-	atomic.StoreUint32(al.sumAt(r), v)
+	storeSeal(al.sumAt(r), v)
 }
 
 // Sum is chunk r's seal, 0 without a data directory.

@@ -1,0 +1,9 @@
+//go:build !amd64
+
+package slab
+
+import "sync/atomic"
+
+// storeSeal stores a seal after every store before it: a release store, since other processors may make
+// plain stores visible out of order.
+func storeSeal(p *uint32, v uint32) { atomic.StoreUint32(p, v) }
