@@ -54,8 +54,9 @@ func (s *scripted) next(t *testing.T) net.Conn {
 	}
 }
 
+// bareCache has no client: its watchers dial the scripted server with a plain net.Dialer.
 func bareCache() *Cache {
-	cfg := Config{}.withDefaults()
+	cfg := Config{DialContext: (&net.Dialer{}).DialContext}.withDefaults()
 	return &Cache{cfg: cfg, store: newStore(cfg.MaxEntries, cfg.MaxBytes)}
 }
 
