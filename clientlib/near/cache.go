@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasecached/leasecached/clientlib"
+	"github.com/leasecached/leasecached/clientlib/internal/placement"
 )
 
 // Cache is a near-cache over a clientlib.Client. It is safe for concurrent use.
@@ -17,8 +18,14 @@ type Cache struct {
 	store *store
 	hot   *hotness
 
+	// seen is the client's placement (internal/placement) the copies and watchers were last checked
+	// against; a client returns a new one when its server list changes (SetServers), and follow then
+	// drops what the change made stale.
+	seen atomic.Value // placement.Ring
+
 	mu       sync.Mutex
 	watchers map[string]*watcher
+	servers  map[string]bool // the client's server list as of seen: only these get a watcher
 	closed   bool
 	stopPoll chan struct{}
 	pollDone chan struct{}
@@ -47,6 +54,8 @@ func New(c *clientlib.Client, cfg Config) (*Cache, error) {
 	nc := &Cache{c: c, cfg: cfg, store: newStore(cfg.MaxEntries, cfg.MaxBytes),
 		hot:      newHotness(cfg.HotReads, cfg.HotWindow, 8*cfg.MaxEntries),
 		watchers: make(map[string]*watcher), stopPoll: make(chan struct{}), pollDone: make(chan struct{})}
+	nc.seen.Store(placement.Of(c))
+	nc.servers = serverSet(c)
 	if cfg.HotKeysPoll > 0 {
 		go nc.pollHotKeys()
 	} else {
@@ -58,6 +67,7 @@ func New(c *clientlib.Client, cfg Config) (*Cache, error) {
 // Get returns key's item: the near copy while it is fresh, else the client's answer, copied for a hot
 // key when its server's watch stream is up (or refused: TTL-only). The returned item is the caller's.
 func (nc *Cache) Get(ctx context.Context, key string) (*clientlib.Item, error) {
+	ring := nc.follow()
 	now := time.Now()
 	hot := nc.hot.read(key, now)
 	if it, ok := nc.store.get(key, now); ok {
@@ -72,9 +82,10 @@ func (nc *Cache) Get(ctx context.Context, key string) (*clientlib.Item, error) {
 	if err != nil {
 		return nc.c.Get(ctx, key)
 	}
-	// Reserve before checking the stream: a loss after this point flushes the reservation.
+	// Reserve before checking the stream: a loss after this point flushes the reservation. Likewise
+	// the server list: a change after the check below is followed by a sync that sees the reservation.
 	token := nc.store.reserve(key, addr)
-	if token != 0 && !nc.fillable(addr) {
+	if token != 0 && (placement.Of(nc.c) != ring || !nc.fillable(addr)) {
 		nc.store.release(key, token)
 		token = 0
 	}
@@ -92,11 +103,12 @@ func (nc *Cache) Get(ctx context.Context, key string) (*clientlib.Item, error) {
 	return it, nil
 }
 
-// fillable reports whether copies from addr may be filled now, starting its watcher if need be.
+// fillable reports whether copies from addr may be filled now, starting its watcher if need be. A
+// server no longer in the client's list gets none (its address came from before a SetServers).
 func (nc *Cache) fillable(addr string) bool {
 	nc.mu.Lock()
 	w := nc.watchers[addr]
-	if w == nil && !nc.closed {
+	if w == nil && !nc.closed && nc.servers[addr] {
 		w = newWatcher(nc, addr)
 		nc.watchers[addr] = w
 	}
@@ -107,6 +119,7 @@ func (nc *Cache) fillable(addr string) bool {
 // Set stores it through the client and drops key's near copy before and after, so that no read of
 // this process that begins after Set returns sees the old value.
 func (nc *Cache) Set(ctx context.Context, it *clientlib.Item) error {
+	nc.follow()
 	nc.invalidate(it.Key)
 	err := nc.c.Set(ctx, it)
 	nc.invalidate(it.Key)
@@ -115,6 +128,7 @@ func (nc *Cache) Set(ctx context.Context, it *clientlib.Item) error {
 
 // Delete deletes key through the client, dropping its near copy as Set does.
 func (nc *Cache) Delete(ctx context.Context, key string) error {
+	nc.follow()
 	nc.invalidate(key)
 	err := nc.c.Delete(ctx, key)
 	nc.invalidate(key)
@@ -146,6 +160,58 @@ func (nc *Cache) Close() error {
 	<-nc.pollDone
 	nc.store.flush("")
 	return nil
+}
+
+// follow returns the client's placement, first carrying out a change of its server list since the
+// last call (Client.SetServers): one atomic load and a compare when there was none.
+func (nc *Cache) follow() placement.Ring {
+	r := placement.Of(nc.c)
+	if r == nc.seen.Load() {
+		return r
+	}
+	return nc.resync()
+}
+
+// resync drops the copies of keys that the new list places elsewhere (a removed server's keys
+// included), and stops the watchers of servers no longer listed; new servers get a watcher when a key
+// of theirs turns hot. seen is stored last, so a Get that finds it current finds the copies checked.
+func (nc *Cache) resync() placement.Ring {
+	nc.mu.Lock()
+	r := placement.Of(nc.c)
+	if r == nc.seen.Load() || nc.closed {
+		nc.mu.Unlock()
+		return r
+	}
+	// The list read here may be newer than r; then the next follow syncs again.
+	nc.servers = serverSet(nc.c)
+	var gone []*watcher
+	for addr, w := range nc.watchers {
+		if !nc.servers[addr] {
+			gone = append(gone, w)
+			delete(nc.watchers, addr)
+		}
+	}
+	n := nc.store.retain(func(key, server string) bool {
+		addr, err := nc.c.ServerFor(key)
+		return err == nil && addr == server
+	})
+	nc.invalidations.Add(int64(n))
+	nc.seen.Store(r)
+	nc.mu.Unlock()
+	for _, w := range gone {
+		w.stop() // its run loop flushes the server's copies, already dropped above
+	}
+	return r
+}
+
+// serverSet is the client's configured server list (ejected servers included).
+func serverSet(c *clientlib.Client) map[string]bool {
+	list := c.Stats().Servers
+	set := make(map[string]bool, len(list))
+	for _, s := range list {
+		set[s.Addr] = true
+	}
+	return set
 }
 
 // apply carries out one watch line from addr.

@@ -118,6 +118,20 @@ func (s *store) flush(server string) int {
 	return n
 }
 
+// retain drops every copy and reservation for which keep(key, server) is false; it returns how many.
+func (s *store) retain(keep func(key, server string) bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for k, e := range s.entries {
+		if !keep(k, e.server) {
+			s.removeLocked(k, e)
+			n++
+		}
+	}
+	return n
+}
+
 // len returns the number of entries and their bytes (reservations included).
 func (s *store) len() (int, int) {
 	s.mu.Lock()
