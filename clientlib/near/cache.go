@@ -1,6 +1,7 @@
 package near
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -35,8 +36,8 @@ type Cache struct {
 
 // Stats counts what a Cache did since New.
 type Stats struct {
-	Hits          int64 // Gets answered from a near copy
-	Misses        int64 // Gets that went to the client
+	Hits          int64 // Gets and GetOrFills answered from a near copy
+	Misses        int64 // Gets and GetOrFills that went to the client
 	Fills         int64 // near copies installed
 	Invalidations int64 // copies dropped by a watch line or a write through the Cache
 	Flushes       int64 // whole-server flushes: flush_all, skipped=, a lost stream or a failed reconnect
@@ -67,20 +68,60 @@ func New(c *clientlib.Client, cfg Config) (*Cache, error) {
 // Get returns key's item: the near copy while it is fresh, else the client's answer, copied for a hot
 // key when its server's watch stream is up (or refused: TTL-only). The returned item is the caller's.
 func (nc *Cache) Get(ctx context.Context, key string) (*clientlib.Item, error) {
+	cp, token, now := nc.lookup(key, true)
+	if cp != nil {
+		return cloneItem(cp), nil
+	}
+	it, err := nc.c.Get(ctx, key)
+	if token != 0 {
+		if err != nil {
+			it = nil
+		}
+		nc.fill(key, token, cloneItem(it), now, true)
+	}
+	return it, err
+}
+
+// GetOrFill is the client's GetOrFill (clientlib.Client.GetOrFill) answered from key's near copy
+// while it has a fresh one (Source SourceCache). A hot key's cache hit is copied as Get's answer is;
+// a value it filled, a stale or a fallback value, and every error are not: the fill's own write comes
+// back on the watch stream and would drop the copy at once, and the others are not the server's
+// current value. Such a copy has no CAS, so Get does not serve it (Get reads through for that key
+// until the copy expires or is dropped).
+func (nc *Cache) GetOrFill(ctx context.Context, key string, fill clientlib.FillFunc, opts *clientlib.FillOptions) (clientlib.Value, error) {
+	cp, token, now := nc.lookup(key, false)
+	if cp != nil {
+		return clientlib.Value{Data: bytes.Clone(cp.Value), Flags: cp.Flags, Source: clientlib.SourceCache}, nil
+	}
+	v, err := nc.c.GetOrFill(ctx, key, fill, opts)
+	if token != 0 {
+		var it *clientlib.Item
+		if err == nil && v.Source == clientlib.SourceCache {
+			it = &clientlib.Item{Key: key, Value: bytes.Clone(v.Data), Flags: v.Flags}
+		}
+		nc.fill(key, token, it, now, false)
+	}
+	return v, err
+}
+
+// lookup counts a read of key and returns its near copy (needCAS: only one with the server's CAS),
+// else the reservation token the read from the server may fill the copy with (0: do not fill) and
+// the time the read is sent, from which the copy's TTL counts.
+func (nc *Cache) lookup(key string, needCAS bool) (*clientlib.Item, uint64, time.Time) {
 	ring := nc.follow()
 	now := time.Now()
 	hot := nc.hot.read(key, now)
-	if it, ok := nc.store.get(key, now); ok {
+	if it, ok := nc.store.get(key, now, needCAS); ok {
 		nc.hits.Add(1)
-		return cloneItem(it), nil
+		return it, 0, now
 	}
 	nc.misses.Add(1)
 	if !hot {
-		return nc.c.Get(ctx, key)
+		return nil, 0, now
 	}
 	addr, err := nc.c.ServerFor(key)
 	if err != nil {
-		return nc.c.Get(ctx, key)
+		return nil, 0, now
 	}
 	// Reserve before checking the stream: a loss after this point flushes the reservation. Likewise
 	// the server list: a change after the check below is followed by a sync that sees the reservation.
@@ -89,18 +130,18 @@ func (nc *Cache) Get(ctx context.Context, key string) (*clientlib.Item, error) {
 		nc.store.release(key, token)
 		token = 0
 	}
-	it, err := nc.c.Get(ctx, key)
-	if token == 0 {
-		return it, err
-	}
-	if err != nil {
+	return nil, token, now
+}
+
+// fill installs it (the caller's copy) under token, or releases the reservation when it is nil.
+func (nc *Cache) fill(key string, token uint64, it *clientlib.Item, sent time.Time, hasCAS bool) {
+	if it == nil {
 		nc.store.release(key, token)
-		return it, err
+		return
 	}
-	if nc.store.install(token, cloneItem(it), now.Add(nc.cfg.TTL)) {
+	if nc.store.install(token, it, sent.Add(nc.cfg.TTL), hasCAS) {
 		nc.fills.Add(1)
 	}
-	return it, nil
 }
 
 // fillable reports whether copies from addr may be filled now, starting its watcher if need be. A

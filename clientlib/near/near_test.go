@@ -26,7 +26,7 @@ func makeHot(t *testing.T, nc *Cache, key string) {
 	for i := 0; i < 2000; i++ {
 		_, err := nc.Get(ctx, key)
 		require.NoError(t, err)
-		if _, ok := nc.store.get(key, time.Now()); ok {
+		if _, ok := nc.store.get(key, time.Now(), false); ok {
 			return
 		}
 		time.Sleep(time.Millisecond)
@@ -35,7 +35,7 @@ func makeHot(t *testing.T, nc *Cache, key string) {
 }
 
 func copied(nc *Cache, key string) bool {
-	_, ok := nc.store.get(key, time.Now())
+	_, ok := nc.store.get(key, time.Now(), false)
 	return ok
 }
 

@@ -23,6 +23,7 @@ type store struct {
 type entry struct {
 	token   uint64
 	item    *clientlib.Item // nil while pending
+	noCAS   bool            // item is a GetOrFill value: its CAS is unknown, so Get does not serve it
 	server  string
 	expires time.Time
 	size    int
@@ -32,12 +33,12 @@ func newStore(maxEntries, maxBytes int) *store {
 	return &store{entries: make(map[string]*entry), maxEntries: maxEntries, maxBytes: maxBytes}
 }
 
-// get returns key's copy when it is installed and unexpired at now.
-func (s *store) get(key string, now time.Time) (*clientlib.Item, bool) {
+// get returns key's copy when it is installed and unexpired at now (and, with needCAS, has its CAS).
+func (s *store) get(key string, now time.Time, needCAS bool) (*clientlib.Item, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.entries[key]
-	if e == nil || e.item == nil {
+	if e == nil || e.item == nil || needCAS && e.noCAS {
 		return nil, false
 	}
 	if !now.Before(e.expires) {
@@ -65,8 +66,8 @@ func (s *store) reserve(key, server string) uint64 {
 
 // install copies it under its key if the reservation token still stands; otherwise (invalidated,
 // flushed or evicted meanwhile) it does nothing. A value too large for one sixteenth of the byte
-// bound is not copied.
-func (s *store) install(token uint64, it *clientlib.Item, expires time.Time) bool {
+// bound is not copied. hasCAS says whether it.CAS is the server's (a Get's answer, not GetOrFill's).
+func (s *store) install(token uint64, it *clientlib.Item, expires time.Time, hasCAS bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.entries[it.Key]
@@ -79,7 +80,7 @@ func (s *store) install(token uint64, it *clientlib.Item, expires time.Time) boo
 		return false
 	}
 	s.bytes += size - e.size
-	e.size, e.item, e.expires = size, it, expires
+	e.size, e.item, e.expires, e.noCAS = size, it, expires, !hasCAS
 	s.evictLocked()
 	return s.entries[it.Key] == e
 }
