@@ -79,7 +79,9 @@ func TestGetOrFill(t *testing.T) {
 		v := getOrFill("f", fill("filled", nil))
 		require.Equal(t, clientlib.SourceFill, v.Source)
 		assert.False(t, copied(nc, "f"))
-		require.Eventually(t, func() bool { return getOrFill("f", fill("again", nil)).Source == clientlib.SourceCache && copied(nc, "f") },
+		require.Eventually(t, func() bool {
+			return getOrFill("f", fill("again", nil)).Source == clientlib.SourceCache && copied(nc, "f")
+		},
 			5*time.Second, time.Millisecond, "its next read from the server is copied")
 		assert.Equal(t, "filled", string(getOrFill("f", fill("again", nil)).Data))
 	})
