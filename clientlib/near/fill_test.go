@@ -36,7 +36,7 @@ func TestGetOrFill(t *testing.T) {
 			return []byte(value), err
 		}
 	}
-	getOrFill := func(key string, f clientlib.FillFunc) clientlib.Value {
+	getOrFill := func(key string, f clientlib.FillFunc) clientlib.Value { // on the test's goroutine only
 		t.Helper()
 		v, err := nc.GetOrFill(ctx, key, f, nil)
 		require.NoError(t, err)
@@ -69,8 +69,10 @@ func TestGetOrFill(t *testing.T) {
 	})
 	t.Run("another client's write", func(t *testing.T) {
 		set(t, writer, "k", "v2")
-		require.Eventually(t, func() bool { return string(getOrFill("k", fill("never", nil)).Data) == "v2" },
-			5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool {
+			v, err := nc.GetOrFill(ctx, "k", fill("never", nil), nil)
+			return err == nil && string(v.Data) == "v2"
+		}, 5*time.Second, time.Millisecond)
 		assert.Zero(t, fills.Load())
 	})
 	t.Run("filled value not copied", func(t *testing.T) {
@@ -80,7 +82,8 @@ func TestGetOrFill(t *testing.T) {
 		require.Equal(t, clientlib.SourceFill, v.Source)
 		assert.False(t, copied(nc, "f"))
 		require.Eventually(t, func() bool {
-			return getOrFill("f", fill("again", nil)).Source == clientlib.SourceCache && copied(nc, "f")
+			v, err := nc.GetOrFill(ctx, "f", fill("again", nil), nil)
+			return err == nil && v.Source == clientlib.SourceCache && copied(nc, "f")
 		},
 			5*time.Second, time.Millisecond, "its next read from the server is copied")
 		assert.Equal(t, "filled", string(getOrFill("f", fill("again", nil)).Data))
