@@ -68,7 +68,7 @@ func New(c *clientlib.Client, cfg Config) (*Cache, error) {
 // Get returns key's item: the near copy while it is fresh, else the client's answer, copied for a hot
 // key when its server's watch stream is up (or refused: TTL-only). The returned item is the caller's.
 func (nc *Cache) Get(ctx context.Context, key string) (*clientlib.Item, error) {
-	cp, token, now := nc.lookup(key, true)
+	cp, token, now := nc.lookup(key, false)
 	if cp != nil {
 		return cloneItem(cp), nil
 	}
@@ -77,7 +77,7 @@ func (nc *Cache) Get(ctx context.Context, key string) (*clientlib.Item, error) {
 		if err != nil {
 			it = nil
 		}
-		nc.fill(key, token, cloneItem(it), now, true)
+		nc.fill(key, token, cloneItem(it), now, false)
 	}
 	return it, err
 }
@@ -86,10 +86,11 @@ func (nc *Cache) Get(ctx context.Context, key string) (*clientlib.Item, error) {
 // while it has a fresh one (Source SourceCache). A hot key's cache hit is copied as Get's answer is;
 // a value it filled, a stale or a fallback value, and every error are not: the fill's own write comes
 // back on the watch stream and would drop the copy at once, and the others are not the server's
-// current value. Such a copy has no CAS, so Get does not serve it (Get reads through for that key
-// until the copy expires or is dropped).
+// current value. Each copy answers only the call that made it: a GetOrFill copy has no CAS for Get,
+// and a Get copy is a raw item where GetOrFill reads some (a cached "not found") as its own answer; a
+// key read both ways is read through by the other until its copy expires or is dropped.
 func (nc *Cache) GetOrFill(ctx context.Context, key string, fill clientlib.FillFunc, opts *clientlib.FillOptions) (clientlib.Value, error) {
-	cp, token, now := nc.lookup(key, false)
+	cp, token, now := nc.lookup(key, true)
 	if cp != nil {
 		return clientlib.Value{Data: bytes.Clone(cp.Value), Flags: cp.Flags, Source: clientlib.SourceCache}, nil
 	}
@@ -99,19 +100,19 @@ func (nc *Cache) GetOrFill(ctx context.Context, key string, fill clientlib.FillF
 		if err == nil && v.Source == clientlib.SourceCache {
 			it = &clientlib.Item{Key: key, Value: bytes.Clone(v.Data), Flags: v.Flags}
 		}
-		nc.fill(key, token, it, now, false)
+		nc.fill(key, token, it, now, true)
 	}
 	return v, err
 }
 
-// lookup counts a read of key and returns its near copy (needCAS: only one with the server's CAS),
+// lookup counts a read of key and returns its near copy made by the same call (byFill: GetOrFill),
 // else the reservation token the read from the server may fill the copy with (0: do not fill) and
 // the time the read is sent, from which the copy's TTL counts.
-func (nc *Cache) lookup(key string, needCAS bool) (*clientlib.Item, uint64, time.Time) {
+func (nc *Cache) lookup(key string, byFill bool) (*clientlib.Item, uint64, time.Time) {
 	ring := nc.follow()
 	now := time.Now()
 	hot := nc.hot.read(key, now)
-	if it, ok := nc.store.get(key, now, needCAS); ok {
+	if it, ok := nc.store.get(key, now, byFill); ok {
 		nc.hits.Add(1)
 		return it, 0, now
 	}
@@ -134,12 +135,12 @@ func (nc *Cache) lookup(key string, needCAS bool) (*clientlib.Item, uint64, time
 }
 
 // fill installs it (the caller's copy) under token, or releases the reservation when it is nil.
-func (nc *Cache) fill(key string, token uint64, it *clientlib.Item, sent time.Time, hasCAS bool) {
+func (nc *Cache) fill(key string, token uint64, it *clientlib.Item, sent time.Time, byFill bool) {
 	if it == nil {
 		nc.store.release(key, token)
 		return
 	}
-	if nc.store.install(token, it, sent.Add(nc.cfg.TTL), hasCAS) {
+	if nc.store.install(token, it, sent.Add(nc.cfg.TTL), byFill) {
 		nc.fills.Add(1)
 	}
 }

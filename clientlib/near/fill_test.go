@@ -14,7 +14,7 @@ import (
 
 // GetOrFill through the near-cache: a hot key's cache hit is copied and then answered without a
 // request to the server; a write from another client reaches it through the stream; a value this
-// process filled, and a failed fill, are not copied; Get never serves a GetOrFill copy (it has no CAS).
+// process filled, and a failed fill, are not copied; each copy answers only the call that made it.
 func TestGetOrFill(t *testing.T) {
 	d := startLeasecached(t)
 	ctx := context.Background()
@@ -60,7 +60,7 @@ func TestGetOrFill(t *testing.T) {
 		assert.Equal(t, hits+100, nc.Stats().Hits)
 		assert.Zero(t, fills.Load())
 	})
-	t.Run("Get does not serve it", func(t *testing.T) {
+	t.Run("a GetOrFill copy does not answer Get", func(t *testing.T) {
 		require.True(t, copied(nc, "k"))
 		it, err := nc.Get(ctx, "k")
 		require.NoError(t, err)
@@ -87,6 +87,16 @@ func TestGetOrFill(t *testing.T) {
 		},
 			5*time.Second, time.Millisecond, "its next read from the server is copied")
 		assert.Equal(t, "filled", string(getOrFill("f", fill("again", nil)).Data))
+	})
+	t.Run("a Get copy does not answer GetOrFill", func(t *testing.T) {
+		// A cached "not found" (NegativeTTL) is an item to Get and ErrNotFound to GetOrFill.
+		_, err := c.GetOrFill(ctx, "neg", fill("", clientlib.ErrNotFound), &clientlib.FillOptions{NegativeTTL: time.Hour})
+		require.ErrorIs(t, err, clientlib.ErrNotFound)
+		makeHot(t, nc, "neg")
+		for i := 0; i < 3; i++ {
+			_, err := nc.GetOrFill(ctx, "neg", fill("never", nil), nil)
+			require.ErrorIs(t, err, clientlib.ErrNotFound)
+		}
 	})
 	t.Run("failed fill not copied", func(t *testing.T) {
 		boom := errors.New("boom")

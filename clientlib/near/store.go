@@ -23,7 +23,7 @@ type store struct {
 type entry struct {
 	token   uint64
 	item    *clientlib.Item // nil while pending
-	noCAS   bool            // item is a GetOrFill value: its CAS is unknown, so Get does not serve it
+	byFill  bool            // made by GetOrFill, and served only to it (see get)
 	server  string
 	expires time.Time
 	size    int
@@ -33,12 +33,14 @@ func newStore(maxEntries, maxBytes int) *store {
 	return &store{entries: make(map[string]*entry), maxEntries: maxEntries, maxBytes: maxBytes}
 }
 
-// get returns key's copy when it is installed and unexpired at now (and, with needCAS, has its CAS).
-func (s *store) get(key string, now time.Time, needCAS bool) (*clientlib.Item, bool) {
+// get returns key's copy when it is installed, unexpired at now, and made by the same call (byFill:
+// GetOrFill, else Get): a GetOrFill value has no CAS for Get to return, and a Get item is raw, where
+// GetOrFill reads some (a cached "not found") as an answer of its own.
+func (s *store) get(key string, now time.Time, byFill bool) (*clientlib.Item, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.entries[key]
-	if e == nil || e.item == nil || needCAS && e.noCAS {
+	if e == nil || e.item == nil || e.byFill != byFill {
 		return nil, false
 	}
 	if !now.Before(e.expires) {
@@ -66,8 +68,8 @@ func (s *store) reserve(key, server string) uint64 {
 
 // install copies it under its key if the reservation token still stands; otherwise (invalidated,
 // flushed or evicted meanwhile) it does nothing. A value too large for one sixteenth of the byte
-// bound is not copied. hasCAS says whether it.CAS is the server's (a Get's answer, not GetOrFill's).
-func (s *store) install(token uint64, it *clientlib.Item, expires time.Time, hasCAS bool) bool {
+// bound is not copied. byFill says GetOrFill made it (see get).
+func (s *store) install(token uint64, it *clientlib.Item, expires time.Time, byFill bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.entries[it.Key]
@@ -80,7 +82,7 @@ func (s *store) install(token uint64, it *clientlib.Item, expires time.Time, has
 		return false
 	}
 	s.bytes += size - e.size
-	e.size, e.item, e.expires, e.noCAS = size, it, expires, !hasCAS
+	e.size, e.item, e.expires, e.byFill = size, it, expires, byFill
 	s.evictLocked()
 	return s.entries[it.Key] == e
 }

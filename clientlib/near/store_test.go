@@ -19,7 +19,7 @@ func fill(s *store, server, key, value string, expires time.Time) bool {
 	if tok == 0 {
 		return false
 	}
-	return s.install(tok, item(key, value), expires, true)
+	return s.install(tok, item(key, value), expires, false)
 }
 
 func TestStoreReservation(t *testing.T) {
@@ -44,7 +44,7 @@ func TestStoreReservation(t *testing.T) {
 			require.NotZero(t, tok)
 			assert.Zero(t, s.reserve("k", "a"), "a second reader does not reserve")
 			tc.between(s)
-			assert.Equal(t, tc.want, s.install(tok, item("k", "v"), later, true))
+			assert.Equal(t, tc.want, s.install(tok, item("k", "v"), later, false))
 			it, ok := s.get("k", now, false)
 			assert.Equal(t, tc.want, ok)
 			if ok {
