@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/leasecached/leasecached/clientlib/internal/rawconn"
 )
 
 // network is the network an address is dialled on: "unix" for a path (it contains "/", gomemcache's
@@ -148,4 +150,11 @@ func (d *dialer) dialTimeout(timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	return d.dial(ctx)
+}
+
+func init() {
+	rawconn.Dial = func(c any, ctx context.Context, addr string) (net.Conn, error) {
+		cl := c.(*Client)
+		return newDialer(addr, &cl.cfg).dial(ctx)
+	}
 }

@@ -23,8 +23,10 @@ type Config struct {
 	// HotKeysPoll is how often "stats hotkeys" is asked of every server (default 5 s; negative: never).
 	// A server that answers ERROR (memcached) leaves local counting alone to find hot keys.
 	HotKeysPoll time.Duration
-	// DialContext opens the watch connections (default: a net.Dialer; "unix" for an address with "/").
-	// The watch connection is plaintext and unauthenticated unless DialContext makes it otherwise.
+	// DialContext, when set, opens the watch connections as it returns them: no TLS or authentication
+	// is added ("unix" for an address with "/"). nil (the default): they are opened as the client opens
+	// its own, with its Config.DialContext, TLS and Username/Password, so a near-cache works against a
+	// TLS or -Y server with no settings of its own.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Logf receives rare notices (a stream lost, a server that refuses deletions). nil: nothing.
 	Logf func(format string, args ...any)
@@ -61,10 +63,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HotKeysPoll == 0 {
 		c.HotKeysPoll = defaultHotKeysPoll
-	}
-	if c.DialContext == nil {
-		var d net.Dialer
-		c.DialContext = d.DialContext
 	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}

@@ -8,5 +8,7 @@
 // concerns, a skipped= notice or a lost stream drops every copy from that server. A server that
 // refuses "deletions" (memcached before 1.6.20) is watched with "watch mutations" alone, so its
 // deletes and flush_all reach near copies only through TTL; one that refuses watch altogether is
-// TTL-only. doc/design/near-cache.md has the guarantees and measurements.
+// TTL-only. Watch connections are dialled as the client dials (its TLS and -Y credentials included),
+// and follow the client's server list (SetServers). doc/design/near-cache.md has the guarantees and
+// measurements.
 package near

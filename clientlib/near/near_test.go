@@ -26,7 +26,7 @@ func makeHot(t *testing.T, nc *Cache, key string) {
 	for i := 0; i < 2000; i++ {
 		_, err := nc.Get(ctx, key)
 		require.NoError(t, err)
-		if _, ok := nc.store.get(key, time.Now()); ok {
+		if _, ok := nc.store.get(key, time.Now(), false); ok {
 			return
 		}
 		time.Sleep(time.Millisecond)
@@ -34,9 +34,11 @@ func makeHot(t *testing.T, nc *Cache, key string) {
 	t.Fatalf("%s never copied", key)
 }
 
+// copied reports whether nc holds a fresh copy of key, made by Get or by GetOrFill.
 func copied(nc *Cache, key string) bool {
-	_, ok := nc.store.get(key, time.Now())
-	return ok
+	_, byGet := nc.store.get(key, time.Now(), false)
+	_, byFill := nc.store.get(key, time.Now(), true)
+	return byGet || byFill
 }
 
 func set(t *testing.T, c *clientlib.Client, key, value string) {

@@ -23,6 +23,7 @@ func (nc *Cache) pollHotKeys() {
 			return
 		case <-t.C:
 		}
+		nc.follow() // a server dropped from the list loses its watcher even when no Get comes
 		ctx, cancel := context.WithTimeout(context.Background(), nc.cfg.HotKeysPoll)
 		stats, err := nc.c.ServerStats(ctx, "hotkeys")
 		cancel()

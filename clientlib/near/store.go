@@ -23,6 +23,7 @@ type store struct {
 type entry struct {
 	token   uint64
 	item    *clientlib.Item // nil while pending
+	byFill  bool            // made by GetOrFill, and served only to it (see get)
 	server  string
 	expires time.Time
 	size    int
@@ -32,12 +33,14 @@ func newStore(maxEntries, maxBytes int) *store {
 	return &store{entries: make(map[string]*entry), maxEntries: maxEntries, maxBytes: maxBytes}
 }
 
-// get returns key's copy when it is installed and unexpired at now.
-func (s *store) get(key string, now time.Time) (*clientlib.Item, bool) {
+// get returns key's copy when it is installed, unexpired at now, and made by the same call (byFill:
+// GetOrFill, else Get): a GetOrFill value has no CAS for Get to return, and a Get item is raw, where
+// GetOrFill reads some (a cached "not found") as an answer of its own.
+func (s *store) get(key string, now time.Time, byFill bool) (*clientlib.Item, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.entries[key]
-	if e == nil || e.item == nil {
+	if e == nil || e.item == nil || e.byFill != byFill {
 		return nil, false
 	}
 	if !now.Before(e.expires) {
@@ -65,8 +68,8 @@ func (s *store) reserve(key, server string) uint64 {
 
 // install copies it under its key if the reservation token still stands; otherwise (invalidated,
 // flushed or evicted meanwhile) it does nothing. A value too large for one sixteenth of the byte
-// bound is not copied.
-func (s *store) install(token uint64, it *clientlib.Item, expires time.Time) bool {
+// bound is not copied. byFill says GetOrFill made it (see get).
+func (s *store) install(token uint64, it *clientlib.Item, expires time.Time, byFill bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.entries[it.Key]
@@ -79,7 +82,7 @@ func (s *store) install(token uint64, it *clientlib.Item, expires time.Time) boo
 		return false
 	}
 	s.bytes += size - e.size
-	e.size, e.item, e.expires = size, it, expires
+	e.size, e.item, e.expires, e.byFill = size, it, expires, byFill
 	s.evictLocked()
 	return s.entries[it.Key] == e
 }
@@ -111,6 +114,20 @@ func (s *store) flush(server string) int {
 	n := 0
 	for k, e := range s.entries {
 		if server == "" || e.server == server {
+			s.removeLocked(k, e)
+			n++
+		}
+	}
+	return n
+}
+
+// retain drops every copy and reservation for which keep(key, server) is false; it returns how many.
+func (s *store) retain(keep func(key, server string) bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for k, e := range s.entries {
+		if !keep(k, e.server) {
 			s.removeLocked(k, e)
 			n++
 		}

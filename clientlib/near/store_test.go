@@ -19,7 +19,7 @@ func fill(s *store, server, key, value string, expires time.Time) bool {
 	if tok == 0 {
 		return false
 	}
-	return s.install(tok, item(key, value), expires)
+	return s.install(tok, item(key, value), expires, false)
 }
 
 func TestStoreReservation(t *testing.T) {
@@ -44,8 +44,8 @@ func TestStoreReservation(t *testing.T) {
 			require.NotZero(t, tok)
 			assert.Zero(t, s.reserve("k", "a"), "a second reader does not reserve")
 			tc.between(s)
-			assert.Equal(t, tc.want, s.install(tok, item("k", "v"), later))
-			it, ok := s.get("k", now)
+			assert.Equal(t, tc.want, s.install(tok, item("k", "v"), later, false))
+			it, ok := s.get("k", now, false)
 			assert.Equal(t, tc.want, ok)
 			if ok {
 				assert.Equal(t, "v", string(it.Value))
@@ -58,9 +58,9 @@ func TestStoreExpiry(t *testing.T) {
 	s := newStore(10, 1<<20)
 	now := time.Now()
 	require.True(t, fill(s, "a", "k", "v", now.Add(time.Second)))
-	_, ok := s.get("k", now.Add(999*time.Millisecond))
+	_, ok := s.get("k", now.Add(999*time.Millisecond), false)
 	assert.True(t, ok)
-	_, ok = s.get("k", now.Add(time.Second))
+	_, ok = s.get("k", now.Add(time.Second), false)
 	assert.False(t, ok)
 	n, b := s.len()
 	assert.Zero(t, n)

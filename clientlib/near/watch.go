@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/leasecached/leasecached/clientlib/internal/rawconn"
 )
 
 // A watcher's state says whether near copies from its server may be filled.
@@ -70,12 +72,21 @@ func (w *watcher) run() {
 	}
 }
 
+// dial opens a watch connection: with Config.DialContext when set, else as the client dials its own
+// connections (internal/rawconn), TLS and authentication included.
+func (w *watcher) dial(ctx context.Context) (net.Conn, error) {
+	if d := w.nc.cfg.DialContext; d != nil {
+		return d(ctx, network(w.addr), w.addr)
+	}
+	return rawconn.Dial(w.nc.c, ctx, w.addr)
+}
+
 var errWatchRefused = errors.New("near: watch refused")
 
 // session dials, asks for the stream and reads it until it fails; live says whether it got that far.
 func (w *watcher) session() (live bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
-	conn, err := w.nc.cfg.DialContext(ctx, network(w.addr), w.addr)
+	conn, err := w.dial(ctx)
 	cancel()
 	if err != nil {
 		return false, err

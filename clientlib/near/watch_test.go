@@ -54,8 +54,9 @@ func (s *scripted) next(t *testing.T) net.Conn {
 	}
 }
 
+// bareCache has no client: its watchers dial the scripted server with a plain net.Dialer.
 func bareCache() *Cache {
-	cfg := Config{}.withDefaults()
+	cfg := Config{DialContext: (&net.Dialer{}).DialContext}.withDefaults()
 	return &Cache{cfg: cfg, store: newStore(cfg.MaxEntries, cfg.MaxBytes)}
 }
 
@@ -114,7 +115,7 @@ func TestWatcherLines(t *testing.T) {
 			require.Eventually(t, func() bool { n, _ := nc.store.len(); return n == len(tc.after) },
 				5*time.Second, time.Millisecond)
 			for _, k := range tc.after {
-				_, ok := nc.store.get(k, time.Now())
+				_, ok := nc.store.get(k, time.Now(), false)
 				assert.True(t, ok, k)
 			}
 			assert.Equal(t, stateFull, w.state.Load(), "the stream stays up")
@@ -136,9 +137,9 @@ func TestWatcherLossFlushesAndReconnects(t *testing.T) {
 		require.True(t, fill(nc.store, addr, "k", "v", exp))
 		require.True(t, fill(nc.store, "elsewhere:1", "other", "v", exp))
 		require.NoError(t, conn.Close())
-		require.Eventually(t, func() bool { _, ok := nc.store.get("k", time.Now()); return !ok },
+		require.Eventually(t, func() bool { _, ok := nc.store.get("k", time.Now(), false); return !ok },
 			5*time.Second, time.Millisecond, "round %d: the lost stream's copies are flushed", round)
-		_, ok := nc.store.get("other", time.Now())
+		_, ok := nc.store.get("other", time.Now(), false)
 		assert.True(t, ok, "another server's copies stay")
 	}
 	srv.next(t) // and it reconnects again
