@@ -74,15 +74,7 @@ func RunFill(ctx context.Context, cfg FillConfig) (*FillResult, error) {
 	if cfg.Conns < 1 || cfg.Conns > maxConns || cfg.Batch < 1 || cfg.Batch > maxPipeline {
 		return nil, fmt.Errorf("fill: conns %d / batch %d out of range", cfg.Conns, cfg.Batch)
 	}
-	ks, err := newKeySpace(cfg.KeyBase, cfg.Keys, cfg.KeySize)
-	if err != nil {
-		return nil, err
-	}
-	vs, err := newValueSource(cfg.ValueSize)
-	if err != nil {
-		return nil, err
-	}
-	tc, err := cfg.TLS.clientConfig(cfg.Addr)
+	ks, vs, tc, err := cfg.inputs()
 	if err != nil {
 		return nil, err
 	}
@@ -154,19 +146,25 @@ func RunFill(ctx context.Context, cfg FillConfig) (*FillResult, error) {
 	return res, nil
 }
 
+// inputs is what a fill and its verification draw from: the keys, the values and the TLS configuration.
+func (cfg FillConfig) inputs() (keySpace, *valueSource, *tls.Config, error) {
+	ks, err := newKeySpace(cfg.KeyBase, cfg.Keys, cfg.KeySize)
+	if err != nil {
+		return keySpace{}, nil, nil, err
+	}
+	vs, err := newValueSource(cfg.ValueSize)
+	if err != nil {
+		return keySpace{}, nil, nil, err
+	}
+	tc, err := cfg.TLS.clientConfig(cfg.Addr)
+	return ks, vs, tc, err
+}
+
 // VerifySample reads back a sample of a fill that happened earlier (cfg.Verify keys spread over [0, Keys),
 // as RunFill picks them), possibly in another server process: after a restart. It writes nothing. The
 // error says a value read back was wrong (the counts are set then too) or the exchange failed (no result).
 func VerifySample(ctx context.Context, cfg FillConfig) (*FillResult, error) {
-	ks, err := newKeySpace(cfg.KeyBase, cfg.Keys, cfg.KeySize)
-	if err != nil {
-		return nil, err
-	}
-	vs, err := newValueSource(cfg.ValueSize)
-	if err != nil {
-		return nil, err
-	}
-	tc, err := cfg.TLS.clientConfig(cfg.Addr)
+	ks, vs, tc, err := cfg.inputs()
 	if err != nil {
 		return nil, err
 	}
