@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasecached/leasecached/hotkeys"
+	"github.com/leasecached/leasecached/internal/hotlist"
 	"github.com/leasecached/leasecached/protocol"
 	bp "github.com/leasecached/leasecached/protocol/binprot"
 	"github.com/leasecached/leasecached/shard"
@@ -183,10 +184,10 @@ const hotSpanSeconds = 2 * int64(hotWindow/time.Second)
 // URL-encoded key, rate, share of keyed requests in percent, reads and writes a second.
 func (s *Server) appendHotKeyStats(dst []byte) []byte {
 	keys, rate := s.hotKeys(s.hot.top)
-	dst = statInt(dst, "hotkeys_sample_rate", int64(rate))
-	dst = statInt(dst, "hotkeys_window_seconds", hotSpanSeconds)
+	dst = statInt(dst, hotlist.SampleRate, int64(rate))
+	dst = statInt(dst, hotlist.WindowSeconds, hotSpanSeconds)
 	for i, k := range keys {
-		p := "hotkey:" + strconv.Itoa(i+1) + ":"
+		p := hotlist.Prefix(i + 1)
 		dst = append(dst, "STAT "+p+"key "...)
 		dst = appendURIEncoded(dst, []byte(k.Key))
 		dst = append(dst, "\r\n"...)

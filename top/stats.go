@@ -7,10 +7,11 @@ package top
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/leasecached/leasecached/internal/hotlist"
 )
 
 // maxStatLines bounds one stats reply: memcached's largest groups (items, slabs) have a few thousand lines;
@@ -68,72 +69,11 @@ func (s Stats) Uint(name string) (v uint64, ok bool) {
 // Has reports whether the server sent the stat.
 func (s Stats) Has(name string) bool { _, ok := s[name]; return ok }
 
-// HotKey is one line group of `stats hotkeys` (the format: doc/design/top.md).
-type HotKey struct {
-	Key    string // as the server sends it: URL-encoded as lru_crawler metadump encodes keys
-	Rate   uint64 // estimated requests per second
-	Share  float64
-	Reads  uint64
-	Writes uint64
-}
+// HotKey is one rank of a `stats hotkeys` reply (internal/hotlist defines the format).
+type HotKey = hotlist.Key
 
 // HotKeys is a `stats hotkeys` reply.
-type HotKeys struct {
-	SampleRate    uint64 // one request in SampleRate is sampled
-	WindowSeconds uint64
-	Keys          []HotKey // by rank, hottest first
-}
+type HotKeys = hotlist.Listing
 
-// maxHotKeys bounds the ranks read from a reply.
-const maxHotKeys = 1000
-
-// ParseHotKeys reads the hot keys out of a `stats hotkeys` reply. A reply without the header lines is not
-// one (a server that ignores the group's name and sends its general stats).
-func ParseHotKeys(s Stats) (HotKeys, error) {
-	var hk HotKeys
-	var ok bool
-	if hk.SampleRate, ok = s.Uint("hotkeys_sample_rate"); !ok {
-		return hk, errors.New("no hotkeys_sample_rate in the reply")
-	}
-	if hk.WindowSeconds, ok = s.Uint("hotkeys_window_seconds"); !ok {
-		return hk, errors.New("no hotkeys_window_seconds in the reply")
-	}
-	for rank := 1; rank <= maxHotKeys; rank++ {
-		prefix := "hotkey:" + strconv.Itoa(rank) + ":"
-		key, ok := s[prefix+"key"]
-		if !ok {
-			break
-		}
-		k := HotKey{Key: key}
-		var err error
-		if k.Rate, err = uintField(s, prefix+"rate"); err != nil {
-			return hk, err
-		}
-		if k.Reads, err = uintField(s, prefix+"reads"); err != nil {
-			return hk, err
-		}
-		if k.Writes, err = uintField(s, prefix+"writes"); err != nil {
-			return hk, err
-		}
-		if text, ok := s[prefix+"share"]; ok {
-			if k.Share, err = strconv.ParseFloat(text, 64); err != nil {
-				return hk, fmt.Errorf("%sshare: %q is not a number", prefix, text)
-			}
-		}
-		hk.Keys = append(hk.Keys, k)
-	}
-	return hk, nil
-}
-
-// uintField is a number of a hot key's lines; a missing one is 0, so that a server may leave one out.
-func uintField(s Stats, name string) (uint64, error) {
-	text, ok := s[name]
-	if !ok {
-		return 0, nil
-	}
-	v, err := strconv.ParseUint(text, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %q is not a number", name, text)
-	}
-	return v, nil
-}
+// ParseHotKeys reads the hot keys out of a `stats hotkeys` reply (hotlist.Parse).
+func ParseHotKeys(s Stats) (HotKeys, error) { return hotlist.Parse(s) }

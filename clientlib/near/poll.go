@@ -3,11 +3,10 @@ package near
 import (
 	"context"
 	"errors"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/leasecached/leasecached/clientlib"
+	"github.com/leasecached/leasecached/internal/hotlist"
 )
 
 // pollHotKeys asks every server for "stats hotkeys" each HotKeysPoll and marks the keys listed as hot
@@ -36,21 +35,20 @@ func (nc *Cache) pollHotKeys() {
 	}
 }
 
-// listedKeys collects the decoded keys of every server's hotkey:N:key lines; answered says whether
-// any server answered the group at all.
+// listedKeys collects the decoded keys of every server's listing; answered says whether any server
+// answered the group at all.
 func listedKeys(stats map[string]map[string]string) (map[string]struct{}, bool) {
 	keys := make(map[string]struct{})
 	answered := false
 	for _, s := range stats {
-		if _, ok := s["hotkeys_sample_rate"]; ok {
-			answered = true
+		l, err := hotlist.Parse(s)
+		if err != nil {
+			continue
 		}
-		for name, v := range s {
-			if !strings.HasPrefix(name, "hotkey:") || !strings.HasSuffix(name, ":key") {
-				continue
-			}
-			if k, err := url.PathUnescape(v); err == nil {
-				keys[k] = struct{}{}
+		answered = true
+		for _, k := range l.Keys {
+			if key, err := k.Decoded(); err == nil {
+				keys[key] = struct{}{}
 			}
 		}
 	}

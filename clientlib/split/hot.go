@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/leasecached/leasecached/clientlib"
 	"github.com/leasecached/leasecached/clientlib/internal/placement"
+	"github.com/leasecached/leasecached/internal/hotlist"
 )
 
 // pollHotKeys asks every server for "stats hotkeys" each HotKeysPoll and splits the keys listed at
@@ -56,23 +54,16 @@ func hotKeys(stats map[string]map[string]string, share float64) (map[string]stru
 	keys := make(map[string]struct{})
 	answered := false
 	for _, st := range stats {
-		if _, ok := st["hotkeys_sample_rate"]; ok {
-			answered = true
+		l, err := hotlist.Parse(st)
+		if err != nil {
+			continue
 		}
-		for name, v := range st {
-			rank, ok := strings.CutPrefix(name, "hotkey:")
-			if !ok {
+		answered = true
+		for _, hk := range l.Keys {
+			if hk.Share < share {
 				continue
 			}
-			rank, ok = strings.CutSuffix(rank, ":key")
-			if !ok {
-				continue
-			}
-			pct, err := strconv.ParseFloat(st["hotkey:"+rank+":share"], 64)
-			if err != nil || pct < share {
-				continue
-			}
-			if k, err := url.PathUnescape(v); err == nil && len(k)+len(Suffix)+4 <= clientlib.MaxKeyLength {
+			if k, err := hk.Decoded(); err == nil && len(k)+len(Suffix)+4 <= clientlib.MaxKeyLength {
 				keys[baseOf(k)] = struct{}{}
 			}
 		}

@@ -14,9 +14,9 @@ import (
 
 func TestHotKeysParse(t *testing.T) {
 	st := map[string]map[string]string{
-		"a": {"hotkeys_sample_rate": "16", "hotkey:1:key": "user%3A42", "hotkey:1:share": "40.00",
+		"a": {"hotkeys_sample_rate": "16", "hotkeys_window_seconds": "1", "hotkey:1:key": "user%3A42", "hotkey:1:share": "40.00",
 			"hotkey:2:key": "cold", "hotkey:2:share": "2.50", "hotkey:3:key": "big" + Suffix + "2", "hotkey:3:share": "12"},
-		"b": {"hotkeys_sample_rate": "16"},
+		"b": {"hotkeys_sample_rate": "16", "hotkeys_window_seconds": "1"},
 	}
 	for _, tc := range []struct {
 		name     string
