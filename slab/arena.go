@@ -152,9 +152,6 @@ func newArena(limit int64, huge bool) (*Arena, error) {
 	return a, nil
 }
 
-// Backing is the data directory holding the arena's pages, or nil.
-func (a *Arena) Backing() *Backing { return a.back }
-
 // hugePagePages is how many pages one huge-page region holds.
 const hugePagePages = hugePageSize / PageSize
 

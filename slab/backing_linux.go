@@ -112,9 +112,6 @@ func mapShared(f *os.File, n int) ([]byte, error) {
 	return unsafe.Slice((*byte)(p), n), nil
 }
 
-// Dir is the data directory.
-func (b *Backing) Dir() string { return b.dir }
-
 // page returns the memory of page id and its sums, growing the files to hold them. Its contents are what
 // was stored there: zeros for a page never used or released since.
 func (b *Backing) page(id uint32) (mem, sums []byte, err error) {

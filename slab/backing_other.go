@@ -12,7 +12,6 @@ func OpenBacking(dir string, id Identity) (*Backing, string, error) {
 	return nil, "", errors.New("--data-dir needs Linux")
 }
 
-func (b *Backing) Dir() string { return "" }
 func (b *Backing) page(uint32) (mem, sums []byte, err error) {
 	return nil, nil, errors.New("no data directory")
 }

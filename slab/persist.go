@@ -44,9 +44,6 @@ func (al *Allocator) Sum(r Ref) uint32 {
 	return atomic.LoadUint32(al.sumAt(r))
 }
 
-// Persistent reports whether the allocator's pages are in a data directory.
-func (al *Allocator) Persistent() bool { return al.arena.back != nil }
-
 // Adopt gives al page id of its arena's data directory, as class class: it joins the class fully carved,
 // every chunk counted as used, until the owner frees those that hold nothing it keeps (Free puts them on
 // the free list). It fails when the page id is taken, out of range or beyond the budget.
