@@ -55,16 +55,7 @@ func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
 		sh.totalItems++
 	}
 	if old == slab.NilRef {
-		grew := false
-		if sh.idx.needsGrow() {
-			sh.idx.grow(sh.hashOf)
-			grew = true
-		}
-		for !sh.idx.insert(h, nu) {
-			sh.idx.grow(sh.hashOf)
-			grew = true
-		}
-		if grew {
+		if sh.indexInsert(h, nu) {
 			sh.indexGrew(nu, now)
 		}
 		return
@@ -87,6 +78,20 @@ func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
 		return
 	}
 	sh.freeItem(old)
+}
+
+// indexInsert files ref under hash h in the main index, growing it first when it is full and again while
+// a probe would be too long; it reports whether it grew.
+func (sh *shard) indexInsert(h uint64, ref slab.Ref) (grew bool) {
+	if sh.idx.needsGrow() {
+		sh.idx.grow(sh.hashOf)
+		grew = true
+	}
+	for !sh.idx.insert(h, ref) {
+		sh.idx.grow(sh.hashOf)
+		grew = true
+	}
+	return grew
 }
 
 // inPlaceClass reports whether a store's new item of n bytes (header, key and value) belongs in the chunk

@@ -62,23 +62,17 @@ func (sh *shard) recoverItems(self int, now int64) (loaded, dropped int64, maxCa
 			return
 		}
 		key := itemKey(b)
-		if _, old, ob := sh.probeFor(h, key); old != slab.NilRef {
+		if slot, old, ob := sh.probeFor(h, key); old != slab.NilRef {
 			dropped++
 			if itemCas(ob) >= itemCas(b) {
 				return
 			}
-			slot, _ := sh.idx.slotOf(h, old)
 			sh.idx.replace(slot, r)
 			sh.account(old, -1)
 			markItem(old, false)
 			loaded--
 		} else {
-			if sh.idx.needsGrow() {
-				sh.idx.grow(sh.hashOf)
-			}
-			for !sh.idx.insert(h, r) {
-				sh.idx.grow(sh.hashOf)
-			}
+			sh.indexInsert(h, r) // sized above: grows only when probes get too long
 		}
 		if b[offState]&flagPinned != 0 { // written only when set: a write dirties a page the next sync writes
 			b[offState] &^= flagPinned
