@@ -383,6 +383,19 @@ func (ss servers) stopAll() error {
 	return errors.Join(errs...)
 }
 
+// rssBaseline starts a server without its restart option, fills it, records its RSS and stops it.
+func (r *restartRun) rssBaseline(ctx context.Context, ss *servers, name, bin string, args func(int) []string, sz restartSize) error {
+	s, _, _, err := r.startTimed(ctx, name, bin, args)
+	if err != nil {
+		return err
+	}
+	ss.add(s)
+	if err := r.rssAfterFill(ctx, s, sz, name); err != nil {
+		return err
+	}
+	return stopLong(s)
+}
+
 // stopLong is stop with the time a graceful stop may take to write the item memory out.
 func stopLong(s *runningServer) error {
 	defer s.logFile.Close()
@@ -396,15 +409,7 @@ func (r *restartRun) leasecached(ctx context.Context, sz restartSize) (err error
 	var ss servers
 	defer func() { err = errors.Join(err, ss.stopAll()) }()
 	// Without the data directory: the RSS to compare with.
-	s, _, _, err := r.startTimed(ctx, name, r.o.leasecached, r.leasecachedArgs(sz.MemMB, ""))
-	if err != nil {
-		return err
-	}
-	ss.add(s)
-	if err := r.rssAfterFill(ctx, s, sz, "leasecached"); err != nil {
-		return err
-	}
-	if err := stopLong(s); err != nil {
+	if err := r.rssBaseline(ctx, &ss, name, r.o.leasecached, r.leasecachedArgs(sz.MemMB, ""), sz); err != nil {
 		return err
 	}
 
@@ -415,7 +420,8 @@ func (r *restartRun) leasecached(ctx context.Context, sz restartSize) (err error
 	defer os.RemoveAll(dir)
 	lcName := "leasecached " + dataDirFlag
 	args := r.leasecachedArgs(sz.MemMB, dir)
-	if s, _, _, err = r.startTimed(ctx, name, r.o.leasecached, args); err != nil {
+	s, _, _, err := r.startTimed(ctx, name, r.o.leasecached, args)
+	if err != nil {
 		return err
 	}
 	ss.add(s)
@@ -539,15 +545,7 @@ func (r *restartRun) memcached(ctx context.Context, sz restartSize) (err error) 
 	const name = "memcached"
 	var ss servers
 	defer func() { err = errors.Join(err, ss.stopAll()) }()
-	s, _, _, err := r.startTimed(ctx, name, r.o.memcached, r.memcachedArgs(sz.MemMB, ""))
-	if err != nil {
-		return err
-	}
-	ss.add(s)
-	if err := r.rssAfterFill(ctx, s, sz, "memcached"); err != nil {
-		return err
-	}
-	if err := stopLong(s); err != nil {
+	if err := r.rssBaseline(ctx, &ss, name, r.o.memcached, r.memcachedArgs(sz.MemMB, ""), sz); err != nil {
 		return err
 	}
 
@@ -558,7 +556,8 @@ func (r *restartRun) memcached(ctx context.Context, sz restartSize) (err error) 
 	defer removeFiles()
 	mcName := "memcached -e"
 	args := r.memcachedArgs(sz.MemMB, file)
-	if s, _, _, err = r.startTimed(ctx, name, r.o.memcached, args); err != nil {
+	s, _, _, err := r.startTimed(ctx, name, r.o.memcached, args)
+	if err != nil {
 		return err
 	}
 	ss.add(s)
