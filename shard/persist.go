@@ -195,18 +195,22 @@ func (s *Store) rebuild(start time.Time) {
 				loaded, dropped, mc := sh.recoverItems(i, now)
 				p.loaded.Add(loaded)
 				p.dropped.Add(dropped)
-				for c := maxCas.Load(); mc > c && !maxCas.CompareAndSwap(c, mc); c = maxCas.Load() {
-				}
+				raiseTo(&maxCas, mc)
 				sh.mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
 	// A CAS a client chose (ms E) may be above the mark: hand out larger ones from now on.
-	for c := s.cas.Load(); maxCas.Load() > c && !s.cas.CompareAndSwap(c, maxCas.Load()); c = s.cas.Load() {
-	}
+	raiseTo(&s.cas, maxCas.Load())
 	p.nanos.Store(int64(time.Since(start)))
 	p.loading.Store(false)
+}
+
+// raiseTo makes a at least v.
+func raiseTo(a *atomic.Uint64, v uint64) {
+	for c := a.Load(); v > c && !a.CompareAndSwap(c, v); c = a.Load() {
+	}
 }
 
 // persistLoop keeps the CAS mark ahead of the counter and syncs the data directory every syncEvery.
