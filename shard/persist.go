@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -121,7 +120,7 @@ func openPersistence(cfg Config, arenaBytes int64, n int, classes *slab.Classes)
 	arena, err := slab.NewBackedArena(arenaBytes, back)
 	if err != nil {
 		back.Close()
-		return nil, nil, fmt.Errorf("shard: %w", err)
+		return nil, nil, err // New says "shard:"
 	}
 	return &persistence{back: back, syncEvery: cfg.DataSync, reason: reason, stop: make(chan struct{})}, arena, nil
 }
