@@ -350,18 +350,23 @@ func (a *Arena) page(id uint32) []byte { return a.dir[id>>segmentShift].Load().p
 func (a *Arena) classOf(id uint32) uint8 { return a.dir[id>>segmentShift].Load().class[id&segmentMask] }
 
 // setClass records the size class of page id, and in a data directory its owner (the caller owns the
-// page). A page that changes class is emptied there first: its old chunks would read as the new class's.
+// page, which holds no chunk of another class there: taken fresh, or emptied by clearForClass).
 func (a *Arena) setClass(id uint32, c uint8, owner uint8) {
 	seg := a.dir[id>>segmentShift].Load()
 	if a.back != nil {
-		if seg.class[id&segmentMask] != c {
-			a.back.setRecord(id, 0)
-			a.back.punch(id)
-		}
 		a.back.setRecord(id, encodeRecord(c, owner))
 	}
 	seg.class[id&segmentMask] = c
 	seg.owner[id&segmentMask] = owner
+}
+
+// clearForClass empties page id in a data directory before it joins another class (the caller owns it
+// and every chunk in it is free): chunks of the old geometry would read as chunks of the new one at a
+// restart. A page taken from the arena is empty already (released pages are punched, new ones are holes).
+func (a *Arena) clearForClass(id uint32) {
+	if a.back != nil {
+		a.back.discard(id)
+	}
 }
 
 // ChunkHint is the address chunk r would start at, for a prefetch and nothing else: anyone may call it at

@@ -132,6 +132,9 @@ func (al *Allocator) EndDrain(to int) error {
 		al.arena.releasePage(d.page)
 		return nil
 	}
+	if to != d.class {
+		al.arena.clearForClass(d.page)
+	}
 	al.arena.setClass(d.page, uint8(to), al.owner)
 	ts := &al.cls[to]
 	ts.pages = append(ts.pages, d.page)
