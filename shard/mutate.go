@@ -53,10 +53,10 @@ func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
 	}
 	if nu != slab.NilRef {
 		sh.dropGhost(h, itemKey(sh.chunk(nu)), now)
-		sh.account(nu, +1)
 		sh.totalItems++
 	}
 	if old == slab.NilRef {
+		sh.account(nu, +1)
 		if sh.indexInsert(h, nu) {
 			sh.indexGrew(nu, now)
 		}
@@ -74,7 +74,11 @@ func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
 	} else {
 		sh.idx.remove(slot)
 	}
-	sh.account(old, -1)
+	if nu != slab.NilRef {
+		sh.accountReplace(old, nu)
+	} else {
+		sh.account(old, -1)
+	}
 	sh.recordRemoval(old, why, now)
 	if nu == slab.NilRef && sh.toGhost(h, old, why, now) {
 		return
@@ -173,8 +177,22 @@ func (sh *shard) account(r slab.Ref, dir int64) {
 	cs.memRequested += dir * n
 }
 
+// accountReplace moves the occupancy stats from old to nu. Nothing is written when both have one size in
+// one class, as when a set replaces a value with one of its size through a new chunk: each counter is on
+// a line that a write would take from the other CPU (see overwrite).
+func (sh *shard) accountReplace(old, nu slab.Ref) {
+	if sh.al.ClassOf(old) == sh.al.ClassOf(nu) && itemBytes(sh.chunk(old)) == itemBytes(sh.chunk(nu)) {
+		return
+	}
+	sh.account(nu, +1)
+	sh.account(old, -1)
+}
+
 // recordRemoval counts why an item left.
 func (sh *shard) recordRemoval(r slab.Ref, why cause, now int64) {
+	if why != causeEvict && why != causeExpire && why != causeFlush {
+		return // nothing is counted for the others
+	}
 	b := sh.chunk(r)
 	cs := &sh.cls[sh.al.ClassOf(r)]
 	unfetched := b[offState]&flagFetched == 0

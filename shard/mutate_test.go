@@ -30,9 +30,18 @@ func refOf(s *Store, key []byte) slab.Ref {
 // TestStoreOverwritesInPlace checks which stores over a live item rewrite its chunk (set, replace and cas,
 // when the new item needs the chunk's own size class) and which take a new one (append and prepend, a
 // different class, a chained value), and that either way the result is a fresh item: the new value, flags,
-// exptime and CAS, not fetched, and statistics as if the old item had been replaced.
+// exptime and CAS, not fetched, and statistics as if the old item had been replaced. With a data directory
+// every one of them takes a new chunk (doc/design/restart.md rule 2), with the same results.
 func TestStoreOverwritesInPlace(t *testing.T) {
 	const big = slab.ChunkMax + 100 // chained
+	for _, dataDir := range []bool{false, true} {
+		t.Run(map[bool]string{false: "memory", true: "data dir"}[dataDir], func(t *testing.T) {
+			testStoreOverwrites(t, dataDir, big)
+		})
+	}
+}
+
+func testStoreOverwrites(t *testing.T, dataDir bool, big int) {
 	for _, tc := range []struct {
 		name            string
 		oldLen, newLen  int
@@ -61,7 +70,13 @@ func TestStoreOverwritesInPlace(t *testing.T) {
 			newLen: slab.ChunkMax - 200, mode: ModeSet},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, _ := newStore(t, Config{})
+			var s *Store
+			if dataDir {
+				s = persistStore(t, t.TempDir(), nil, Config{})
+				tc.inPlace = false
+			} else {
+				s, _ = newStore(t, Config{})
+			}
 			key := []byte("overwrite:key")
 			other := []byte("overwrite:other") // a neighbour that must not change
 			if r := s.Store(ModeSet, other, 5, 0, pattern(100, 9), 0); r != Stored {

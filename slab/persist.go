@@ -22,7 +22,7 @@ func (al *Allocator) sumAt(r Ref) *uint32 {
 	id := r.Page() & (MaxPages - 1)
 	seg := al.arena.dir[id>>segmentShift].Load()
 	i := id & segmentMask
-	n := r.Offset() / al.classes.sizeOf[seg.class[i]]
+	n := uint64(r.Offset()) * al.classes.recipOf[seg.class[i]] >> 40
 	return (*uint32)(unsafe.Pointer(&seg.sums[i][n*4]))
 }
 
