@@ -113,7 +113,7 @@ func mix64(x uint64) uint64 {
 
 // openPersistence opens cfg.DataDir for a store of n shards and builds the arena in it.
 func openPersistence(cfg Config, arenaBytes int64, n int, classes *slab.Classes) (*persistence, *slab.Arena, error) {
-	back, reason, err := slab.OpenBacking(cfg.DataDir, slab.Identity{Shards: n, Classes: classes})
+	back, reason, err := slab.OpenBacking(cfg.DataDir, slab.Identity{Shards: n, Classes: classes}, cfg.LargePages)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -207,6 +207,24 @@ func TestRestartSettings(t *testing.T) {
 		s2 := persistStore(t, dir, nil, Config{Shards: 2, MemoryLimit: 128 << 20})
 		mustGet(t, s2, "k")
 	})
+	t.Run("-L on and off keeps everything", func(t *testing.T) {
+		dir := t.TempDir()
+		want := map[string]string{}
+		for round, large := range []bool{true, false, true} {
+			s := persistStore(t, dir, nil, Config{Shards: 2, LargePages: large, MemoryLimit: 256 << 20})
+			for k, v := range want {
+				got, _ := mustGet(t, s, k)
+				require.Equal(t, v, got, "round %d", round)
+			}
+			for i := range 5000 {
+				k, v := fmt.Sprintf("r%d-%d", round, i), fmt.Sprintf("v%d-%0*d", round, i%700, i)
+				set(t, s, k, v)
+				want[k] = v
+			}
+			require.Zero(t, s.Stats().Evictions, "round %d", round)
+			s.Close()
+		}
+	})
 	t.Run("a smaller -m keeps what fits", func(t *testing.T) {
 		dir := t.TempDir()
 		s := persistStore(t, dir, nil, Config{Shards: 2, MemoryLimit: 64 << 20})

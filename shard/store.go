@@ -97,7 +97,7 @@ type Config struct {
 	// timed finer than item exptimes so sub-second windows work.
 	NowNano func() int64
 	// LargePages backs item memory with transparent huge pages (memcached's -L; slab.NewLargePageArena
-	// says what it costs).
+	// says what it costs; with DataDir, slab.OpenBacking).
 	LargePages bool
 	// DataDir keeps item memory in files there, so a restart on it comes back warm (persist.go); "": off.
 	DataDir string

@@ -27,17 +27,27 @@ type Backing struct {
 	sumsMem             []byte
 	mu                  sync.Mutex // guards growing the files
 	itemsSize, sumsSize int64
+	grow                int64 // the files grow by whole multiples of it (see huge in OpenBacking)
 }
 
 var errBackingClosed = errors.New("slab: data directory closed")
 
 // OpenBacking locks dir (creating it) and maps its files. When the stored data can be used with id, reason
 // is ""; otherwise the files are emptied and reason says why (a fresh directory: "no stored data").
-func OpenBacking(dir string, id Identity) (b *Backing, reason string, err error) {
+//
+// With huge, the items and sums mappings are advised onto transparent huge pages (-L), and the files grow
+// by whole huge pages, since the kernel maps a huge page of a file only where all of it is inside the
+// file; without, they are advised against them. A huge page is written back whole once any byte of it
+// changes (doc/design/restart.md, "What it costs").
+func OpenBacking(dir string, id Identity, huge bool) (b *Backing, reason string, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, "", err
 	}
-	b = &Backing{dir: dir}
+	b = &Backing{dir: dir, grow: PageSize}
+	advice := unix.MADV_NOHUGEPAGE
+	if huge {
+		b.grow, advice = hugePageSize, unix.MADV_HUGEPAGE
+	}
 	defer func() {
 		if err != nil {
 			b.Close()
@@ -87,6 +97,8 @@ func OpenBacking(dir string, id Identity) (b *Backing, reason string, err error)
 	if b.sumsMem, err = mapShared(b.sums, MaxPages*sumsSlot); err != nil {
 		return b, "", err
 	}
+	_ = unix.Madvise(b.itemsMem, advice) // advice only: without it the pages are ordinary ones
+	_ = unix.Madvise(b.sumsMem, advice)
 	if b.itemsSize, err = fileSize(b.items); err != nil {
 		return b, "", err
 	}
@@ -112,6 +124,8 @@ func mapShared(f *os.File, n int) ([]byte, error) {
 	return unsafe.Slice((*byte)(p), n), nil
 }
 
+func (b *Backing) roundUp(n int64) int64 { return (n + b.grow - 1) / b.grow * b.grow }
+
 // page returns the memory of page id and its sums, growing the files to hold them. Its contents are what
 // was stored there: zeros for a page never used or released since.
 func (b *Backing) page(id uint32) (mem, sums []byte, err error) {
@@ -120,13 +134,13 @@ func (b *Backing) page(id uint32) (mem, sums []byte, err error) {
 	if b.itemsMem == nil {
 		return nil, nil, errBackingClosed
 	}
-	if end := int64(id+1) * PageSize; end > b.itemsSize {
+	if end := b.roundUp(int64(id+1) * PageSize); end > b.itemsSize {
 		if err := b.items.Truncate(end); err != nil {
 			return nil, nil, err
 		}
 		b.itemsSize = end
 	}
-	if end := int64(id+1) * sumsSlot; end > b.sumsSize {
+	if end := b.roundUp(int64(id+1) * sumsSlot); end > b.sumsSize {
 		if err := b.sums.Truncate(end); err != nil {
 			return nil, nil, err
 		}

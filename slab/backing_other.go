@@ -8,7 +8,7 @@ import "errors"
 type Backing struct{ itemsSize int64 }
 
 // OpenBacking fails: data directories need Linux's shared file mappings and hole punching.
-func OpenBacking(dir string, id Identity) (*Backing, string, error) {
+func OpenBacking(dir string, id Identity, huge bool) (*Backing, string, error) {
 	return nil, "", errors.New("--data-dir needs Linux")
 }
 

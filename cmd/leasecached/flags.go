@@ -138,8 +138,6 @@ func validate(cfg server.Config, memMB int64) error {
 		return fmt.Errorf("--hold %s: must be between 0 and %s", cfg.Hold, maxHold)
 	case cfg.HotKeys < 0 || cfg.HotKeys > server.MaxHotKeys:
 		return fmt.Errorf("--hot-keys %d: must be between 0 and %d", cfg.HotKeys, server.MaxHotKeys)
-	case cfg.DataDir != "" && cfg.LargePages:
-		return fmt.Errorf("-L/--enable-largepages cannot be used with --data-dir: file pages are never huge pages")
 	case cfg.DataSync < 0:
 		return fmt.Errorf("--data-sync %s: must be 0 or more", cfg.DataSync)
 	case int64(cfg.MaxItemSize) > cfg.MemoryLimit/2:

@@ -1,0 +1,101 @@
+//go:build linux
+
+package slab
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// pmdMappedKiB is how much of the mapping holding addr is mapped by huge pages (FilePmdMapped, or
+// ShmemPmdMapped on tmpfs), from /proc/self/smaps.
+func pmdMappedKiB(t *testing.T, addr uintptr) int {
+	t.Helper()
+	f, err := os.Open("/proc/self/smaps")
+	require.NoError(t, err)
+	defer f.Close()
+	in, kib := false, 0
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		if lo, hi, ok := strings.Cut(fields[0], "-"); ok && !strings.HasSuffix(fields[0], ":") {
+			a, err1 := strconv.ParseUint(lo, 16, 64)
+			b, err2 := strconv.ParseUint(hi, 16, 64)
+			if err1 == nil && err2 == nil {
+				in = uint64(addr) >= a && uint64(addr) < b
+				continue
+			}
+		}
+		if in && (fields[0] == "FilePmdMapped:" || fields[0] == "ShmemPmdMapped:") {
+			n, _ := strconv.Atoi(fields[1])
+			kib += n
+		}
+	}
+	return kib
+}
+
+// kernelMapsHugeFilePages reports whether this kernel and the filesystem of dir map a file's huge pages
+// into a shared writable mapping that asks for them (Linux 6.x with large folios on ext4, tmpfs mounted
+// with huge=): a file grown to two huge pages, mapped, advised, written.
+func kernelMapsHugeFilePages(t *testing.T, dir string) bool {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, "probe"), os.O_RDWR|os.O_CREATE, 0o600)
+	require.NoError(t, err)
+	defer f.Close()
+	const n = 2 * hugePageSize
+	require.NoError(t, f.Truncate(n))
+	m, err := unix.Mmap(int(f.Fd()), 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	require.NoError(t, err)
+	defer unix.Munmap(m)
+	if unix.Madvise(m, unix.MADV_HUGEPAGE) != nil {
+		return false
+	}
+	for i := 0; i < n; i += 4096 {
+		m[i] = 1
+	}
+	return pmdMappedKiB(t, uintptr(unsafe.Pointer(&m[0]))) > 0
+}
+
+// TestBackingHugePages checks that with huge (-L) the item and seal files end up on huge pages where the
+// kernel can map them for a file, and that without it they stay on ordinary pages.
+func TestBackingHugePages(t *testing.T) {
+	if !kernelMapsHugeFilePages(t, t.TempDir()) {
+		t.Skip("this kernel maps no huge pages of a file on this filesystem")
+	}
+	for _, huge := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ordinary pages", true: "huge pages"}[huge], func(t *testing.T) {
+			b, _, err := OpenBacking(t.TempDir(), Identity{Shards: 1, Classes: DefaultClasses()}, huge)
+			require.NoError(t, err)
+			defer b.Close()
+			const pages = 6 // three huge pages of items
+			for id := range uint32(pages) {
+				mem, sums, err := b.page(id)
+				require.NoError(t, err)
+				for i := 0; i < len(mem); i += 4096 {
+					mem[i] = 1
+				}
+				for i := 0; i < len(sums); i += 4096 {
+					sums[i] = 1
+				}
+			}
+			items := pmdMappedKiB(t, uintptr(unsafe.Pointer(&b.itemsMem[0])))
+			sums := pmdMappedKiB(t, uintptr(unsafe.Pointer(&b.sumsMem[0])))
+			if !huge {
+				require.Zero(t, items+sums, "huge pages without -L")
+				return
+			}
+			require.Equal(t, pages*PageSize/1024, items, "items on huge pages (KiB)")
+			require.Positive(t, sums, "seals on huge pages (KiB)")
+		})
+	}
+}
