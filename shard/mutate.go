@@ -34,7 +34,7 @@ func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
 	if nu != slab.NilRef && nu != old && sh.sums != nil {
 		// The item is whole: it may survive a restart (persist.go). A change "in place" (nu == old) was
 		// made in a new chunk with a data directory (moveItem), which sealed it already.
-		sh.seal(nu, sh.chunk(nu))
+		sh.seal(h, nu, sh.chunk(nu))
 	}
 	// Lease invalidation happens here, under the same lock as the item change, so no lease-set can
 	// observe the key between "changed" and "lease cancelled" (the stale-set race leases exist for).

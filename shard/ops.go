@@ -97,6 +97,9 @@ func (sh *shard) storeItem(k Hashed, key, value []byte, rq *storeReq, now int64)
 		}
 		return TooLarge, 0
 	}
+	if sh.sums != nil {
+		sh.prefetchNew(headerLen(layoutOf(flags, exp, len(value)), false) + len(key) + len(value))
+	}
 	old, ob := sh.findHinted(k, key, now)
 	vlen := len(value)
 	switch mode {

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -71,34 +72,50 @@ func (s *Store) RestartStats() RestartStats {
 		PagesLeft: p.pagesLeft}
 }
 
-// seal marks the whole item at r (head chunk b) as stored; without a data directory it does nothing.
-func (sh *shard) seal(r slab.Ref, b []byte) {
+// seal marks the whole item at r (head chunk b, key hash h) as stored; without a data directory it does
+// nothing.
+func (sh *shard) seal(h uint64, r slab.Ref, b []byte) {
 	if sh.sums != nil {
-		sh.al.SetSum(r, sh.itemSum(b))
+		sh.al.SetSum(r, sealOf(h, sh.valueSum(b), b))
 	}
 }
 
-// itemSum is the seal of the item at head chunk b: never 0, which means "no seal". A chained item's parts
-// are read through its links, which the caller has checked (recoverHead) or written. It hashes key and
-// value in one call where they are contiguous (every item but a chained one) and mixes the header's
-// fields in arithmetically: a streaming hash with the fields written first cost twice as much.
-func (sh *shard) itemSum(b []byte) uint32 {
-	var h uint64
-	if !itemChained(b) {
-		h = xxhash.Sum64(b[keyOff(b) : dataOff(b)+itemVlen(b)])
-	} else {
-		d := sh.sums
-		d.Reset()
-		_, _ = d.Write(itemKey(b))
-		r := newValueReader(sh.al, b)
-		for s := r.segment(); s != nil; s = r.segment() {
-			_, _ = d.Write(s)
+// prefetchNew starts fetching the chunk a store of an n-byte item will take (the head of its class's free
+// list) and that chunk's seal: with a data directory a store writes a new chunk, whose lines, unlike
+// those of the item it replaces, nothing has fetched. Issued before the index probe, the misses overlap.
+func (sh *shard) prefetchNew(n int) {
+	if id, ok := sh.st.classes.For(n); ok {
+		if r := sh.al.FreeHead(id); r != slab.NilRef {
+			prefetchItemSpan(uintptr(unsafe.Pointer(unsafe.SliceData(sh.chunk(r)))))
+			prefetch(sh.al.SumAddr(r))
 		}
-		h = d.Sum64()
 	}
+}
+
+// valueSum is the xxhash of the value of the item at head chunk b. A chained item's parts are read through
+// its links, which the caller has checked (recoverHead) or written.
+func (sh *shard) valueSum(b []byte) uint64 {
+	if !itemChained(b) {
+		return xxhash.Sum64(b[dataOff(b) : dataOff(b)+itemVlen(b)])
+	}
+	d := sh.sums
+	d.Reset()
+	r := newValueReader(sh.al, b)
+	for s := r.segment(); s != nil; s = r.segment() {
+		_, _ = d.Write(s)
+	}
+	return d.Sum64()
+}
+
+// sealOf is the seal of the item at head chunk b whose key hashes to h (Hash) and whose value hashes to v
+// (valueSum): never 0, which means "no seal". The key's hash is the one the index uses, so neither a store
+// nor the rebuild hashes a key twice; the header's fields are mixed in arithmetically (a streaming hash
+// with the fields written first cost twice as much).
+func sealOf(h, v uint64, b []byte) uint32 {
 	fields := uint64(itemFlags(b))<<32 | uint64(itemVlen(b))
 	shape := uint64(b[offMeta]&(metaLayout|metaKeyBinary)) | uint64(b[offKlen])<<8 | uint64(b[offState]&flagChained)<<16
-	h = mix64(h ^ mix64(itemCas(b)) ^ mix64(uint64(itemExp(b))<<24^shape) ^ mix64(fields+0x9E3779B97F4A7C15))
+	h = mix64(h ^ mix64(v+0xD6E8FEB86659FD93) ^ mix64(itemCas(b)) ^ mix64(uint64(itemExp(b))<<24^shape) ^
+		mix64(fields+0x9E3779B97F4A7C15))
 	return max(uint32(h)^uint32(h>>32), 1)
 }
 

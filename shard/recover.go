@@ -144,7 +144,7 @@ func (sh *shard) recoverHead(self int, r slab.Ref, b []byte, now int64, claimed 
 	if sh.st.shardOf(h) != &sh.st.shards[self] {
 		return 0, false
 	}
-	if sh.al.Sum(r) != sh.itemSum(b) {
+	if sh.al.Sum(r) != sealOf(h, sh.valueSum(b), b) {
 		return 0, false
 	}
 	return h, sh.st.dead(b, now) == causeNone

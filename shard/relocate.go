@@ -41,15 +41,14 @@ func (sh *shard) moveItem(h uint64, ref slab.Ref, b []byte, exp uint32, now int6
 	if edit != nil {
 		edit(nb)
 	}
-	sh.seal(nu, nb)
+	sh.seal(h, nu, nb)
 
 	slot, found := sh.idx.slotOf(h, ref)
 	if !found {
 		panic("shard: item to relocate is not indexed") // broken invariant: memory would be corrupted
 	}
 	sh.idx.replace(slot, nu)
-	sh.account(ref, -1)
-	sh.account(nu, +1)
+	sh.accountReplace(ref, nu)
 	sh.freeItem(ref)
 	return nu, nb
 }

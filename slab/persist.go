@@ -26,6 +26,14 @@ func (al *Allocator) sumAt(r Ref) *uint32 {
 	return (*uint32)(unsafe.Pointer(&seg.sums[i][n*4]))
 }
 
+// SumAddr is the address of chunk r's seal, for a prefetch; 0 without a data directory.
+func (al *Allocator) SumAddr(r Ref) uintptr {
+	if al.arena.back == nil {
+		return 0
+	}
+	return uintptr(unsafe.Pointer(al.sumAt(r)))
+}
+
 // SetSum stores chunk r's seal (0: none) in the data directory; without one it does nothing. The store is
 // ordered after the item's own bytes (storeSeal), so a process killed in between never leaves a seal over
 // half-written bytes.
