@@ -5,7 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -85,9 +84,9 @@ func (sh *shard) seal(h uint64, r slab.Ref, b []byte) {
 // those of the item it replaces, nothing has fetched. Issued before the index probe, the misses overlap.
 func (sh *shard) prefetchNew(n int) {
 	if id, ok := sh.st.classes.For(n); ok {
-		if r := sh.al.FreeHead(id); r != slab.NilRef {
-			prefetchItemSpan(uintptr(unsafe.Pointer(unsafe.SliceData(sh.chunk(r)))))
-			prefetch(sh.al.SumAddr(r))
+		if chunk, seal := sh.al.NextAddrs(id); chunk != 0 {
+			prefetchItemSpan(chunk)
+			prefetch(seal)
 		}
 	}
 }

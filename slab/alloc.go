@@ -124,9 +124,6 @@ func (al *Allocator) Free(r Ref) {
 	cs.used--
 }
 
-// FreeHead is the chunk the next Alloc(id) hands out from the free list, NilRef when the list is empty.
-func (al *Allocator) FreeHead(id int) Ref { return al.cls[id].free }
-
 // ClassOf is the size class of the page holding r.
 func (al *Allocator) ClassOf(r Ref) int { return int(al.arena.classOf(r.Page())) }
 

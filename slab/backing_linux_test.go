@@ -99,3 +99,43 @@ func TestBackingHugePages(t *testing.T) {
 		})
 	}
 }
+
+// TestNextAddrs checks the prefetch hint against the chunk and seal the next Alloc really uses.
+func TestNextAddrs(t *testing.T) {
+	c := DefaultClasses()
+	plain, err := NewArena(4 * PageSize)
+	require.NoError(t, err)
+	pal := NewAllocator(plain, c, 0)
+	r, ok := pal.Alloc(3)
+	require.True(t, ok)
+	pal.Free(r)
+	chunk, seal := pal.NextAddrs(3)
+	require.Zero(t, chunk+seal, "no data directory: no hint")
+
+	b, _, err := OpenBacking(t.TempDir(), Identity{Shards: 1, Classes: c}, false)
+	require.NoError(t, err)
+	defer b.Close()
+	a, err := NewBackedArena(8*PageSize, b)
+	require.NoError(t, err)
+	al := NewAllocator(a, c, 0)
+	for _, id := range []int{0, 3, c.Largest()} {
+		chunk, seal := al.NextAddrs(id)
+		require.Zero(t, chunk+seal, "class %d: empty free list", id)
+		var refs []Ref
+		for range 5 {
+			r, ok := al.Alloc(id)
+			require.True(t, ok)
+			refs = append(refs, r)
+		}
+		for _, r := range refs[1:4] {
+			al.Free(r)
+		}
+		for range 3 {
+			chunk, seal := al.NextAddrs(id)
+			r, ok := al.Alloc(id)
+			require.True(t, ok)
+			require.Equal(t, uintptr(unsafe.Pointer(unsafe.SliceData(al.Chunk(r)))), chunk, "class %d chunk", id)
+			require.Equal(t, uintptr(unsafe.Pointer(al.sumAt(r))), seal, "class %d seal", id)
+		}
+	}
+}

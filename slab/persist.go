@@ -21,17 +21,28 @@ func (al *Allocator) SetOwner(owner int) { al.owner = uint8(owner) }
 func (al *Allocator) sumAt(r Ref) *uint32 {
 	id := r.Page() & (MaxPages - 1)
 	seg := al.arena.dir[id>>segmentShift].Load()
-	i := id & segmentMask
-	n := uint64(r.Offset()) * al.classes.recipOf[seg.class[i]] >> 40
+	return al.sealIn(seg, id&segmentMask, r.Offset())
+}
+
+// sealIn is where the seal of the chunk at offset off of page i of seg lives.
+func (al *Allocator) sealIn(seg *segment, i, off uint32) *uint32 {
+	n := uint64(off) * al.classes.recipOf[seg.class[i]] >> 40
 	return (*uint32)(unsafe.Pointer(&seg.sums[i][n*4]))
 }
 
-// SumAddr is the address of chunk r's seal, for a prefetch; 0 without a data directory.
-func (al *Allocator) SumAddr(r Ref) uintptr {
-	if al.arena.back == nil {
-		return 0
+// NextAddrs is where the next Alloc(id) will write when it takes a chunk from the free list: the chunk's
+// address and its seal's, for a prefetch; 0, 0 when the free list is empty or there is no data directory.
+// One directory load serves both.
+func (al *Allocator) NextAddrs(id int) (chunk, seal uintptr) {
+	r := al.cls[id].free
+	if r == NilRef || al.arena.back == nil {
+		return 0, 0
 	}
-	return uintptr(unsafe.Pointer(al.sumAt(r)))
+	p := r.Page() & (MaxPages - 1)
+	seg := al.arena.dir[p>>segmentShift].Load()
+	i := p & segmentMask
+	return uintptr(unsafe.Pointer(unsafe.SliceData(seg.pages[i]))) + uintptr(r.Offset()),
+		uintptr(unsafe.Pointer(al.sealIn(seg, i, r.Offset())))
 }
 
 // SetSum stores chunk r's seal (0: none) in the data directory; without one it does nothing. The store is
