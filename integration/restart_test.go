@@ -542,7 +542,8 @@ func expectModelOrAbsent(t *testing.T, c *rsConn, model map[string]rsItem, why s
 // count (-m 64 has one shard, -m 256 four) starts empty with one line naming --data-dir and "starting
 // empty", and the directory then serves the new settings; a smaller -I keeps what fits and counts what it
 // drops; a larger -m with the same shard count keeps everything, a smaller one what it has room for
-// (one line naming --data-dir says how many pages it had no room for). Never a wrong value.
+// (one line naming --data-dir says how many pages it had no room for); -L (huge pages for the files) added
+// or dropped keeps everything. Never a wrong value.
 func TestRestartSettingsChange(t *testing.T) {
 	requireRestart(t)
 	const small, large = 300, 4
@@ -563,6 +564,8 @@ func TestRestartSettingsChange(t *testing.T) {
 		{name: "smaller -I", before: []string{"-I", "2m"}, now: []string{"-I", "1m"}, large: large, wantSmall: true, wantNoLarge: true},
 		{name: "larger -m, one shard", before: []string{"-m", "64"}, now: []string{"-m", "100"}, bulk: 25, wantAll: true},
 		{name: "smaller -m, one shard", before: []string{"-m", "100"}, now: []string{"-m", "64"}, bulk: 70, wantNoRoom: true},
+		{name: "-L added", before: []string{"-m", "64"}, now: []string{"-m", "64", "-L"}, bulk: 5, wantAll: true, restartAgain: true},
+		{name: "-L dropped", before: []string{"-m", "64", "-L"}, now: []string{"-m", "64"}, bulk: 5, wantAll: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
