@@ -94,7 +94,9 @@ func TestBackingHugePages(t *testing.T) {
 				require.Zero(t, items+sums, "huge pages without -L")
 				return
 			}
-			require.Equal(t, pages*PageSize/1024, items, "items on huge pages (KiB)")
+			// Some, not necessarily all: a huge page can be refused for want of free memory in one piece,
+			// and the kernel then uses ordinary pages. Without whole huge pages in the file there are none.
+			require.Positive(t, items, "items on huge pages (KiB)")
 			require.Positive(t, sums, "seals on huge pages (KiB)")
 		})
 	}
