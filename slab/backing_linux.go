@@ -27,7 +27,7 @@ type Backing struct {
 	sumsMem             []byte
 	mu                  sync.Mutex // guards growing the files
 	itemsSize, sumsSize int64
-	grow                int64 // the files grow by whole multiples of it (see huge in OpenBacking)
+	grow                int64 // the files grow to whole multiples of it: 1, or a huge page (huge in OpenBacking)
 }
 
 var errBackingClosed = errors.New("slab: data directory closed")
@@ -43,7 +43,7 @@ func OpenBacking(dir string, id Identity, huge bool) (b *Backing, reason string,
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, "", err
 	}
-	b = &Backing{dir: dir, grow: PageSize}
+	b = &Backing{dir: dir, grow: 1}
 	advice := unix.MADV_NOHUGEPAGE
 	if huge {
 		b.grow, advice = hugePageSize, unix.MADV_HUGEPAGE
