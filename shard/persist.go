@@ -147,7 +147,15 @@ func openPersistence(cfg Config, arenaBytes int64, n int, classes *slab.Classes)
 func (s *Store) startRestart() {
 	p := s.persist
 	start := time.Now()
-	oldestLive, oldestCas := p.back.Flushed()
+	oldestLive, oldestCas, ok := p.back.Flushed()
+	if p.reason == "" && (!ok || oldestCas > p.back.CasHigh()) {
+		// A damaged flush mark could hide every item, new ones included, or bring flushed ones back. Besides
+		// its check word: flush_all's oldest CAS is a counter value, and the stored mark is renewed above
+		// the counter before flush_all's marks are stored (renewCasMark).
+		p.reason = "damaged flush_all marks in the header"
+		oldestLive, oldestCas = 0, 0
+		p.back.SetFlushed(0, 0)
+	}
 	s.oldestLive.Store(oldestLive)
 	s.oldestCas.Store(oldestCas)
 	s.cas.Store(p.back.CasHigh())
@@ -218,6 +226,7 @@ func (s *Store) rebuild(start time.Time) {
 	wg.Wait()
 	// A CAS a client chose (ms E) may be above the mark: hand out larger ones from now on.
 	raiseTo(&s.cas, maxCas.Load())
+	s.renewCasMark()
 	p.nanos.Store(int64(time.Since(start)))
 	p.loading.Store(false)
 }
@@ -240,9 +249,7 @@ func (s *Store) persistLoop() {
 			return
 		case <-tick.C:
 		}
-		if c := s.cas.Load(); c+casReserve/2 > p.back.CasHigh() {
-			p.back.SetCasHigh(c + casReserve)
-		}
+		s.renewCasMark()
 		if p.syncEvery > 0 && time.Since(lastSync) >= p.syncEvery {
 			_ = p.back.Sync()
 			lastSync = time.Now()
@@ -250,9 +257,20 @@ func (s *Store) persistLoop() {
 	}
 }
 
+// renewCasMark keeps the stored CAS mark at least casReserve/2 ahead of the counter (rule 5): once a
+// second, after the rebuild raised the counter, and before flush_all's marks are stored, so that a stored
+// oldest CAS is never above the stored mark (startRestart checks it).
+func (s *Store) renewCasMark() {
+	p := s.persist
+	if c := s.cas.Load(); c+casReserve/2 > p.back.CasHigh() {
+		p.back.SetCasHigh(c + casReserve)
+	}
+}
+
 // flushed stores flush_all's marks in the data directory.
 func (s *Store) flushed() {
 	if s.persist != nil {
+		s.renewCasMark()
 		s.persist.back.SetFlushed(s.oldestLive.Load(), s.oldestCas.Load())
 	}
 }

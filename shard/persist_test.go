@@ -2,6 +2,7 @@ package shard
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -472,6 +473,114 @@ func TestRestartMixedImages(t *testing.T) {
 				require.True(t, okA || okB, "key %q: served a value stored at neither moment", k)
 			}
 			t.Logf("served %d (older %d, newer %d); %+v", served, len(older), len(newer), s2.RestartStats())
+		})
+	}
+}
+
+// setHeaderWord overwrites the 8-byte header counter at off (slab's hdrCasHigh 64 and its copy 88,
+// hdrOldestLive 72, hdrOldestCas 80) in dir's meta file.
+func setHeaderWord(t *testing.T, dir string, off int64, v uint64) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, "meta"), os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.WriteAt(binary.LittleEndian.AppendUint64(nil, v), off)
+	require.NoError(t, err)
+}
+
+// TestRestartDamagedFlushMarks: a stored oldest CAS above the stored CAS mark cannot come from flush_all,
+// and trusted it would hide every item, new ones too (found by TestRestartCorruptedFiles): the store starts
+// empty with its reason, takes new items, and keeps them across the next restart.
+func TestRestartDamagedFlushMarks(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		off  int64
+		v    func(now int64) uint64
+	}{
+		{"oldest CAS raised", 80, func(int64) uint64 { return 1 << 62 }},
+		{"oldest_live set to now", 72, func(now int64) uint64 { return uint64(now) }},
+		{"check word", 96, func(int64) uint64 { return 12345 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			c := newClock()
+			s := persistStore(t, dir, c, Config{})
+			set(t, s, "before", "v")
+			s.Close()
+			setHeaderWord(t, dir, tc.off, tc.v(c.now()))
+
+			s2 := persistStore(t, dir, c, Config{})
+			assert.Contains(t, s2.RestartStats().StartedEmpty, "damaged flush_all marks")
+			miss(t, s2, "before")
+			set(t, s2, "after", "w")
+			v, _ := mustGet(t, s2, "after")
+			require.Equal(t, "w", v)
+			s2.Close()
+
+			s3 := persistStore(t, dir, c, Config{})
+			assert.Empty(t, s3.RestartStats().StartedEmpty)
+			v, _ = mustGet(t, s3, "after")
+			require.Equal(t, "w", v)
+		})
+	}
+}
+
+// TestRestartFlushAfterRaisedCounter: when the rebuild raises the CAS counter above the stored mark (an
+// item's CAS above it, as a client's ms E can set), a flush_all at once and a crash must not leave an
+// oldest CAS above the mark, which the next start would take for damage and start empty.
+func TestRestartFlushAfterRaisedCounter(t *testing.T) {
+	dir := t.TempDir()
+	c := newClock()
+	persistStore(t, dir, c, Config{}).Close()
+	setHeaderWord(t, dir, 64, 1<<50) // the counter starts there: "a" gets a CAS far above 2^32
+	s := persistStore(t, dir, c, Config{})
+	set(t, s, "a", "1")
+	s.Close()
+	setHeaderWord(t, dir, 64, 1) // the mark (both copies) far below the item's CAS
+	setHeaderWord(t, dir, 88, 1)
+
+	s2 := persistStore(t, dir, c, Config{})
+	mustGet(t, s2, "a")
+	c.advance(1)
+	s2.FlushAll(0)
+	set(t, s2, "b", "2")
+	image := crashImage(t, dir)
+
+	s3 := persistStore(t, image, c, Config{})
+	assert.Empty(t, s3.RestartStats().StartedEmpty)
+	miss(t, s3, "a")
+	v, _ := mustGet(t, s3, "b")
+	require.Equal(t, "2", v)
+}
+
+// TestRestartDamagedCasMark: one copy of the stored CAS mark damaged, larger or smaller, still leaves every
+// new CAS above every CAS handed out before (found by TestRestartCorruptedFiles: a lowered mark, whose
+// largest item was dropped, handed out a CAS again).
+func TestRestartDamagedCasMark(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		off  int64
+		v    uint64
+	}{{"first copy zeroed", 64, 0}, {"second copy zeroed", 88, 0}, {"first copy raised", 64, 1 << 60}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := persistStore(t, dir, nil, Config{})
+			var top uint64
+			for i := range 100 {
+				require.Equal(t, Stored, s.Store(ModeSet, fmt.Appendf(nil, "k%d", i), 0, 0, []byte("v"), 0))
+				_, info := mustGet(t, s, fmt.Sprintf("k%d", i))
+				top = max(top, info.Cas)
+			}
+			require.Equal(t, Deleted, s.Delete([]byte("k99"))) // the largest CAS is not stored any more
+			s.Close()
+			setHeaderWord(t, dir, tc.off, tc.v)
+
+			s2 := persistStore(t, dir, nil, Config{})
+			assert.Empty(t, s2.RestartStats().StartedEmpty)
+			mustGet(t, s2, "k0")
+			set(t, s2, "new", "w")
+			_, info := mustGet(t, s2, "new")
+			assert.Greater(t, info.Cas, top)
 		})
 	}
 }

@@ -14,7 +14,9 @@ import (
 //	sums   page id p at byte p*sumsSlot: one uint32 per chunk of the page, the item's seal (0: none)
 //
 // The header's identity (format, page size, shard count, class table) must match for the pages to be
-// used again; its three counters (the CAS high-water mark and flush_all's two marks) are rewritten in place.
+// used again; its counters (the CAS high-water mark and flush_all's two marks) are rewritten in place. The
+// mark is stored twice and read as the larger copy: a damaged copy can only make CAS uniques jump ahead.
+// The flush marks carry a check word: a damaged mark could hide every item or bring flushed ones back.
 const (
 	backingMagic = "LCDATA\x00\x01"
 	// backingVersion changes whenever what a page holds is read another way (shard's item layout or seal).
@@ -37,6 +39,8 @@ const (
 	hdrCasHigh     = 64
 	hdrOldestLive  = 72
 	hdrOldestCas   = 80
+	hdrCasHigh2    = 88
+	hdrFlushCheck  = 96
 
 	// A page record: recInUse in its first byte, then the class, the owner, and a check byte.
 	recInUse = 0xA5
@@ -74,6 +78,12 @@ func writeIdentity(hdr []byte, id Identity) {
 	le.PutUint32(hdr[hdrMinChunk:], MinChunk)
 	le.PutUint64(hdr[hdrClassHash:], classHash(id.Classes))
 	le.PutUint64(hdr[hdrIdentitySum:], identitySum(hdr))
+	le.PutUint64(hdr[hdrFlushCheck:], flushCheck(0, 0))
+}
+
+// flushCheck is the check word of flush_all's marks: any change to one of them changes it.
+func flushCheck(oldestLive, oldestCas uint64) uint64 {
+	return oldestLive*0x9E3779B97F4A7C15 ^ oldestCas*0xBF58476D1CE4E5B9 ^ 0x6C65617365636864
 }
 
 func identitySum(hdr []byte) uint64 {

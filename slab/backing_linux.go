@@ -190,21 +190,30 @@ func (b *Backing) Records() []PageRecord {
 
 func (b *Backing) counter(off int) *uint64 { return (*uint64)(unsafe.Pointer(&b.metaMem[off])) }
 
-// CasHigh is the stored CAS high-water mark: every CAS handed out before the stop was below it.
-func (b *Backing) CasHigh() uint64 { return atomic.LoadUint64(b.counter(hdrCasHigh)) }
+// CasHigh is the stored CAS high-water mark: every CAS handed out before the stop was below it. Of its two
+// copies the larger counts (one cut short by a kill, or damaged, is then harmless).
+func (b *Backing) CasHigh() uint64 {
+	return max(atomic.LoadUint64(b.counter(hdrCasHigh)), atomic.LoadUint64(b.counter(hdrCasHigh2)))
+}
 
 // SetCasHigh stores the CAS high-water mark.
-func (b *Backing) SetCasHigh(v uint64) { atomic.StoreUint64(b.counter(hdrCasHigh), v) }
+func (b *Backing) SetCasHigh(v uint64) {
+	atomic.StoreUint64(b.counter(hdrCasHigh), v)
+	atomic.StoreUint64(b.counter(hdrCasHigh2), v)
+}
 
-// Flushed is flush_all's stored marks (oldest_live and the CAS below which items are gone).
-func (b *Backing) Flushed() (oldestLive int64, oldestCas uint64) {
-	return int64(atomic.LoadUint64(b.counter(hdrOldestLive))), atomic.LoadUint64(b.counter(hdrOldestCas))
+// Flushed is flush_all's stored marks (oldest_live and the CAS below which items are gone); ok is false
+// when they do not match their check word (damaged, or a process killed while storing them).
+func (b *Backing) Flushed() (oldestLive int64, oldestCas uint64, ok bool) {
+	live, cas := atomic.LoadUint64(b.counter(hdrOldestLive)), atomic.LoadUint64(b.counter(hdrOldestCas))
+	return int64(live), cas, atomic.LoadUint64(b.counter(hdrFlushCheck)) == flushCheck(live, cas)
 }
 
 // SetFlushed stores flush_all's marks.
 func (b *Backing) SetFlushed(oldestLive int64, oldestCas uint64) {
 	atomic.StoreUint64(b.counter(hdrOldestCas), oldestCas)
 	atomic.StoreUint64(b.counter(hdrOldestLive), uint64(oldestLive))
+	atomic.StoreUint64(b.counter(hdrFlushCheck), flushCheck(uint64(oldestLive), oldestCas))
 }
 
 // Sync writes what is mapped to disk (a machine that goes down afterwards keeps it).
