@@ -230,9 +230,12 @@ func TestGetMultiOrFillWaitsForAnotherProcess(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			write := tc.take(t, ctx, holder, "held")
+			// The reader can see the value before the holder has read its reply: wait for the holder
+			// before cancel ends ctx under its write.
+			wrote := make(chan error, 1)
 			go func() {
 				time.Sleep(hold)
-				assert.NoError(t, write())
+				wrote <- write()
 			}()
 			src := &batchSource{}
 			start := time.Now()
@@ -246,6 +249,7 @@ func TestGetMultiOrFillWaitsForAnotherProcess(t *testing.T) {
 			require.GreaterOrEqual(t, took, hold-50*time.Millisecond, "the held key was waited for")
 			require.NotZero(t, reader.Stats().HotMissWaits)
 			t.Logf("%s: answered after %v, %d hot-miss waits", tc.name, took.Round(time.Millisecond), reader.Stats().HotMissWaits)
+			require.NoError(t, <-wrote, "the holder's write")
 		})
 	}
 }
