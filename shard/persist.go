@@ -147,15 +147,7 @@ func openPersistence(cfg Config, arenaBytes int64, n int, classes *slab.Classes)
 func (s *Store) startRestart() {
 	p := s.persist
 	start := time.Now()
-	oldestLive, oldestCas, ok := p.back.Flushed()
-	if p.reason == "" && (!ok || oldestCas > p.back.CasHigh()) {
-		// A damaged flush mark could hide every item, new ones included, or bring flushed ones back. Besides
-		// its check word: flush_all's oldest CAS is a counter value, and the stored mark is renewed above
-		// the counter before flush_all's marks are stored (renewCasMark).
-		p.reason = "damaged flush_all marks in the header"
-		oldestLive, oldestCas = 0, 0
-		p.back.SetFlushed(0, 0)
-	}
+	oldestLive, oldestCas := p.back.Flushed()
 	s.oldestLive.Store(oldestLive)
 	s.oldestCas.Store(oldestCas)
 	s.cas.Store(p.back.CasHigh())
@@ -259,7 +251,7 @@ func (s *Store) persistLoop() {
 
 // renewCasMark keeps the stored CAS mark at least casReserve/2 ahead of the counter (rule 5): once a
 // second, after the rebuild raised the counter, and before flush_all's marks are stored, so that a stored
-// oldest CAS is never above the stored mark (startRestart checks it).
+// oldest CAS is never above the stored mark (slab.OpenBacking checks it).
 func (s *Store) renewCasMark() {
 	p := s.persist
 	if c := s.cas.Load(); c+casReserve/2 > p.back.CasHigh() {

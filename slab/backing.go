@@ -109,8 +109,21 @@ func identityMismatch(hdr []byte, id Identity) string {
 		return "the stored pages were cut with another slab class table"
 	case int(le.Uint32(hdr[hdrShards:])) != id.Shards:
 		return fmt.Sprintf("the data was stored with %d shards, this -m gives %d", le.Uint32(hdr[hdrShards:]), id.Shards)
+	case !flushMarksWhole(hdr):
+		return "damaged flush_all marks in the header"
 	}
 	return ""
+}
+
+// flushMarksWhole reports whether flush_all's stored marks can be trusted: they match their check word,
+// and the oldest CAS, a counter value, is not above the CAS mark, which is renewed above the counter before
+// the marks are stored (shard's renewCasMark). A damaged mark could hide every item, new ones included, or
+// bring flushed ones back.
+func flushMarksWhole(hdr []byte) bool {
+	le := binary.LittleEndian
+	live, cas := le.Uint64(hdr[hdrOldestLive:]), le.Uint64(hdr[hdrOldestCas:])
+	mark := max(le.Uint64(hdr[hdrCasHigh:]), le.Uint64(hdr[hdrCasHigh2:]))
+	return le.Uint64(hdr[hdrFlushCheck:]) == flushCheck(live, cas) && cas <= mark
 }
 
 // PageRecord is a stored page: its id, size class and owner (a shard's index).

@@ -202,11 +202,10 @@ func (b *Backing) SetCasHigh(v uint64) {
 	atomic.StoreUint64(b.counter(hdrCasHigh2), v)
 }
 
-// Flushed is flush_all's stored marks (oldest_live and the CAS below which items are gone); ok is false
-// when they do not match their check word (damaged, or a process killed while storing them).
-func (b *Backing) Flushed() (oldestLive int64, oldestCas uint64, ok bool) {
-	live, cas := atomic.LoadUint64(b.counter(hdrOldestLive)), atomic.LoadUint64(b.counter(hdrOldestCas))
-	return int64(live), cas, atomic.LoadUint64(b.counter(hdrFlushCheck)) == flushCheck(live, cas)
+// Flushed is flush_all's stored marks (oldest_live and the CAS below which items are gone); OpenBacking
+// has checked them (flushMarksWhole).
+func (b *Backing) Flushed() (oldestLive int64, oldestCas uint64) {
+	return int64(atomic.LoadUint64(b.counter(hdrOldestLive))), atomic.LoadUint64(b.counter(hdrOldestCas))
 }
 
 // SetFlushed stores flush_all's marks.

@@ -15,13 +15,13 @@ func OpenBacking(dir string, id Identity, huge bool) (*Backing, string, error) {
 func (b *Backing) page(uint32) (mem, sums []byte, err error) {
 	return nil, nil, errors.New("no data directory")
 }
-func (b *Backing) discard(uint32)                 {}
-func (b *Backing) punch(uint32)                   {}
-func (b *Backing) setRecord(uint32, uint64)       {}
-func (b *Backing) Records() []PageRecord          { return nil }
-func (b *Backing) CasHigh() uint64                { return 0 }
-func (b *Backing) SetCasHigh(uint64)              {}
-func (b *Backing) Flushed() (int64, uint64, bool) { return 0, 0, true }
-func (b *Backing) SetFlushed(int64, uint64)       {}
-func (b *Backing) Sync() error                    { return nil }
-func (b *Backing) Close() error                   { return nil }
+func (b *Backing) discard(uint32)           {}
+func (b *Backing) punch(uint32)             {}
+func (b *Backing) setRecord(uint32, uint64) {}
+func (b *Backing) Records() []PageRecord    { return nil }
+func (b *Backing) CasHigh() uint64          { return 0 }
+func (b *Backing) SetCasHigh(uint64)        {}
+func (b *Backing) Flushed() (int64, uint64) { return 0, 0 }
+func (b *Backing) SetFlushed(int64, uint64) {}
+func (b *Backing) Sync() error              { return nil }
+func (b *Backing) Close() error             { return nil }
