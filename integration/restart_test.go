@@ -615,6 +615,8 @@ func TestRestartSettingsChange(t *testing.T) {
 				assert.True(t, noRoom, "a smaller -m that cannot hold every page: one line says so")
 				assert.Greater(t, found, 0, "a smaller -m keeps what it has room for")
 				assert.Less(t, found, len(all), "the first -m's items cannot all fit the smaller one")
+				assert.Equal(t, int64(len(all)), statInt(t, st, statLoaded)+statInt(t, st, statDropped),
+					"every stored item is loaded or counted in %s", statDropped)
 			}
 			if empty {
 				assert.Zero(t, found, "started empty, but served stored items")

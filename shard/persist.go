@@ -40,10 +40,11 @@ type persistence struct {
 	loaded  atomic.Int64 // items indexed by the rebuild
 	dropped atomic.Int64 // items found and not kept
 	nanos   atomic.Int64 // how long the rebuild took
-	// reason is why the stored data was not used ("" when it was), and pagesLeft how many stored pages
-	// this -m had no room for; both set before New returns.
+	// reason is why the stored data was not used ("" when it was), pagesLeft how many stored pages this
+	// -m had no room for and itemsLeft how many items they held; all set before New returns.
 	reason    string
 	pagesLeft int
+	itemsLeft int64
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -57,7 +58,8 @@ type RestartStats struct {
 	Dropped      int64
 	Seconds      float64
 	StartedEmpty string // why the stored data was not used; "" when it was, or there was none
-	PagesLeft    int    // stored pages a smaller -m had no room for (their items are dropped)
+	PagesLeft    int    // stored pages a smaller -m had no room for
+	ItemsLeft    int64  // the items they held, dropped (counted in Dropped too)
 }
 
 // RestartStats reports the restart; Enabled is false without a data directory.
@@ -68,7 +70,7 @@ func (s *Store) RestartStats() RestartStats {
 	}
 	return RestartStats{Enabled: true, Loading: p.loading.Load(), Loaded: p.loaded.Load(),
 		Dropped: p.dropped.Load(), Seconds: float64(p.nanos.Load()) / 1e9, StartedEmpty: p.reason,
-		PagesLeft: p.pagesLeft}
+		PagesLeft: p.pagesLeft, ItemsLeft: p.itemsLeft}
 }
 
 // seal marks the whole item at r (head chunk b, key hash h) as stored; without a data directory it does
@@ -159,7 +161,8 @@ func (s *Store) startRestart() {
 	}
 	p.back.SetCasHigh(s.cas.Load() + casReserve)
 	if p.reason == "" {
-		p.pagesLeft = s.adoptPages()
+		p.pagesLeft, p.itemsLeft = s.adoptPages()
+		p.dropped.Add(p.itemsLeft)
 	}
 	s.arena.FinishAdopt()
 	for i := range s.shards {
@@ -178,19 +181,25 @@ func (s *Store) startRestart() {
 }
 
 // adoptPages hands every stored page to the shard that owned it, up to what this -m allows the shard (a
-// smaller -m keeps what fits); the pages left over are emptied by FinishAdopt. It returns how many it left.
-func (s *Store) adoptPages() int {
-	left := 0
+// smaller -m keeps what fits); the pages left over are emptied by FinishAdopt. It returns how many pages
+// it left and how many item heads they held, each read as the rebuild reads it (recoverItems counts every
+// head it does not keep as dropped, and so are these).
+func (s *Store) adoptPages() (pages int, items int64) {
 	for _, r := range s.persist.back.Records() {
 		if r.Owner >= len(s.shards) || r.Class >= s.classes.Count() {
 			continue // a damaged record: FinishAdopt empties the page
 		}
 		al := s.shards[r.Owner].al
 		if al.OwnedPages() >= al.MaxPages() || al.Adopt(r.ID, r.Class) != nil {
-			left++
+			pages++
+			al.StoredChunks(r, func(b []byte) {
+				if b[offState]&kindMask == kindHead {
+					items++
+				}
+			})
 		}
 	}
-	return left
+	return pages, items
 }
 
 // rebuild indexes every shard's stored items, on as many goroutines as there are CPUs, unlocking each

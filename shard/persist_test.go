@@ -248,6 +248,8 @@ func TestRestartSettings(t *testing.T) {
 			}
 		}
 		assert.EqualValues(t, rs.Loaded, found)
+		assert.Positive(t, rs.ItemsLeft)
+		assert.EqualValues(t, n, rs.Loaded+rs.Dropped, "every stored item is loaded or counted dropped")
 		set(t, s2, "more", "v") // and it works within its new limit
 		mustGet(t, s2, "more")
 	})

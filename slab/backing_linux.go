@@ -151,6 +151,17 @@ func (b *Backing) page(id uint32) (mem, sums []byte, err error) {
 	return b.itemsMem[off : off+PageSize : off+PageSize], b.sumsMem[soff : soff+sumsSlot : soff+sumsSlot], nil
 }
 
+// stored is page id's memory as stored, for reading, without growing the file: nil past its end.
+func (b *Backing) stored(id uint32) []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.itemsMem == nil || int64(id+1)*PageSize > b.itemsSize {
+		return nil
+	}
+	off := int(id) * PageSize
+	return b.itemsMem[off : off+PageSize : off+PageSize]
+}
+
 // discard empties page id: its record, then its memory and sums, which read back as zeros and give their
 // disk and page cache back.
 func (b *Backing) discard(id uint32) {

@@ -63,6 +63,20 @@ func (al *Allocator) Sum(r Ref) uint32 {
 	return atomic.LoadUint32(al.sumAt(r))
 }
 
+// StoredChunks calls fn with each chunk of stored page rec as its class in al's table lays them out, for
+// a page no allocator adopts: what it holds can be counted before FinishAdopt empties it. The slices are
+// valid until FinishAdopt.
+func (al *Allocator) StoredChunks(rec PageRecord, fn func(b []byte)) {
+	if al.arena.back == nil || rec.Class < 0 || rec.Class >= len(al.cls) {
+		return
+	}
+	mem := al.arena.back.stored(rec.ID)
+	size := al.classes.Size(rec.Class)
+	for off := 0; off+size <= len(mem); off += size {
+		fn(mem[off : off+size : off+size])
+	}
+}
+
 // Adopt gives al page id of its arena's data directory, as class class: it joins the class fully carved,
 // every chunk counted as used, until the owner frees those that hold nothing it keeps (Free puts them on
 // the free list). It fails when the page id is taken, out of range or beyond the budget.

@@ -181,7 +181,8 @@ func serve(cfg server.Config, enableShutdown bool) error {
 	if rs := store.RestartStats(); rs.StartedEmpty != "" && rs.StartedEmpty != slab.NoStoredData {
 		cfg.Logger.Error("--data-dir " + cfg.DataDir + ": starting empty: " + rs.StartedEmpty)
 	} else if rs.PagesLeft > 0 {
-		cfg.Logger.Warn(fmt.Sprintf("--data-dir %s: this -m has no room for %d stored pages: their items are dropped", cfg.DataDir, rs.PagesLeft))
+		cfg.Logger.Warn(fmt.Sprintf("--data-dir %s: this -m has no room for %d stored pages: their %d items are dropped",
+			cfg.DataDir, rs.PagesLeft, rs.ItemsLeft))
 	}
 	sigs := make(chan os.Signal, 2)
 	if enableShutdown {
