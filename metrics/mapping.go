@@ -97,6 +97,14 @@ var generalSeries = []series{
 	{"get_expired", desc("leasecached_get_expired_total", "Reads that found an expired item."), counter, number},
 	{"get_flushed", desc("leasecached_get_flushed_total", "Reads that found an item flush_all invalidated."), counter, number},
 	{"huge_page_bytes", desc("leasecached_huge_page_bytes", "Item memory on transparent huge pages."), gauge, number},
+	// --data-dir (sent only with it on; doc/design/restart.md).
+	{"restart_loading", desc("leasecached_restart_loading", "Whether the index is still being rebuilt from --data-dir."), gauge, number},
+	{"restart_items_loaded", desc("leasecached_restart_items_loaded", "Items the start found in --data-dir and kept."), gauge, number},
+	{"restart_items_dropped", desc("leasecached_restart_items_dropped", "Items the start found in --data-dir and dropped."), gauge, number},
+	{"restart_seconds", desc("leasecached_restart_seconds", "How long the start took to rebuild its index from --data-dir."), gauge, number},
+	{"data_syncs", desc("leasecached_data_syncs_total", "Periodic syncs of --data-dir to disk done."), counter, number},
+	{"data_sync_failures", desc("leasecached_data_sync_failures_total", "Periodic syncs of --data-dir to disk that failed."), counter, number},
+	{"data_last_sync", desc("leasecached_data_last_sync_timestamp_seconds", "When --data-dir was last synced to disk (0: not yet)."), gauge, number},
 }
 
 // commandSeries are the `stats` lines memcached_exporter breaks down into memcached_commands_total.

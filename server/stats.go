@@ -353,6 +353,9 @@ func (s *Server) appendGeneralStats(dst []byte) []byte {
 		dst = statInt(dst, "restart_items_loaded", rs.Loaded)
 		dst = statInt(dst, "restart_items_dropped", rs.Dropped)
 		dst = stat(dst, "restart_seconds", strconv.FormatFloat(rs.Seconds, 'f', 6, 64))
+		dst = statUint(dst, "data_syncs", rs.Syncs)
+		dst = statUint(dst, "data_sync_failures", rs.SyncFailures)
+		dst = statInt(dst, "data_last_sync", rs.SyncedAt)
 	}
 	return dst
 }

@@ -33,8 +33,14 @@ const casReserve = 1 << 32
 
 // persistence is a Store's data directory and what its restart found.
 type persistence struct {
-	back      *slab.Backing
-	syncEvery time.Duration
+	back       *slab.Backing
+	syncEvery  time.Duration
+	syncFailed func(error)  // Config.SyncFailed; nil: failures are only counted
+	syncFn     func() error // back.Sync; tests make it fail
+
+	syncs        atomic.Uint64 // periodic syncs done (stats data_syncs)
+	syncFailures atomic.Uint64 // and failed (data_sync_failures)
+	syncedAt     atomic.Int64  // unix seconds of the last one done (data_last_sync), 0 before it
 
 	loading atomic.Bool  // the index is being rebuilt (some shards are still locked by recover)
 	loaded  atomic.Int64 // items indexed by the rebuild
@@ -50,7 +56,8 @@ type persistence struct {
 	done sync.WaitGroup
 }
 
-// RestartStats is what a restart from a data directory did, for stats (memcached has no such lines).
+// RestartStats is what a restart from a data directory did, and how its syncs since went, for stats
+// (memcached has no such lines).
 type RestartStats struct {
 	Enabled      bool
 	Loading      bool
@@ -60,6 +67,9 @@ type RestartStats struct {
 	StartedEmpty string // why the stored data was not used; "" when it was, or there was none
 	PagesLeft    int    // stored pages a smaller -m had no room for
 	ItemsLeft    int64  // the items they held, dropped (counted in Dropped too)
+	Syncs        uint64 // periodic syncs done
+	SyncFailures uint64 // periodic syncs failed
+	SyncedAt     int64  // unix seconds of the last sync done; 0 before the first
 }
 
 // RestartStats reports the restart; Enabled is false without a data directory.
@@ -70,7 +80,8 @@ func (s *Store) RestartStats() RestartStats {
 	}
 	return RestartStats{Enabled: true, Loading: p.loading.Load(), Loaded: p.loaded.Load(),
 		Dropped: p.dropped.Load(), Seconds: float64(p.nanos.Load()) / 1e9, StartedEmpty: p.reason,
-		PagesLeft: p.pagesLeft, ItemsLeft: p.itemsLeft}
+		PagesLeft: p.pagesLeft, ItemsLeft: p.itemsLeft, Syncs: p.syncs.Load(), SyncFailures: p.syncFailures.Load(),
+		SyncedAt: p.syncedAt.Load()}
 }
 
 // seal marks the whole item at r (head chunk b, key hash h) as stored; without a data directory it does
@@ -140,7 +151,8 @@ func openPersistence(cfg Config, arenaBytes int64, n int, classes *slab.Classes)
 		back.Close()
 		return nil, nil, err // New says "shard:"
 	}
-	return &persistence{back: back, syncEvery: cfg.DataSync, reason: reason, stop: make(chan struct{})}, arena, nil
+	return &persistence{back: back, syncEvery: cfg.DataSync, syncFailed: cfg.SyncFailed, syncFn: back.Sync,
+		reason: reason, stop: make(chan struct{})}, arena, nil
 }
 
 // startRestart adopts the stored pages and starts rebuilding the index from them. It runs in New, before
@@ -252,10 +264,24 @@ func (s *Store) persistLoop() {
 		}
 		s.renewCasMark()
 		if p.syncEvery > 0 && time.Since(lastSync) >= p.syncEvery {
-			_ = p.back.Sync()
+			p.sync()
 			lastSync = time.Now()
 		}
 	}
+}
+
+// sync writes the data directory to disk and counts the outcome. A failure (a full or failing disk) loses
+// only what a machine reboot would keep, so the server goes on serving; Config.SyncFailed is told.
+func (p *persistence) sync() {
+	if err := p.syncFn(); err != nil {
+		p.syncFailures.Add(1)
+		if p.syncFailed != nil {
+			p.syncFailed(err)
+		}
+		return
+	}
+	p.syncs.Add(1)
+	p.syncedAt.Store(time.Now().Unix())
 }
 
 // renewCasMark keeps the stored CAS mark at least casReserve/2 ahead of the counter (rule 5): once a

@@ -3,6 +3,7 @@ package shard
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -585,4 +586,40 @@ func TestRestartDamagedCasMark(t *testing.T) {
 			assert.Greater(t, info.Cas, top)
 		})
 	}
+}
+
+// TestDataSyncCounted: each periodic sync is counted with its time, and a failed one is counted apart,
+// reported to Config.SyncFailed, and leaves the time of the last one done.
+func TestDataSyncCounted(t *testing.T) {
+	t.Run("the loop syncs every DataSync", func(t *testing.T) {
+		s := persistStore(t, t.TempDir(), nil, Config{DataSync: time.Millisecond})
+		set(t, s, "k", "v")
+		require.Eventually(t, func() bool { return s.RestartStats().Syncs >= 1 }, 10*time.Second, 10*time.Millisecond)
+		rs := s.RestartStats()
+		assert.Zero(t, rs.SyncFailures)
+		assert.InDelta(t, time.Now().Unix(), rs.SyncedAt, 2)
+	})
+	t.Run("a failure", func(t *testing.T) {
+		failed := make(chan error, 1)
+		s := persistStore(t, t.TempDir(), nil, Config{DataSync: time.Hour, SyncFailed: func(err error) { failed <- err }})
+		p := s.persist
+		assert.Zero(t, s.RestartStats().SyncedAt, "no sync yet")
+		p.sync()
+		rs := s.RestartStats()
+		require.EqualValues(t, 1, rs.Syncs)
+		assert.InDelta(t, time.Now().Unix(), rs.SyncedAt, 2)
+		diskFull := errors.New("no space left on device")
+		p.syncFn = func() error { return diskFull } // the loop syncs hourly: it is not reading syncFn now
+		p.sync()
+		after := s.RestartStats()
+		assert.EqualValues(t, 1, after.Syncs)
+		assert.EqualValues(t, 1, after.SyncFailures)
+		assert.Equal(t, rs.SyncedAt, after.SyncedAt, "a failed sync keeps the time of the last one done")
+		select {
+		case err := <-failed:
+			assert.ErrorIs(t, err, diskFull)
+		default:
+			t.Fatal("SyncFailed was not told")
+		}
+	})
 }

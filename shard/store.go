@@ -103,6 +103,8 @@ type Config struct {
 	DataDir string
 	// DataSync is how often a data directory is written to disk (0: only when the store is closed).
 	DataSync time.Duration
+	// SyncFailed is told each periodic sync that fails (nil: none is told; RestartStats counts them).
+	SyncFailed func(error)
 }
 
 // Info is an item's metadata as returned by reads.

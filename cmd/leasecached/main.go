@@ -168,7 +168,9 @@ func storeConfig(cfg server.Config) shard.Config {
 	}
 	return shard.Config{MemoryLimit: cfg.MemoryLimit, MaxItemSize: cfg.MaxItemSize,
 		LeaseWindow: cfg.LeaseWindow, StaleWindow: stale, Grace: cfg.Grace, Hold: cfg.Hold, LargePages: cfg.LargePages,
-		DataDir: cfg.DataDir, DataSync: cfg.DataSync}
+		DataDir: cfg.DataDir, DataSync: cfg.DataSync, SyncFailed: func(err error) {
+			cfg.Logger.Error("--data-dir "+cfg.DataDir+": sync failed (what a machine reboot keeps is older)", slog.Any("err", err))
+		}}
 }
 
 // serve runs the server until it fails or SIGINT or SIGTERM stops it, or with enableShutdown the shutdown
