@@ -17,11 +17,13 @@ SUDO     := $(if $(filter 0,$(shell id -u)),,sudo)
 # integration/clients_binary_test.go); systemd's systemd-analyze, which checks deploy/leasecached.service
 # (deploy/deploy_test.go); prometheus, for promtool, which checks a scrape of --metrics-listen
 # (integration/metrics_test.go); buildah, which builds deploy/Containerfile's image without a daemon
-# (deploy/image_test.go).
+# (deploy/image_test.go); e2fsprogs and mount, which the machine-reboot test makes and mounts an ext4
+# image with (integration/restart_reboot_test.go).
 TEST_DEPS := memcached nutcracker \
 	python3-pymemcache python3-memcache libcache-memcached-perl libcache-memcached-fast-perl \
 	php-cli php-memcached libmemcached-tools nodejs npm openssl \
-	ruby ruby-dalli python3-pylibmc sasl2-bin libsasl2-modules-db systemd prometheus buildah
+	ruby ruby-dalli python3-pylibmc sasl2-bin libsasl2-modules-db systemd prometheus buildah \
+	e2fsprogs mount
 
 .PHONY: all build run test test-deps vet fmt-check unit fuzz-smoke bench clean static image
 

@@ -41,6 +41,8 @@ type persistence struct {
 	syncs        atomic.Uint64 // periodic syncs done (stats data_syncs)
 	syncFailures atomic.Uint64 // and failed (data_sync_failures)
 	syncedAt     atomic.Int64  // unix seconds of the last one done (data_last_sync), 0 before it
+	// markSynced is the CAS mark last written to disk (syncMark): set by startRestart, then by persistLoop.
+	markSynced uint64
 
 	loading atomic.Bool  // the index is being rebuilt (some shards are still locked by recover)
 	loaded  atomic.Int64 // items indexed by the rebuild
@@ -172,6 +174,7 @@ func (s *Store) startRestart() {
 		s.cas.Store(uint64(time.Now().UnixNano()))
 	}
 	p.back.SetCasHigh(s.cas.Load() + casReserve)
+	p.syncMark() // the counter starts at the mark on disk: the new one must be there before it moves
 	if p.reason == "" {
 		p.pagesLeft, p.itemsLeft = s.adoptPages()
 		p.dropped.Add(p.itemsLeft)
@@ -266,6 +269,8 @@ func (s *Store) persistLoop() {
 		if p.syncEvery > 0 && time.Since(lastSync) >= p.syncEvery {
 			p.sync()
 			lastSync = time.Now()
+		} else if p.back.CasHigh() != p.markSynced {
+			p.syncMark()
 		}
 	}
 }
@@ -273,15 +278,35 @@ func (s *Store) persistLoop() {
 // sync writes the data directory to disk and counts the outcome. A failure (a full or failing disk) loses
 // only what a machine reboot would keep, so the server goes on serving; Config.SyncFailed is told.
 func (p *persistence) sync() {
+	mark := p.back.CasHigh()
 	if err := p.syncFn(); err != nil {
-		p.syncFailures.Add(1)
-		if p.syncFailed != nil {
-			p.syncFailed(err)
-		}
+		p.failed(err)
 		return
 	}
+	p.markSynced = mark
 	p.syncs.Add(1)
 	p.syncedAt.Store(time.Now().Unix())
+}
+
+// syncMark writes the stored CAS mark to disk, for rule 5 across a machine reboot, where only what was
+// synced counts and the next run starts its counter at the mark it finds: at start, before any CAS is
+// handed out, and within a second of each raise (renewCasMark raises it while the counter is still 2^31
+// below the mark on disk). --data-sync 0 included.
+func (p *persistence) syncMark() {
+	mark := p.back.CasHigh()
+	if err := p.back.SyncHeader(); err != nil {
+		p.failed(err)
+		return
+	}
+	p.markSynced = mark
+}
+
+// failed counts a sync that failed and tells Config.SyncFailed.
+func (p *persistence) failed(err error) {
+	p.syncFailures.Add(1)
+	if p.syncFailed != nil {
+		p.syncFailed(err)
+	}
 }
 
 // renewCasMark keeps the stored CAS mark at least casReserve/2 ahead of the counter (rule 5): once a

@@ -227,6 +227,16 @@ func (b *Backing) SetCasHigh(v uint64) {
 	atomic.StoreUint64(b.counter(hdrCasHigh2), v)
 }
 
+// SyncHeader writes the header (the CAS mark, flush_all's marks) to disk, alone: a few KiB.
+func (b *Backing) SyncHeader() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.metaMem == nil {
+		return errBackingClosed
+	}
+	return unix.Msync(b.metaMem[:headerBytes], unix.MS_SYNC)
+}
+
 // Flushed is flush_all's stored marks (oldest_live and the CAS below which items are gone); OpenBacking
 // has checked them (flushMarksWhole).
 func (b *Backing) Flushed() (oldestLive int64, oldestCas uint64) {
