@@ -8,7 +8,9 @@
 //     Spec.Ready), within Spec.StartTimeout.
 //   - A daemon that exits during start-up, or never becomes ready, is stopped and tried again on a new port,
 //     Spec.Attempts times in all: the port FreePort picked may be taken by someone else before the daemon
-//     binds it. The error names the binary, its arguments and the end of its output.
+//     binds it. Where /proc tells (Linux), a port that answers is ready only when the daemon (or a child
+//     of it) is the one listening on it. The error names the binary, its arguments and the end of its
+//     output.
 //   - Every wait is bounded: start-up by Spec.StartTimeout and the context, Stop and Kill by the timeout
 //     they are given. Nothing here waits forever on a wedged process.
 //   - The process is reaped by a goroutine of its own; Exited is closed when it has been, and Err then
@@ -191,7 +193,11 @@ func (d *Daemon) waitReady(ctx context.Context, spec Spec) error {
 		default:
 		}
 		if ready(d.Addr) == nil {
-			return nil
+			if owned, known := listenerOwned(d.Cmd.Process.Pid, d.Port); owned || !known {
+				return nil
+			}
+			// Someone else listens on the port (listenerOwned): this daemon fails to bind it and exits, and
+			// the next attempt takes another port.
 		}
 		select {
 		case <-d.exited:

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -289,4 +290,31 @@ func TestOutputToWriterKeepsATail(t *testing.T) {
 	fmt.Fprint(o, "01234567890123456789")
 	assert.Equal(t, "(15 bytes before) ...56789", o.Tail(5))
 	assert.Equal(t, "01234567890123456789", o.Tail(20))
+}
+
+// A port someone else listens on is not the daemon's: the readiness check does not take that listener for
+// the daemon's (a client would talk to the wrong server), whether the daemon waits or fails to bind.
+func TestStartIgnoresAnotherListener(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("who listens on a port is read from /proc")
+	}
+	squatter, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer squatter.Close()
+	taken := squatter.Addr().(*net.TCPAddr).Port
+	for _, tc := range []struct{ mode, want string }{
+		{"silent", "not ready"},             // never listens: times out
+		{"serve", "exited during start-up"}, // cannot bind the port: exits
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			s := spec(t, tc.mode)
+			s.StartTimeout = time.Second
+			d, err := StartOnPort(context.Background(), s, taken)
+			if err == nil {
+				d.Kill(5 * time.Second)
+			}
+			require.Error(t, err, "ready on a port only another process listens on")
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
 }
