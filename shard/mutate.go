@@ -31,10 +31,14 @@ const (
 // every write/delete/flush, keeping the last value as stale on delete or
 // expiry, all atomically with the item change because we hold the lock.
 func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
-	if nu != slab.NilRef && nu != old && sh.sums != nil {
-		// The item is whole: it may survive a restart (persist.go). A change "in place" (nu == old) was
-		// made in a new chunk with a data directory (moveItem), which sealed it already.
-		sh.seal(h, nu, sh.chunk(nu))
+	var nb []byte // the new item's chunk, looked up once
+	if nu != slab.NilRef && nu != old {
+		nb = sh.chunk(nu)
+		if sh.sums != nil {
+			// The item is whole: it may survive a restart (persist.go). A change "in place" (nu == old) was
+			// made in a new chunk with a data directory (moveItem), which sealed it already.
+			sh.seal(h, nu, nb)
+		}
 	}
 	// Lease invalidation happens here, under the same lock as the item change, so no lease-set can
 	// observe the key between "changed" and "lease cancelled" (the stale-set race leases exist for).
@@ -45,14 +49,17 @@ func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
 	case old == nu:
 		return // in place: index and accounting unchanged
 	}
-	if old != slab.NilRef && isGhost(sh.chunk(old)) {
-		// A stale value leaving (window over, flushed, evicted): it was accounted out when it became one.
-		sh.ghostEnded(sh.chunk(old), why)
-		sh.freeGhost(h, old)
-		return
+	var ob []byte
+	if old != slab.NilRef {
+		if ob = sh.chunk(old); isGhost(ob) {
+			// A stale value leaving (window over, flushed, evicted): it was accounted out when it became one.
+			sh.ghostEnded(ob, why)
+			sh.freeGhost(h, old)
+			return
+		}
 	}
 	if nu != slab.NilRef {
-		sh.dropGhost(h, itemKey(sh.chunk(nu)), now)
+		sh.dropGhost(h, itemKey(nb), now)
 		sh.totalItems++
 	}
 	if old == slab.NilRef {
@@ -75,7 +82,7 @@ func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
 		sh.idx.remove(slot)
 	}
 	if nu != slab.NilRef {
-		sh.accountReplace(old, nu)
+		sh.accountReplace(old, nu, ob, nb)
 	} else {
 		sh.account(old, -1)
 	}
@@ -83,7 +90,7 @@ func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
 	if nu == slab.NilRef && sh.toGhost(h, old, why, now) {
 		return
 	}
-	sh.freeItem(old)
+	sh.freeHead(old, ob)
 }
 
 // indexInsert files ref under hash h in the main index, growing it first when it is full and again while
@@ -177,11 +184,11 @@ func (sh *shard) account(r slab.Ref, dir int64) {
 	cs.memRequested += dir * n
 }
 
-// accountReplace moves the occupancy stats from old to nu. Nothing is written when both have one size in
-// one class, as when a set replaces a value with one of its size through a new chunk: each counter is on
-// a line that a write would take from the other CPU (see overwrite).
-func (sh *shard) accountReplace(old, nu slab.Ref) {
-	if sh.al.ClassOf(old) == sh.al.ClassOf(nu) && itemBytes(sh.chunk(old)) == itemBytes(sh.chunk(nu)) {
+// accountReplace moves the occupancy stats from old to nu (chunks ob and nb). Nothing is written when both
+// have one size in one class, as when a set replaces a value with one of its size through a new chunk:
+// each counter is on a line that a write would take from the other CPU (see overwrite).
+func (sh *shard) accountReplace(old, nu slab.Ref, ob, nb []byte) {
+	if len(ob) == len(nb) && itemBytes(ob) == itemBytes(nb) { // one chunk size is one class
 		return
 	}
 	sh.account(nu, +1)

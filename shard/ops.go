@@ -163,16 +163,20 @@ func (sh *shard) storeItem(k Hashed, key, value []byte, rq *storeReq, now int64)
 	}
 	newCas := sh.st.cas.Add(1)
 	writeHeader(nb, newCas, exp, uint32(now), flags, key, vlen, meta)
-	w := newValueWriter(sh.al, nb)
-	switch mode {
-	case ModeAppend:
-		copyValue(&w, sh.al, ob)
-		w.write(value)
-	case ModePrepend:
-		w.write(value)
-		copyValue(&w, sh.al, ob)
-	default:
-		w.write(value)
+	if mode != ModeAppend && mode != ModePrepend && !itemChained(nb) {
+		copy(nb[dataOff(nb):], value) // most stores: the value in the head chunk, no part to walk
+	} else {
+		w := newValueWriter(sh.al, nb)
+		switch mode {
+		case ModeAppend:
+			copyValue(&w, sh.al, ob)
+			w.write(value)
+		case ModePrepend:
+			w.write(value)
+			copyValue(&w, sh.al, ob)
+		default:
+			w.write(value)
+		}
 	}
 	nb[offState] &^= flagPinned
 	sh.mutate(h, old, nu, causeStore, now)

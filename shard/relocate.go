@@ -48,7 +48,7 @@ func (sh *shard) moveItem(h uint64, ref slab.Ref, b []byte, exp uint32, now int6
 		panic("shard: item to relocate is not indexed") // broken invariant: memory would be corrupted
 	}
 	sh.idx.replace(slot, nu)
-	sh.accountReplace(ref, nu)
+	sh.accountReplace(ref, nu, b, nb)
 	sh.freeItem(ref)
 	return nu, nb
 }

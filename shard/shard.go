@@ -150,8 +150,10 @@ func (sh *shard) probeFor(h uint64, key []byte) (uint64, slab.Ref, []byte) {
 func (sh *shard) hashOf(r slab.Ref) uint64 { return Hash(itemKey(sh.chunk(r))) }
 
 // freeItem returns all chunks of the item at head to their classes.
-func (sh *shard) freeItem(head slab.Ref) {
-	b := sh.chunk(head)
+func (sh *shard) freeItem(head slab.Ref) { sh.freeHead(head, sh.chunk(head)) }
+
+// freeHead is freeItem for a caller that has the head's chunk b.
+func (sh *shard) freeHead(head slab.Ref, b []byte) {
 	if itemChained(b) {
 		for r := readRef(b[chainOff(b):]); r != slab.NilRef; {
 			next := readRef(sh.chunk(r)[offPartNext:])
