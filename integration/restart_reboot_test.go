@@ -49,8 +49,8 @@ func requireLoopMount(t *testing.T) {
 	}
 }
 
-// run runs a command and fails the test with its output if it fails.
-func run(t *testing.T, name string, args ...string) {
+// mustRun runs a command and fails the test with its output if it fails.
+func mustRun(t *testing.T, name string, args ...string) {
 	t.Helper()
 	out, err := exec.Command(name, args...).CombinedOutput()
 	require.NoError(t, err, "%s %s: %s", name, strings.Join(args, " "), out)
@@ -62,7 +62,7 @@ func mountImage(t *testing.T, img string) string {
 	t.Helper()
 	mnt, err := os.MkdirTemp(filepath.Dir(img), "mnt")
 	require.NoError(t, err)
-	run(t, "mount", "-o", rebootMountOptions, img, mnt)
+	mustRun(t, "mount", "-o", rebootMountOptions, img, mnt)
 	t.Cleanup(func() { unmount(t, mnt) })
 	return mnt
 }
@@ -72,7 +72,7 @@ func unmount(t *testing.T, mnt string) {
 	t.Helper()
 	if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
 		t.Logf("umount %s: %v: %s; detaching it lazily", mnt, err, out)
-		run(t, "umount", "-l", mnt)
+		mustRun(t, "umount", "-l", mnt)
 	}
 }
 
@@ -273,7 +273,7 @@ func TestRestartAfterReboot(t *testing.T) {
 			img := filepath.Join(root, "disk.img")
 			require.NoError(t, os.WriteFile(img, nil, 0o600))
 			require.NoError(t, os.Truncate(img, rebootImageBytes))
-			run(t, "mkfs.ext4", "-q", "-F", img)
+			mustRun(t, "mkfs.ext4", "-q", "-F", img)
 			mnt := mountImage(t, img)
 			dir := filepath.Join(mnt, "data")
 
@@ -301,7 +301,7 @@ func TestRestartAfterReboot(t *testing.T) {
 			stopDaemon(t, d, stopKill)
 			// The power cut: the image as the loop device has it now, without the page cache of the mount.
 			cut := filepath.Join(root, "after-cut.img")
-			run(t, "cp", "--sparse=always", img, cut)
+			mustRun(t, "cp", "--sparse=always", img, cut)
 			elapsed := time.Since(changed)
 
 			d = startOnDir(t, filepath.Join(mountImage(t, cut), "data"))
