@@ -41,8 +41,8 @@ type persistence struct {
 	syncs        atomic.Uint64 // periodic syncs done (stats data_syncs)
 	syncFailures atomic.Uint64 // and failed (data_sync_failures)
 	syncedAt     atomic.Int64  // unix seconds of the last one done (data_last_sync), 0 before it
-	// markSynced is the CAS mark last written to disk (syncMark): set by startRestart, then by persistLoop.
-	markSynced uint64
+	// markSynced is the CAS mark last written to disk (syncMark): by the rebuild, then by persistLoop.
+	markSynced atomic.Uint64
 
 	loading atomic.Bool  // the index is being rebuilt (some shards are still locked by recover)
 	loaded  atomic.Int64 // items indexed by the rebuild
@@ -174,7 +174,6 @@ func (s *Store) startRestart() {
 		s.cas.Store(uint64(time.Now().UnixNano()))
 	}
 	p.back.SetCasHigh(s.cas.Load() + casReserve)
-	p.syncMark() // the counter starts at the mark on disk: the new one must be there before it moves
 	if p.reason == "" {
 		p.pagesLeft, p.itemsLeft = s.adoptPages()
 		p.dropped.Add(p.itemsLeft)
@@ -224,6 +223,16 @@ func (s *Store) rebuild(start time.Time) {
 	now := s.now()
 	var next atomic.Int64
 	var maxCas atomic.Uint64
+	// The counter starts at the mark on disk, and only a store, under its shard's lock, moves it: the new
+	// mark is written to disk (syncMark, rule 5) before any shard is unlocked, while the shards are indexed,
+	// not before the listener opens (after a kill -9 a sync may first wait for the file system to write back
+	// what it holds: 0.1-0.2 s after 10M items). The files' names are made durable there too.
+	marked := make(chan struct{})
+	go func() {
+		defer close(marked)
+		p.back.SyncNames()
+		p.syncMark()
+	}()
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), len(s.shards)) {
 		wg.Add(1)
@@ -235,6 +244,7 @@ func (s *Store) rebuild(start time.Time) {
 				p.loaded.Add(loaded)
 				p.dropped.Add(dropped)
 				raiseTo(&maxCas, mc)
+				<-marked
 				sh.mu.Unlock()
 			}
 		}()
@@ -269,7 +279,7 @@ func (s *Store) persistLoop() {
 		if p.syncEvery > 0 && time.Since(lastSync) >= p.syncEvery {
 			p.sync()
 			lastSync = time.Now()
-		} else if p.back.CasHigh() != p.markSynced {
+		} else if p.back.CasHigh() != p.markSynced.Load() {
 			p.syncMark()
 		}
 	}
@@ -283,14 +293,14 @@ func (p *persistence) sync() {
 		p.failed(err)
 		return
 	}
-	p.markSynced = mark
+	p.markSynced.Store(mark)
 	p.syncs.Add(1)
 	p.syncedAt.Store(time.Now().Unix())
 }
 
 // syncMark writes the stored CAS mark to disk, for rule 5 across a machine reboot, where only what was
 // synced counts and the next run starts its counter at the mark it finds: at start, before any CAS is
-// handed out, and within a second of each raise (renewCasMark raises it while the counter is still 2^31
+// handed out (rebuild), and within a second of each raise (renewCasMark raises it while the counter is still 2^31
 // below the mark on disk). --data-sync 0 included.
 func (p *persistence) syncMark() {
 	mark := p.back.CasHigh()
@@ -298,7 +308,7 @@ func (p *persistence) syncMark() {
 		p.failed(err)
 		return
 	}
-	p.markSynced = mark
+	p.markSynced.Store(mark)
 }
 
 // failed counts a sync that failed and tells Config.SyncFailed.

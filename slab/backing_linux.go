@@ -71,7 +71,6 @@ func OpenBacking(dir string, id Identity, huge bool) (b *Backing, reason string,
 			return b, "", err
 		}
 	}
-	syncNames(dir)
 	metaLen := int64(headerBytes + recordBytes*MaxPages)
 	hdr := make([]byte, headerBytes)
 	n, _ := b.meta.ReadAt(hdr, 0)
@@ -109,12 +108,12 @@ func OpenBacking(dir string, id Identity, huge bool) (b *Backing, reason string,
 	return b, reason, nil
 }
 
-// syncNames makes the files' names in dir, and dir's in its parent, as durable as their contents: an fsync
-// of a file covers its data, not its directory entry, which a machine reboot could otherwise lose
-// (doc/design/restart.md rule 9). Best effort: a file system that cannot sync a directory keeps names as
-// it does anyway.
-func syncNames(dir string) {
-	for _, d := range []string{dir, filepath.Dir(dir)} {
+// SyncNames makes the files' names in the directory, and the directory's in its parent, as durable as
+// their contents: an fsync of a file covers its data, not its directory entry, which a machine reboot
+// could otherwise lose (doc/design/restart.md rule 9). Best effort: a file system that cannot sync a
+// directory keeps names as it does anyway.
+func (b *Backing) SyncNames() {
+	for _, d := range []string{b.dir, filepath.Dir(b.dir)} {
 		if f, err := os.Open(d); err == nil {
 			_ = f.Sync()
 			_ = f.Close()

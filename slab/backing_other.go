@@ -23,6 +23,7 @@ func (b *Backing) Records() []PageRecord    { return nil }
 func (b *Backing) CasHigh() uint64          { return 0 }
 func (b *Backing) SetCasHigh(uint64)        {}
 func (b *Backing) SyncHeader() error        { return nil }
+func (b *Backing) SyncNames()               {}
 func (b *Backing) Flushed() (int64, uint64) { return 0, 0 }
 func (b *Backing) SetFlushed(int64, uint64) {}
 func (b *Backing) Sync() error              { return nil }
