@@ -388,3 +388,25 @@ func TestMetricsScrapeUnderLoad(t *testing.T) {
 	assert.Greater(t, last["timed get"], 0.0, "%v", last)
 	assert.Greater(t, last["timed mg"], 0.0, "%v", last)
 }
+
+// TestMetricsDataDir: with --data-dir the scrape has the restart and sync series, equal to the stats they
+// come from, and promtool accepts them.
+func TestMetricsDataDir(t *testing.T) {
+	requireRestart(t)
+	d, url := startWithMetrics(t, "--data-dir", t.TempDir(), "--data-sync", "1s")
+	c := mustDialRS(t, d)
+	mustStore(t, c, "set", "k", 0, 0, []byte("v"))
+	waitSyncs(t, c, 1)
+	body, fams := scrape(t, url)
+	st, err := c.stats()
+	require.NoError(t, err)
+	for series, stat := range map[string]string{
+		"leasecached_restart_loading": "restart_loading", "leasecached_restart_items_loaded": "restart_items_loaded",
+		"leasecached_restart_items_dropped": "restart_items_dropped", "leasecached_data_sync_failures_total": "data_sync_failures",
+	} {
+		assert.Equal(t, float64(statInt(t, st, stat)), seriesValue(t, fams, series), series)
+	}
+	assert.Positive(t, seriesValue(t, fams, "leasecached_data_syncs_total"))
+	assert.InDelta(t, float64(time.Now().Unix()), seriesValue(t, fams, "leasecached_data_last_sync_timestamp_seconds"), 5)
+	promtool(t, body)
+}
