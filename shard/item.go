@@ -28,7 +28,7 @@ import (
 //
 // Why these choices (bytes per item measured with the benchmark's 14-byte
 // keys and 100-byte values, so every byte here is about 1% of an item):
-//   - CAS stays a full 8 bytes: clients can set any 64-bit CAS (ms E).
+//   - CAS stays a full 8 bytes: memcached's CAS uniques are 64-bit.
 //   - Flags and exptime cost 4 bytes each only when non-zero. Flags never
 //     change in place (a store that reuses an item's chunk, overwrite, writes
 //     a whole new header and layout). An exptime set in place on an item

@@ -250,7 +250,8 @@ func (s *Store) rebuild(start time.Time) {
 		}()
 	}
 	wg.Wait()
-	// A CAS a client chose (ms E) may be above the mark: hand out larger ones from now on.
+	// No item's CAS should be above the stored mark (a client cannot choose one in memcached 1.6.18); were
+	// one there, from a directory written by another build, larger ones are handed out from now on.
 	raiseTo(&s.cas, maxCas.Load())
 	s.renewCasMark()
 	p.nanos.Store(int64(time.Since(start)))
