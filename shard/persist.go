@@ -289,35 +289,31 @@ func (s *Store) persistLoop() {
 // sync writes the data directory to disk and counts the outcome. A failure (a full or failing disk) loses
 // only what a machine reboot would keep, so the server goes on serving; Config.SyncFailed is told.
 func (p *persistence) sync() {
-	mark := p.back.CasHigh()
-	if err := p.syncFn(); err != nil {
-		p.failed(err)
-		return
+	if p.synced(p.syncFn) {
+		p.syncs.Add(1)
+		p.syncedAt.Store(time.Now().Unix())
 	}
-	p.markSynced.Store(mark)
-	p.syncs.Add(1)
-	p.syncedAt.Store(time.Now().Unix())
 }
 
 // syncMark writes the stored CAS mark to disk, for rule 5 across a machine reboot, where only what was
 // synced counts and the next run starts its counter at the mark it finds: at start, before any CAS is
-// handed out (rebuild), and within a second of each raise (renewCasMark raises it while the counter is still 2^31
-// below the mark on disk). --data-sync 0 included.
-func (p *persistence) syncMark() {
+// handed out (rebuild), and within a second of each raise (renewCasMark raises it while the counter is
+// still 2^31 below the mark on disk). --data-sync 0 included.
+func (p *persistence) syncMark() { p.synced(p.back.SyncHeader) }
+
+// synced runs fn, a sync that writes the header, and records the CAS mark it wrote (markSynced); a failure
+// is counted and Config.SyncFailed told.
+func (p *persistence) synced(fn func() error) bool {
 	mark := p.back.CasHigh()
-	if err := p.back.SyncHeader(); err != nil {
-		p.failed(err)
-		return
+	if err := fn(); err != nil {
+		p.syncFailures.Add(1)
+		if p.syncFailed != nil {
+			p.syncFailed(err)
+		}
+		return false
 	}
 	p.markSynced.Store(mark)
-}
-
-// failed counts a sync that failed and tells Config.SyncFailed.
-func (p *persistence) failed(err error) {
-	p.syncFailures.Add(1)
-	if p.syncFailed != nil {
-		p.syncFailed(err)
-	}
+	return true
 }
 
 // renewCasMark keeps the stored CAS mark at least casReserve/2 ahead of the counter (rule 5): once a

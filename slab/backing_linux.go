@@ -159,9 +159,14 @@ func (b *Backing) page(id uint32) (mem, sums []byte, err error) {
 		}
 		b.sumsSize = end
 	}
-	off := int(id) * PageSize
 	soff := int(id) * sumsSlot
-	return b.itemsMem[off : off+PageSize : off+PageSize], b.sumsMem[soff : soff+sumsSlot : soff+sumsSlot], nil
+	return b.itemsPage(id), b.sumsMem[soff : soff+sumsSlot : soff+sumsSlot], nil
+}
+
+// itemsPage is page id's memory in the items mapping (the caller checked it is inside the file).
+func (b *Backing) itemsPage(id uint32) []byte {
+	off := int(id) * PageSize
+	return b.itemsMem[off : off+PageSize : off+PageSize]
 }
 
 // stored is page id's memory as stored, for reading, without growing the file: nil past its end.
@@ -171,8 +176,7 @@ func (b *Backing) stored(id uint32) []byte {
 	if b.itemsMem == nil || int64(id+1)*PageSize > b.itemsSize {
 		return nil
 	}
-	off := int(id) * PageSize
-	return b.itemsMem[off : off+PageSize : off+PageSize]
+	return b.itemsPage(id)
 }
 
 // discard empties page id: its record, then its memory and sums, which read back as zeros and give their
