@@ -289,6 +289,9 @@ func TestTLSClientCertificates(t *testing.T) {
 			}
 		})
 	}
+	// The server counts a refused handshake after sending its alert, which the client may read first.
+	assert.Eventually(t, func() bool { return s.certs.Load().HandshakeErrors() == 2 }, 5*time.Second,
+		10*time.Millisecond)
 	assert.Equal(t, uint64(2), s.certs.Load().HandshakeErrors())
 }
 
