@@ -10,25 +10,28 @@ import "github.com/leasecached/leasecached/slab"
 const itemUpdateInterval = 60
 
 // bump records a read the way memcached 1.6's segmented LRU does (do_item_bump): the first read only
-// marks the item fetched; a read of an already fetched item moves its last-access time to now and marks
-// it active.
-// It also sets the CLOCK bit, our stand-in for memcached's LRU position.
+// marks the item fetched; the next marks it active and moves its last-access time to now. After that a
+// read changes nothing until the CLOCK hand (our stand-in for memcached's LRU maintainer moving the item)
+// clears the item's CLOCK bit; the read that sets it again moves the time again.
 //
-// Bytes that already hold the value are not written again: a hot item is read from both event loops'
-// CPUs, and a store to its header, even of the same value, takes the cache line away from the other CPU,
-// whose next read of the item then misses. Item times are in seconds, so a hot item is written about
-// once a second (and when the CLOCK hand clears its bit), not on every read.
+// So a read of an item already fetched, active and visited writes nothing, not even a time a second
+// newer: its header is on a page of the data directory's file (--data-dir), and a store would dirty the
+// page, which the next sync writes back and write-protects, so a read-only load would rewrite everything
+// it reads at every sync (see doc/design/restart.md, costs). Without a data directory the same rule keeps
+// a hot item's cache line shared between the event loops' CPUs.
 func bump(b []byte, now int64) {
 	st := b[offState]
+	want := st | flagVisited | flagFetched
 	if st&flagFetched != 0 {
-		if t := uint32(now); le.Uint32(b[offTime:]) != t {
-			le.PutUint32(b[offTime:], t)
-		}
-		st |= flagActive
+		want |= flagActive
 	}
-	if st |= flagVisited | flagFetched; st != b[offState] {
-		b[offState] = st
+	if want == st {
+		return
 	}
+	if st&flagFetched != 0 {
+		le.PutUint32(b[offTime:], uint32(now))
+	}
+	b[offState] = want
 }
 
 // bumpIdle is memcached's do_item_update, used by writes in place (ma): the last-access time moves

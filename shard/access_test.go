@@ -15,6 +15,8 @@ func TestBump(t *testing.T) {
 			kindHead | flagFetched | flagVisited | flagActive, now},
 		{"the CLOCK hand's clear is undone", kindHead | flagFetched | flagActive,
 			kindHead | flagFetched | flagVisited | flagActive, now},
+		{"a read of an active, visited item writes nothing, not even the time", kindHead | flagFetched |
+			flagVisited | flagActive, kindHead | flagFetched | flagVisited | flagActive, t0},
 		{"other bits are kept", kindHead | flagPinned | flagChained,
 			kindHead | flagPinned | flagChained | flagFetched | flagVisited, t0},
 	}
