@@ -11,12 +11,13 @@ package shard
 // leasecached evicts with CLOCK and has no segments (stats settings says lru_segmented no), but what a
 // client can observe of cachedump is that listing, so ColdItems reproduces it from each item's access
 // history: an item is "warm" when it has been read twice since it was stored (flagActive, set where
-// memcached sets ITEM_ACTIVE) and its last read is among the most recent warmLRUPct of the class's bytes
-// of such items; it is "hot" when it was stored in the current second and those items make up at most
-// hotLRUPct of the class's bytes (if more, memcached's maintainer would already have pushed the excess to
-// COLD; we then count them all cold rather than track store order). Everything else live is cold and
-// listed. memcached's age limits (hot_max_factor, warm_max_factor) are not modelled: they act on the
-// scale of the oldest item's age, not within the seconds a client looks.
+// memcached sets ITEM_ACTIVE) and its time (moved by that read, and by the first read after the CLOCK hand
+// passed it: see bump) is among the most recent warmLRUPct of the class's bytes of such items; it is "hot"
+// when it was stored in the current second and those items make up at most hotLRUPct of the class's bytes
+// (if more, memcached's maintainer would already have pushed the excess to COLD; we then count them all
+// cold rather than track store order). Everything else live is cold and listed. memcached's age limits
+// (hot_max_factor, warm_max_factor) are not modelled: they act on the scale of the oldest item's age, not
+// within the seconds a client looks.
 //
 // The listing is computed in two bounded passes over the class's pages (the model, then the items),
 // dumpBatch chunks per lock hold, so a dump never stalls a shard for long. Items changing between
