@@ -34,6 +34,13 @@ func bump(b []byte, now int64) {
 	b[offState] = want
 }
 
+// bumpRead is bump for the item at ref, and notes the read in its page (slab.Allocator.NoteRead): the page's
+// last read bounds when an item bump no longer times was read (handAge).
+func (sh *shard) bumpRead(ref slab.Ref, b []byte, now int64) {
+	bump(b, now)
+	sh.al.NoteRead(ref, uint32(now))
+}
+
 // bumpIdle is memcached's do_item_update, used by writes in place (ma): the last-access time moves
 // only when it is older than itemUpdateInterval, and the item is not marked fetched.
 func bumpIdle(b []byte, now int64) {

@@ -45,7 +45,7 @@ func (s *Store) AppendGetHashed(dst, key []byte, k Hashed, withCas bool, hdr Val
 		sh.mu.Unlock()
 		return dst, false
 	}
-	bump(b, now)
+	sh.bumpRead(ref, b, now)
 	dst = appendBlock(sh.al, dst, key, b, withCas, hdr)
 	sh.mu.Unlock()
 	return dst, true

@@ -180,7 +180,7 @@ func (s *Store) AppendMiss(dst, key []byte, k Hashed, withCas bool, hdr ValueHea
 	out := MissHit
 	ref, b := sh.findForRead(k, key, now) // a write may have landed since the caller's read
 	if ref != slab.NilRef {
-		bump(b, now)
+		sh.bumpRead(ref, b, now)
 	} else {
 		var refill bool
 		if b, refill = sh.graceRead(k.Sum, key, now); refill {

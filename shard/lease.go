@@ -47,7 +47,7 @@ func (s *Store) LeaseGet(dst, key []byte) ([]byte, LeaseResult) {
 func (sh *shard) leaseLookup(k Hashed, key []byte, now int64) (kind LeaseKind, token uint64, b []byte) {
 	h := k.Sum
 	if ref, b := sh.findHinted(k, key, now); ref != slab.NilRef {
-		bump(b, now)
+		sh.bumpRead(ref, b, now)
 		return LeaseHit, 0, b
 	}
 	token, granted := sh.leases.Acquire(h, sh.st.nowNano())

@@ -109,7 +109,7 @@ func (s *Store) MetaGet(dst, key []byte, req *MetaGetRequest) ([]byte, MetaGetRe
 		}
 	}
 	if !req.NoUpdate && !(req.Aborted && req.Locked) {
-		bump(b, now)
+		sh.bumpRead(ref, b, now)
 	}
 	res.Info = infoOf(b)
 	if req.Value {

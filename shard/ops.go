@@ -41,7 +41,7 @@ func (s *Store) get(dst, key []byte, touch bool, exptime int64) ([]byte, Info, b
 			return dst, Info{}, false // no memory to give the item an exptime: it was dropped
 		}
 	}
-	bump(b, now)
+	sh.bumpRead(ref, b, now)
 	info := infoOf(b)
 	dst = appendValue(sh.al, dst, b)
 	sh.mu.Unlock()
@@ -231,7 +231,7 @@ func (s *Store) Touch(key []byte, exptime int64) Result {
 	if ref, b = sh.setExp(h, ref, b, absExptime(exptime, now), now); ref == slab.NilRef {
 		return NotFound // no memory to give the item an exptime: it was dropped
 	}
-	bump(b, now)
+	sh.bumpRead(ref, b, now)
 	return Touched
 }
 

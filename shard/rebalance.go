@@ -74,17 +74,23 @@ func (sh *shard) rebalance(to int, now int64) bool {
 	return true
 }
 
-// handAge is how long ago the item under class id's CLOCK hand was last stored or bumped: the age of what
+// handAge is how long ago the item under class id's CLOCK hand was last stored or read: the age of what
 // the class would evict next. A free chunk or a stale value there counts as infinitely old (memory the
-// class does not need).
+// class does not need). An item read since the hand last passed it (its CLOCK bit set) may have been read
+// after its time (bump moves it only on some reads), but not after its page's last read: that bounds it,
+// so a class read every second is young however old its items' times (TestReadClassKeepsPages).
 func (sh *shard) handAge(id int, now int64) int64 {
 	r := sh.al.PeekHand(id)
 	if r == slab.NilRef {
 		return -1
 	}
-	_, b, ok := sh.itemOf(r)
+	head, b, ok := sh.itemOf(r)
 	if !ok || isGhost(b) {
 		return math.MaxInt64
 	}
-	return now - int64(itemTime(b))
+	last := int64(itemTime(b))
+	if b[offState]&flagVisited != 0 {
+		last = max(last, int64(sh.al.PageRead(head)))
+	}
+	return now - last
 }

@@ -4,13 +4,22 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Memory follows the workload: 100-byte values fill the cache, then the workload switches to a working
 // set of 10 KB values about half the size of memory. Each round (one second of the store's clock) reads
 // every key of the working set and stores the misses. The 10 KB class starts with the one page movePage
 // gives it; the rebalancer moves pages over from the idle 100-byte class until the hit ratio recovers.
+// In the second case the 100-byte items were read twice before the switch (fetched, active, CLOCK bits
+// set, times that bump no longer moves): idle since, they still give their pages up.
 func TestPagesFollowWorkload(t *testing.T) {
+	t.Run("small items never read", func(t *testing.T) { testPagesFollowWorkload(t, false) })
+	t.Run("small items read before the switch", func(t *testing.T) { testPagesFollowWorkload(t, true) })
+}
+
+func testPagesFollowWorkload(t *testing.T, readSmall bool) {
 	const (
 		limit     = 16 << 20
 		small     = 100
@@ -23,6 +32,14 @@ func TestPagesFollowWorkload(t *testing.T) {
 	for i := range nSmall {
 		if r := s.Store(ModeSet, key(i), 1, 0, pattern(small, i), 0); r != Stored {
 			t.Fatalf("small item %d: %v", i, r)
+		}
+	}
+	if readSmall {
+		rbuf := make([]byte, 0, small)
+		for range 2 {
+			for i := range nSmall {
+				s.Get(rbuf[:0], key(i))
+			}
 		}
 	}
 	bigID, _ := s.classes.For(headerLen(layoutOf(1, 0, big), false) + len(key(0)) + big)
@@ -80,5 +97,43 @@ func TestPagesFollowWorkload(t *testing.T) {
 	}
 	if present == 0 {
 		t.Fatal("the rebalancer emptied the small class")
+	}
+}
+
+// A class whose items are all read every second keeps its pages while another class churns through
+// evictions: its next victim is not old, whenever its items were stored (rebalance.go, handAge).
+func TestReadClassKeepsPages(t *testing.T) {
+	const (
+		limit = 16 << 20
+		small = 100
+		read  = 1000
+		nRead = 3000 // about 3 MB of 1 KB items, read every round
+		churn = 40_000
+	)
+	s, clk := newStore(t, Config{MemoryLimit: limit, Shards: 1})
+	buf := make([]byte, 0, read)
+	readAll := func() (hits int) {
+		for i := range nRead {
+			if v, _, ok := s.Get(buf[:0], key(i)); ok {
+				require.Equal(t, pattern(read, i), v, "1 KB item %d", i)
+				hits++
+			}
+		}
+		return hits
+	}
+	for i := range nRead {
+		require.Equal(t, Stored, s.Store(ModeSet, key(i), 0, 0, pattern(read, i), 0))
+	}
+	readAll()
+	readAll() // fetched and active
+	next := nRead
+	for round := range 30 {
+		clk.advance(1)
+		hits := readAll()
+		require.Equal(t, nRead, hits, "round %d: read items evicted while a class of unread items churned", round)
+		for range churn {
+			require.Equal(t, Stored, s.Store(ModeSet, key(next), 0, 0, pattern(small, next), 0))
+			next++
+		}
 	}
 }

@@ -101,6 +101,8 @@ type segment struct {
 	carved [segmentPages]atomic.Uint32
 	// sums[i] is pages[i]'s seals in a data directory (persist.go), nil without one.
 	sums [segmentPages][]byte
+	// read[i] is the last second an item in pages[i] was read (NoteRead), 0 for none; owned like the page.
+	read [segmentPages]uint32
 }
 
 // NewArena sets the page budget to limit bytes (at least one page).
@@ -358,6 +360,7 @@ func (a *Arena) setClass(id uint32, c uint8, owner uint8) {
 	}
 	seg.class[id&segmentMask] = c
 	seg.owner[id&segmentMask] = owner
+	seg.read[id&segmentMask] = 0
 }
 
 // clearForClass empties page id in a data directory before it joins another class (the caller owns it
