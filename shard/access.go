@@ -35,7 +35,7 @@ func bump(b []byte, now int64) {
 }
 
 // bumpRead is bump for the item at ref, and notes the read in its page (slab.Allocator.NoteRead): the page's
-// last read bounds when an item bump no longer times was read (handAge).
+// last read bounds the last read of an item whose time bump no longer moves (handAge).
 func (sh *shard) bumpRead(ref slab.Ref, b []byte, now int64) {
 	bump(b, now)
 	sh.al.NoteRead(ref, uint32(now))

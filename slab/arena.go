@@ -79,7 +79,7 @@ type Arena struct {
 
 const (
 	// segmentShift sizes a page-table segment: 256 pages (256 MiB of items) per segment keeps the
-	// fixed directory at 32 KiB and a segment at 6.5 KiB.
+	// fixed directory at 32 KiB and a segment at 16.5 KiB.
 	segmentShift = 8
 	segmentPages = 1 << segmentShift
 	segmentMask  = segmentPages - 1
