@@ -56,6 +56,9 @@ func TestDataDirReadsDirtyNoPage(t *testing.T) {
 			require.NoError(t, err, why)
 			require.Equal(t, "HD s100", l, why)
 		}
+		got, err = c.getItems("lease-get", names[100:200]) // and a lease-get hit (lease.go)
+		require.NoError(t, err, why)
+		require.Len(t, got, 100, why)
 	}
 	readAll("first read")
 	readAll("second read") // every item fetched and active now; the CLOCK bits set
