@@ -64,8 +64,7 @@ func TestDataDirReadsDirtyNoPage(t *testing.T) {
 	readAll("second read") // every item fetched and active now; the CLOCK bits set
 
 	pid := d.cmd.Process.Pid
-	files := dataDirFiles(t, dir)
-	cleanFiles(t, files)
+	cleanFiles(t, dir, dataFiles(t, dir))
 	require.Zero(t, dirtyKB(t, pid, dir), "an fdatasync of each file left pages of %s dirty", dir)
 
 	// A new second: a read that moves the item's time to now would write it.
@@ -84,26 +83,11 @@ func TestDataDirReadsDirtyNoPage(t *testing.T) {
 	require.NotZero(t, dirtyKB(t, pid, dir), "sets dirtied no page of %s: the count does not see writes", dir)
 }
 
-// dataDirFiles lists the regular files in dir.
-func dataDirFiles(t *testing.T, dir string) []string {
+// cleanFiles writes the dirty pages of dir's files back (which also write-protects them in the mappings).
+func cleanFiles(t *testing.T, dir string, names []string) {
 	t.Helper()
-	ents, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	var out []string
-	for _, e := range ents {
-		if e.Type().IsRegular() {
-			out = append(out, filepath.Join(dir, e.Name()))
-		}
-	}
-	require.NotEmpty(t, out, "no files in %s", dir)
-	return out
-}
-
-// cleanFiles writes every file's dirty pages back (which also write-protects them in the mappings).
-func cleanFiles(t *testing.T, files []string) {
-	t.Helper()
-	for _, name := range files {
-		f, err := os.OpenFile(name, os.O_RDWR, 0)
+	for _, name := range names {
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
 		require.NoError(t, err)
 		err = unix.Fdatasync(int(f.Fd()))
 		f.Close()

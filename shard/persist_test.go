@@ -529,8 +529,9 @@ func TestRestartDamagedFlushMarks(t *testing.T) {
 }
 
 // TestRestartFlushAfterRaisedCounter: when the rebuild raises the CAS counter above the stored mark (an
-// item's CAS above it, which a directory written by another build could hold), a flush_all at once and a crash must not leave an
-// oldest CAS above the mark, which the next start would take for damage and start empty.
+// item's CAS above it, which a directory written by another build could hold), a flush_all at once and a
+// crash must not leave an oldest CAS above the mark, which the next start would take for damage and start
+// empty.
 func TestRestartFlushAfterRaisedCounter(t *testing.T) {
 	dir := t.TempDir()
 	c := newClock()

@@ -173,17 +173,17 @@ func (al *Allocator) Hand(id int) Ref {
 // when the second changes. The owner keeps it apart from the item's header, which a read of an item read
 // before leaves alone (shard.bump): that may be a file page of a data directory.
 func (al *Allocator) NoteRead(r Ref, now uint32) {
-	id := r.Page() & (MaxPages - 1)
-	p := &al.arena.dir[id>>segmentShift].Load().read[id&segmentMask]
-	if *p != now {
+	if p := al.readTime(r); *p != now {
 		*p = now
 	}
 }
 
 // PageRead is the last second NoteRead saw a read in r's page since the page joined its class, 0 if none.
-func (al *Allocator) PageRead(r Ref) uint32 {
+func (al *Allocator) PageRead(r Ref) uint32 { return *al.readTime(r) }
+
+func (al *Allocator) readTime(r Ref) *uint32 {
 	id := r.Page() & (MaxPages - 1)
-	return al.arena.dir[id>>segmentShift].Load().read[id&segmentMask]
+	return &al.arena.dir[id>>segmentShift].Load().read[id&segmentMask]
 }
 
 // PeekHand returns the chunk under class id's CLOCK hand without advancing it (the chunk Hand would
