@@ -265,17 +265,17 @@ func (cn *conn) done(c Transport, pos int, action Action) Action {
 	cn.local[statBytesRead] += uint64(pos)
 	if cn.closed {
 		cn.out, action = cn.out[:0], Close
+		merge(&cn.local, cn.loop.counts)
 	} else {
 		if pos > 0 {
 			_, _ = c.Discard(pos)
 		}
-		cn.flush(c)
+		cn.flush(c) // publishes the counts
 	}
 	if cn.closed { // OnClose ran during this serve (maybe in that flush), and left the buffer to us
 		cn.releaseBig()
 	}
 	cn.out = cn.loop.returnOut(cn.out)
-	merge(&cn.local, cn.loop.counts)
 	cn.lastCmd.Store(cn.srv.store.Now())
 	switch {
 	case action != Continue:
@@ -336,11 +336,14 @@ func (cn *conn) shared() *loopShared {
 }
 
 // flush writes the batched replies to the transport, which sends what the socket takes and keeps the rest.
+// The connection's counts reach its loop's share first: a client that has read a reply finds its request
+// counted by `stats` on any connection.
 func (cn *conn) flush(c Transport) {
+	cn.local[statBytesWritten] += uint64(len(cn.out))
+	merge(&cn.local, cn.loop.counts)
 	if len(cn.out) == 0 {
 		return
 	}
-	cn.local[statBytesWritten] += uint64(len(cn.out))
 	_, _ = c.Write(cn.out) // the transport copies what the socket does not take: the buffer is free at once
 	cn.out = cn.out[:0]
 	cn.sentMark = 0

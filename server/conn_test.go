@@ -10,8 +10,11 @@ import (
 	"testing"
 
 	"github.com/panjf2000/gnet/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/leasecached/leasecached/protocol"
+	bp "github.com/leasecached/leasecached/protocol/binprot"
 	"github.com/leasecached/leasecached/shard"
 )
 
@@ -24,13 +27,19 @@ type fakeConn struct {
 	gnet.Conn // nil: any other method panics, which is what a test wants to know
 	in, out   bytes.Buffer
 	stuck     bool
-	paused    bool // serve asked for PauseRead and the test has not resumed
-	wakes     int  // Wake calls (OnTraffic's answer to ServeAgain) not yet served
+	paused    bool   // serve asked for PauseRead and the test has not resumed
+	wakes     int    // Wake calls (OnTraffic's answer to ServeAgain) not yet served
+	onWrite   func() // called before each Write, when not nil
 }
 
-func (f *fakeConn) Peek(n int) ([]byte, error)       { return f.in.Bytes(), nil }
-func (f *fakeConn) Discard(n int) (int, error)       { f.in.Next(n); return n, nil }
-func (f *fakeConn) Write(p []byte) (int, error)      { return f.out.Write(p) }
+func (f *fakeConn) Peek(n int) ([]byte, error) { return f.in.Bytes(), nil }
+func (f *fakeConn) Discard(n int) (int, error) { f.in.Next(n); return n, nil }
+func (f *fakeConn) Write(p []byte) (int, error) {
+	if f.onWrite != nil {
+		f.onWrite()
+	}
+	return f.out.Write(p)
+}
 func (f *fakeConn) InboundBuffered() int             { return f.in.Len() }
 func (f *fakeConn) PauseRead() error                 { f.paused = true; return nil }
 func (f *fakeConn) Wake(cb gnet.AsyncCallback) error { f.wakes++; return nil }
@@ -384,3 +393,34 @@ func benchPipelinedGetSet(b *testing.B, s *Server, setEvery int) {
 //
 //go:noinline
 func measuredServe(cn *conn, c Transport) Action { return cn.serve(c) }
+
+// TestCountsPublishedBeforeReply: a request's counts reach the server's stats before its reply is written,
+// so a client that has read the reply finds the request counted by `stats` on any other connection
+// (TestDisableSwitchesDifferential saw cmd_flush short by a binary connection's two flushes).
+func TestCountsPublishedBeforeReply(t *testing.T) {
+	cases := []struct {
+		name  string
+		input string
+		stat  statID
+	}{
+		{"text flush_all", "flush_all\r\n", statCmdFlush},
+		{"binary flush", bpkt(bp.OpFlush, "", "", "", 0), statCmdFlush},
+		{"binary flushq then noop", bpkt(bp.OpFlushQ, "", "", "", 0) + bpkt(bp.OpNoop, "", "", "", 0), statCmdFlush},
+		{"get miss", "get a\r\n", statGetMisses},
+		{"set noreply then mn", "set a 0 0 1 noreply\r\nx\r\nmn\r\n", statCmdSet},
+		{"pipelined gets", "get a\r\nget b\r\nget c\r\n", statGetMisses},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestServer(t)
+			cn, fc := newConn(s, nil), &fakeConn{}
+			var seen []uint64
+			fc.onWrite = func() { seen = append(seen, s.stats.get(tc.stat)) }
+			fc.in.WriteString(tc.input)
+			serveWoken(cn, fc)
+			require.NotEmpty(t, seen, "a reply was written")
+			assert.NotZero(t, seen[0], "counted when the first reply was written")
+			assert.Equal(t, s.stats.get(tc.stat), seen[len(seen)-1], "every count published by the last write")
+		})
+	}
+}
