@@ -238,6 +238,13 @@ func (w *killWriter) run(c *rsConn, stop <-chan struct{}) {
 // larger than every one seen before that restart.
 func TestRestartAfterKillDuringWrites(t *testing.T) {
 	requireRestart(t)
+	killDuringWrites(t, killRounds, func(dir string) *daemon { return startOnDir(t, dir) },
+		func(d *daemon) { stopDaemon(t, d, stopKill) })
+}
+
+// killDuringWrites is TestRestartAfterKillDuringWrites' body, for any number of rounds and any way to die:
+// start starts a daemon on the directory, and kill must end it at a round's random moment.
+func killDuringWrites(t *testing.T, rounds int, start func(dir string) *daemon, kill func(d *daemon)) {
 	seed := restartSeed(t)
 	rng := rand.New(rand.NewSource(seed))
 	dir := t.TempDir()
@@ -258,10 +265,10 @@ func TestRestartAfterKillDuringWrites(t *testing.T) {
 		names[i] = k.name
 	}
 
-	d := startOnDir(t, dir)
+	d := start(dir)
 	waitLoaded(t, d)
 	var casBefore uint64 // the largest CAS seen before the last restart
-	for round := range killRounds {
+	for round := range rounds {
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		for _, w := range writers {
@@ -277,7 +284,7 @@ func TestRestartAfterKillDuringWrites(t *testing.T) {
 		}
 		run := killMinRun + time.Duration(rng.Int63n(int64(killMaxRun-killMinRun)))
 		time.Sleep(run)
-		stopDaemon(t, d, stopKill)
+		kill(d)
 		close(stop)
 		wg.Wait()
 		var ops, acks, inflight int
@@ -289,7 +296,7 @@ func TestRestartAfterKillDuringWrites(t *testing.T) {
 			inflight += len(k.inflight)
 		}
 
-		d = startOnDir(t, dir)
+		d = start(dir)
 		st := waitLoaded(t, d)
 		c := mustDialRS(t, d)
 		got, err := c.getItems("gets", names)
@@ -332,7 +339,7 @@ func TestRestartAfterKillDuringWrites(t *testing.T) {
 			// The next round goes on from what is there now.
 			k.acked, k.inflight, k.cas, k.touched = s, nil, g.cas, false
 		}
-		t.Logf("round %d: killed after %v; %d requests sent, %d acknowledged, %d in flight; after the restart "+
+		t.Logf("round %d: the kill began after %v; %d requests sent, %d acknowledged, %d in flight; after the restart "+
 			"%d keys at the acknowledged state, %d at one in flight, %d wrong; %s=%s %s=%s %s=%s", round, run, ops,
 			acks, inflight, atAcked, atInflight, wrong, statLoaded, st[statLoaded], statDropped, st[statDropped],
 			statSeconds, st[statSeconds])

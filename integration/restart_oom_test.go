@@ -1,0 +1,297 @@
+package integration
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/leasecached/leasecached/internal/testdaemon"
+)
+
+// The OOM killer (issue 30: the cache survives "kill -9, and the OOM killer"). Each round's daemon runs in
+// a memory cgroup of the test's own, so the pages of DIR's files it touches are charged to the group. At
+// the round's random moment the test squeezes the group while the writes go on: the kernel reclaims what
+// page cache it can (clean pages, unmapped from the daemon, which faults them back in from the files), and
+// once it cannot the group's OOM killer kills the daemon. The restart must pass the same model check as
+// after kill -9.
+
+const (
+	oomRounds   = 2
+	oomHeadroom = 256 << 10 // the page cache the cap leaves room for, in the end
+	oomStep     = 1 << 20   // the most one squeeze lowers the cap by
+	oomSqueeze  = 50 * time.Millisecond
+	// oomTimeout bounds the squeezing (the kill came 4 s after the first cap in trials).
+	oomTimeout = 30 * time.Second
+)
+
+// TestRestartAfterOOMKillDuringWrites is TestRestartAfterKillDuringWrites with the kernel's OOM killer
+// in the place of kill -9.
+func TestRestartAfterOOMKillDuringWrites(t *testing.T) {
+	requireRestart(t)
+	cg := newMemcg(t)
+	killDuringWrites(t, oomRounds, func(dir string) *daemon {
+		cg.setLimit(t, -1)
+		return startInMemcg(t, cg, dir)
+	}, func(d *daemon) { oomKill(t, cg, d) })
+}
+
+// startInMemcg is startOnDir with the daemon in cg from its first instruction, so that every page it
+// touches is charged to cg (a page stays charged to the group that first touched it): a shell joins cg,
+// then execs the daemon (the pid stays the same).
+func startInMemcg(t *testing.T, cg *memcg, dir string) *daemon {
+	t.Helper()
+	requireLeasecached(t)
+	args := leasecachedArgs([]string{"--data-dir", dir})
+	return startDaemonSpec(t, testdaemon.Spec{Name: "leasecached", Path: "/bin/sh", Env: noExitSleep(),
+		Args: func(port int) []string {
+			return append([]string{"-c", `echo $$ > "$0" && exec "$@"`, cg.file("procs"), leasecachedPath},
+				args(port)...)
+		}})
+}
+
+// oomKill squeezes cg, which holds d and whose writes go on, until the group's OOM killer kills d: every
+// oomSqueeze the file systems are synced and the cap lowered by at most oomStep, towards oomHeadroom above
+// what the group cannot reclaim. The kernel refuses a cap (EBUSY) while what it would have to reclaim is
+// dirty or in use; the next try goes on from there.
+func oomKill(t *testing.T, cg *memcg, d *daemon) {
+	t.Helper()
+	before := cg.oomKills(t)
+	start := time.Now()
+	deadline := start.Add(oomTimeout)
+	capped, refused := int64(-1), 0
+squeeze:
+	for {
+		syscall.Sync()
+		usage := cg.usage(t)
+		n := usage - cg.stat(t, map[bool]string{false: "cache", true: "file"}[cg.v2]) + oomHeadroom
+		if capped < 0 {
+			capped = usage
+		}
+		n = max(n, capped-oomStep)
+		switch err := os.WriteFile(cg.file("limit"), []byte(strconv.FormatInt(n, 10)), 0); {
+		case err == nil:
+			capped = n
+		case errors.Is(err, syscall.EBUSY):
+			refused++
+		default:
+			require.NoError(t, err, "capping %s", cg.dir)
+		}
+		select {
+		case <-d.exited:
+			break squeeze
+		case <-time.After(oomSqueeze):
+		}
+		if time.Now().After(deadline) {
+			d.forceStop()
+			t.Fatalf("%s outlived %v of squeezing: cap %s bytes, usage %d, %d caps refused", d.name, oomTimeout,
+				cg.limit(t), cg.usage(t), refused)
+		}
+	}
+	require.Equal(t, before+1, cg.oomKills(t), "the group's OOM killer killed the daemon; output:\n%s", d.out.Tail(2000))
+	var ee *exec.ExitError
+	require.ErrorAs(t, d.waitErr, &ee, "the daemon exited by itself")
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	require.True(t, ok)
+	require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGKILL, "exit status %v, not SIGKILL", ws)
+	t.Logf("OOM-killed %v after the squeeze began (%d caps refused)", time.Since(start).Round(time.Millisecond), refused)
+}
+
+// memcg is a memory cgroup a test made under its own: the memory controller of cgroup v1, or of v2 where
+// the test's group may have children with it. Its files are named by version.
+type memcg struct {
+	dir string
+	v2  bool
+}
+
+// newMemcg makes a memory cgroup below the test's and removes it at the end of the test (after the
+// daemons it holds are stopped: cleanups run last first). It skips where there is none to make (not
+// root, no memory controller the test may use).
+func newMemcg(t *testing.T) *memcg {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("a memory cgroup needs root")
+	}
+	parent, v2, err := ownMemcg()
+	if err != nil {
+		t.Skipf("no memory cgroup: %v", err)
+	}
+	cg := &memcg{dir: filepath.Join(parent, fmt.Sprintf("leasecached-test-%d", os.Getpid())), v2: v2}
+	if err := os.Mkdir(cg.dir, 0o755); err != nil {
+		t.Skipf("cannot make a memory cgroup under %s: %v", parent, err)
+	}
+	t.Cleanup(func() {
+		// A killed process leaves its group a moment after its exit is reported.
+		for i := 0; i < 100; i++ {
+			if err = os.Remove(cg.dir); err == nil || errors.Is(err, os.ErrNotExist) {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Errorf("removing %s: %v", cg.dir, err)
+	})
+	if _, err := os.Stat(cg.file("limit")); err != nil {
+		t.Skipf("%s has no memory controller (v2: the parent's subtree_control lacks memory): %v", cg.dir, err)
+	}
+	return cg
+}
+
+// ownMemcg finds the directory of the test process's memory cgroup: v1's memory hierarchy when mounted,
+// else the v2 group.
+func ownMemcg() (dir string, v2 bool, err error) {
+	groups, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", false, err
+	}
+	var v1Path, v2Path string
+	haveV2 := false
+	for _, l := range strings.Split(strings.TrimSpace(string(groups)), "\n") {
+		f := strings.SplitN(l, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		switch {
+		case f[0] == "0" && f[1] == "":
+			v2Path, haveV2 = f[2], true
+		case containsField(f[1], ","):
+			v1Path = f[2]
+		}
+	}
+	mounts, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", false, err
+	}
+	defer mounts.Close()
+	var v1Mount, v2Mount string
+	sc := bufio.NewScanner(mounts)
+	for sc.Scan() {
+		// mount ID, parent ID, major:minor, root, mount point, options, optional fields..., "-", type, source, super options
+		f := strings.Fields(sc.Text())
+		sep := -1
+		for i, x := range f {
+			if x == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 0 || sep+3 >= len(f) || f[3] != "/" {
+			continue
+		}
+		switch f[sep+1] {
+		case "cgroup":
+			if containsField(f[sep+3], ",") {
+				v1Mount = f[4]
+			}
+		case "cgroup2":
+			v2Mount = f[4]
+		}
+	}
+	switch {
+	case v1Mount != "" && v1Path != "":
+		return filepath.Join(v1Mount, v1Path), false, nil
+	case v2Mount != "" && haveV2:
+		return filepath.Join(v2Mount, v2Path), true, nil
+	}
+	return "", false, errors.New("neither a cgroup v1 memory hierarchy nor cgroup v2 is mounted")
+}
+
+// containsField reports whether list, split at sep, holds "memory".
+func containsField(list, sep string) bool {
+	for _, x := range strings.Split(list, sep) {
+		if x == "memory" {
+			return true
+		}
+	}
+	return false
+}
+
+// file is the path of the group's file for what: limit, usage, events or procs.
+func (cg *memcg) file(what string) string {
+	names := map[string][2]string{ // v1, v2
+		"limit":  {"memory.limit_in_bytes", "memory.max"},
+		"usage":  {"memory.usage_in_bytes", "memory.current"},
+		"events": {"memory.oom_control", "memory.events"},
+		"procs":  {"cgroup.procs", "cgroup.procs"},
+	}[what]
+	if cg.v2 {
+		return filepath.Join(cg.dir, names[1])
+	}
+	return filepath.Join(cg.dir, names[0])
+}
+
+func (cg *memcg) write(t *testing.T, what, v string) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(cg.file(what), []byte(v), 0), "writing %q to %s", v, cg.file(what))
+}
+
+func (cg *memcg) read(t *testing.T, what string) string {
+	t.Helper()
+	b, err := os.ReadFile(cg.file(what))
+	require.NoError(t, err)
+	return strings.TrimSpace(string(b))
+}
+
+// add moves process pid into the group.
+func (cg *memcg) add(t *testing.T, pid int) { cg.write(t, "procs", strconv.Itoa(pid)) }
+
+// setLimit caps the group at n bytes; n < 0 lifts the cap.
+func (cg *memcg) setLimit(t *testing.T, n int64) {
+	t.Helper()
+	switch {
+	case n >= 0:
+		cg.write(t, "limit", strconv.FormatInt(n, 10))
+	case cg.v2:
+		cg.write(t, "limit", "max")
+	default:
+		cg.write(t, "limit", "-1")
+	}
+}
+
+func (cg *memcg) limit(t *testing.T) string { return cg.read(t, "limit") }
+
+// stat is the group's memory.stat entry key.
+func (cg *memcg) stat(t *testing.T, key string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(cg.dir, "memory.stat"))
+	require.NoError(t, err)
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == key {
+			n, err := strconv.ParseInt(f[1], 10, 64)
+			require.NoError(t, err)
+			return n
+		}
+	}
+	t.Fatalf("%s/memory.stat has no %s", cg.dir, key)
+	return 0
+}
+
+// usage is what the group is charged for now, in bytes.
+func (cg *memcg) usage(t *testing.T) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(cg.read(t, "usage"), 10, 64)
+	require.NoError(t, err)
+	return n
+}
+
+// oomKills is how many processes the group's OOM killer has killed.
+func (cg *memcg) oomKills(t *testing.T) int {
+	t.Helper()
+	for _, l := range strings.Split(cg.read(t, "events"), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "oom_kill" {
+			n, err := strconv.Atoi(f[1])
+			require.NoError(t, err)
+			return n
+		}
+	}
+	t.Fatalf("%s has no oom_kill count", cg.file("events"))
+	return 0
+}
