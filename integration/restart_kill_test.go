@@ -339,8 +339,8 @@ func killDuringWrites(t *testing.T, rounds int, start func(dir string) *daemon, 
 			// The next round goes on from what is there now.
 			k.acked, k.inflight, k.cas, k.touched = s, nil, g.cas, false
 		}
-		t.Logf("round %d: the kill began after %v; %d requests sent, %d acknowledged, %d in flight; after the restart "+
-			"%d keys at the acknowledged state, %d at one in flight, %d wrong; %s=%s %s=%s %s=%s", round, run, ops,
+		t.Logf("round %d: the kill began after %v; %d requests sent, %d acknowledged, %d in flight; after the "+
+			"restart %d keys at the acknowledged state, %d at one in flight, %d wrong; %s=%s %s=%s %s=%s", round, run, ops,
 			acks, inflight, atAcked, atInflight, wrong, statLoaded, st[statLoaded], statDropped, st[statDropped],
 			statSeconds, st[statSeconds])
 		if wrong > 20 {

@@ -97,13 +97,15 @@ squeeze:
 				cg.limit(t), cg.usage(t), refused)
 		}
 	}
-	require.Equal(t, before+1, cg.oomKills(t), "the group's OOM killer killed the daemon; output:\n%s", d.out.Tail(2000))
+	require.Equal(t, before+1, cg.oomKills(t), "the group's OOM killer killed the daemon; output:\n%s",
+		d.out.Tail(2000))
 	var ee *exec.ExitError
 	require.ErrorAs(t, d.waitErr, &ee, "the daemon exited by itself")
 	ws, ok := ee.Sys().(syscall.WaitStatus)
 	require.True(t, ok)
 	require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGKILL, "exit status %v, not SIGKILL", ws)
-	t.Logf("OOM-killed %v after the squeeze began (%d caps refused)", time.Since(start).Round(time.Millisecond), refused)
+	t.Logf("OOM-killed %v after the squeeze began (%d caps refused)", time.Since(start).Round(time.Millisecond),
+		refused)
 }
 
 // memcg is a memory cgroup a test made under its own: the memory controller of cgroup v1, or of v2 where
@@ -174,7 +176,8 @@ func ownMemcg() (dir string, v2 bool, err error) {
 	var v1Mount, v2Mount string
 	sc := bufio.NewScanner(mounts)
 	for sc.Scan() {
-		// mount ID, parent ID, major:minor, root, mount point, options, optional fields..., "-", type, source, super options
+		// mount ID, parent ID, major:minor, root, mount point, options, optional fields..., "-", type,
+		// source, super options
 		f := strings.Fields(sc.Text())
 		sep := -1
 		for i, x := range f {
