@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,16 +22,22 @@ import (
 // The OOM killer (issue 30: the cache survives "kill -9, and the OOM killer"). Each round's daemon runs in
 // a memory cgroup of the test's own, so the pages of DIR's files it touches are charged to the group. At
 // the round's random moment the test squeezes the group while the writes go on: the kernel reclaims what
-// page cache it can (clean pages, unmapped from the daemon, which faults them back in from the files), and
-// once it cannot the group's OOM killer kills the daemon. The restart must pass the same model check as
-// after kill -9.
+// page cache it can (clean pages, unmapped from the daemon, which faults them back in from the files);
+// then connections make the daemon hold more memory of its own than the group has left, and the group's
+// OOM killer kills it. The restart must pass the same model check as after kill -9.
 
 const (
 	oomRounds   = 2
 	oomHeadroom = 256 << 10 // the page cache the cap leaves room for, in the end
-	oomStep     = 1 << 20   // the most one squeeze lowers the cap by
+	oomStep     = 4 << 20   // the most one squeeze lowers the cap by
 	oomSqueeze  = 50 * time.Millisecond
-	// oomTimeout bounds the squeezing (the kill came 4 s after the first cap in trials).
+	// oomPushLine is the length of an unfinished get line a pushing connection sends (under the multi-key
+	// line limit), and oomMaxPush of them stay under the daemon's gathering budget, half of oomMemoryMB:
+	// up to 29 were needed in trials (the daemon's heap has room of its own first).
+	oomPushLine = 1 << 20
+	oomMaxPush  = 60
+	oomMemoryMB = "128" // -m (the last -m given wins)
+	// oomTimeout bounds the squeezing and pushing.
 	oomTimeout = 30 * time.Second
 )
 
@@ -51,7 +58,7 @@ func TestRestartAfterOOMKillDuringWrites(t *testing.T) {
 func startInMemcg(t *testing.T, cg *memcg, dir string) *daemon {
 	t.Helper()
 	requireLeasecached(t)
-	args := leasecachedArgs([]string{"--data-dir", dir})
+	args := leasecachedArgs([]string{"--data-dir", dir, "-m", oomMemoryMB})
 	return startDaemonSpec(t, testdaemon.Spec{Name: "leasecached", Path: "/bin/sh", Env: noExitSleep(),
 		Args: func(port int) []string {
 			return append([]string{"-c", `echo $$ > "$0" && exec "$@"`, cg.file("procs"), leasecachedPath},
@@ -61,14 +68,25 @@ func startInMemcg(t *testing.T, cg *memcg, dir string) *daemon {
 
 // oomKill squeezes cg, which holds d and whose writes go on, until the group's OOM killer kills d: every
 // oomSqueeze the file systems are synced and the cap lowered by at most oomStep, towards oomHeadroom above
-// what the group cannot reclaim. The kernel refuses a cap (EBUSY) while what it would have to reclaim is
-// dirty or in use; the next try goes on from there.
+// what the group cannot reclaim (the kernel refuses a cap, EBUSY, while what it must reclaim is dirty; the
+// next try goes on from there). At that floor the daemon can go on for a long while, reclaiming one clean
+// page for the next, so from there on each step also opens a connection that sends an unfinished get line
+// of oomPushLine bytes: the daemon gathers it in memory of its own (not the files' pages), which no
+// reclaim can free, and once those lines pass the page cache the group still holds, the kernel cannot
+// make room.
 func oomKill(t *testing.T, cg *memcg, d *daemon) {
 	t.Helper()
 	before := cg.oomKills(t)
 	start := time.Now()
 	deadline := start.Add(oomTimeout)
-	capped, refused := int64(-1), 0
+	line := []byte("get" + strings.Repeat(" oompushkey", oomPushLine/len(" oompushkey")))
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	capped, refused, floor := int64(-1), 0, false
 squeeze:
 	for {
 		syscall.Sync()
@@ -77,14 +95,23 @@ squeeze:
 		if capped < 0 {
 			capped = usage
 		}
-		n = max(n, capped-oomStep)
-		switch err := os.WriteFile(cg.file("limit"), []byte(strconv.FormatInt(n, 10)), 0); {
-		case err == nil:
-			capped = n
-		case errors.Is(err, syscall.EBUSY):
-			refused++
-		default:
-			require.NoError(t, err, "capping %s", cg.dir)
+		floor = floor || n >= capped-oomStep
+		if n = min(capped, max(n, capped-oomStep)); n < capped { // the cap only comes down
+			switch err := os.WriteFile(cg.file("limit"), []byte(strconv.FormatInt(n, 10)), 0); {
+			case err == nil:
+				capped = n
+			case errors.Is(err, syscall.EBUSY):
+				refused++
+			default:
+				require.NoError(t, err, "capping %s", cg.dir)
+			}
+		}
+		if floor && len(conns) < oomMaxPush {
+			if c, err := net.DialTimeout("tcp", d.addr, time.Second); err == nil {
+				conns = append(conns, c)
+				_ = c.SetWriteDeadline(time.Now().Add(oomSqueeze))
+				_, _ = c.Write(line)
+			}
 		}
 		select {
 		case <-d.exited:
@@ -93,8 +120,8 @@ squeeze:
 		}
 		if time.Now().After(deadline) {
 			d.forceStop()
-			t.Fatalf("%s outlived %v of squeezing: cap %s bytes, usage %d, %d caps refused", d.name, oomTimeout,
-				cg.limit(t), cg.usage(t), refused)
+			t.Fatalf("%s outlived %v of squeezing: cap %s bytes, usage %d, %d caps refused, %d lines pushed",
+				d.name, oomTimeout, cg.limit(t), cg.usage(t), refused, len(conns))
 		}
 	}
 	require.Equal(t, before+1, cg.oomKills(t), "the group's OOM killer killed the daemon; output:\n%s",
@@ -104,8 +131,8 @@ squeeze:
 	ws, ok := ee.Sys().(syscall.WaitStatus)
 	require.True(t, ok)
 	require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGKILL, "exit status %v, not SIGKILL", ws)
-	t.Logf("OOM-killed %v after the squeeze began (%d caps refused)", time.Since(start).Round(time.Millisecond),
-		refused)
+	t.Logf("OOM-killed %v after the squeeze began (%d caps refused, %d lines pushed)",
+		time.Since(start).Round(time.Millisecond), refused, len(conns))
 }
 
 // memcg is a memory cgroup a test made under its own: the memory controller of cgroup v1, or of v2 where
