@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -91,7 +92,7 @@ squeeze:
 	for {
 		syscall.Sync()
 		usage := cg.usage(t)
-		n := usage - cg.stat(t, map[bool]string{false: "cache", true: "file"}[cg.v2]) + oomHeadroom
+		n := usage - cg.pageCache(t) + oomHeadroom
 		if capped < 0 {
 			capped = usage
 		}
@@ -191,7 +192,7 @@ func ownMemcg() (dir string, v2 bool, err error) {
 		switch {
 		case f[0] == "0" && f[1] == "":
 			v2Path, haveV2 = f[2], true
-		case containsField(f[1], ","):
+		case hasMemory(f[1]):
 			v1Path = f[2]
 		}
 	}
@@ -218,7 +219,7 @@ func ownMemcg() (dir string, v2 bool, err error) {
 		}
 		switch f[sep+1] {
 		case "cgroup":
-			if containsField(f[sep+3], ",") {
+			if hasMemory(f[sep+3]) {
 				v1Mount = f[4]
 			}
 		case "cgroup2":
@@ -234,22 +235,16 @@ func ownMemcg() (dir string, v2 bool, err error) {
 	return "", false, errors.New("neither a cgroup v1 memory hierarchy nor cgroup v2 is mounted")
 }
 
-// containsField reports whether list, split at sep, holds "memory".
-func containsField(list, sep string) bool {
-	for _, x := range strings.Split(list, sep) {
-		if x == "memory" {
-			return true
-		}
-	}
-	return false
-}
+// hasMemory reports whether a comma-separated list of controllers or options holds "memory".
+func hasMemory(list string) bool { return slices.Contains(strings.Split(list, ","), "memory") }
 
-// file is the path of the group's file for what: limit, usage, events or procs.
+// file is the path of the group's file for what: limit, usage, events, stat or procs.
 func (cg *memcg) file(what string) string {
 	names := map[string][2]string{ // v1, v2
 		"limit":  {"memory.limit_in_bytes", "memory.max"},
 		"usage":  {"memory.usage_in_bytes", "memory.current"},
 		"events": {"memory.oom_control", "memory.events"},
+		"stat":   {"memory.stat", "memory.stat"},
 		"procs":  {"cgroup.procs", "cgroup.procs"},
 	}[what]
 	if cg.v2 {
@@ -270,9 +265,6 @@ func (cg *memcg) read(t *testing.T, what string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// add moves process pid into the group.
-func (cg *memcg) add(t *testing.T, pid int) { cg.write(t, "procs", strconv.Itoa(pid)) }
-
 // setLimit caps the group at n bytes; n < 0 lifts the cap.
 func (cg *memcg) setLimit(t *testing.T, n int64) {
 	t.Helper()
@@ -288,20 +280,27 @@ func (cg *memcg) setLimit(t *testing.T, n int64) {
 
 func (cg *memcg) limit(t *testing.T) string { return cg.read(t, "limit") }
 
-// stat is the group's memory.stat entry key.
-func (cg *memcg) stat(t *testing.T, key string) int64 {
+// entry is the number on the line "key N" of the group's file for what (stat or events).
+func (cg *memcg) entry(t *testing.T, what, key string) int64 {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(cg.dir, "memory.stat"))
-	require.NoError(t, err)
-	for _, l := range strings.Split(string(b), "\n") {
+	for _, l := range strings.Split(cg.read(t, what), "\n") {
 		if f := strings.Fields(l); len(f) == 2 && f[0] == key {
 			n, err := strconv.ParseInt(f[1], 10, 64)
 			require.NoError(t, err)
 			return n
 		}
 	}
-	t.Fatalf("%s/memory.stat has no %s", cg.dir, key)
+	t.Fatalf("%s has no %s", cg.file(what), key)
 	return 0
+}
+
+// pageCache is how much of the group's usage is page cache, in bytes.
+func (cg *memcg) pageCache(t *testing.T) int64 {
+	t.Helper()
+	if cg.v2 {
+		return cg.entry(t, "stat", "file")
+	}
+	return cg.entry(t, "stat", "cache")
 }
 
 // usage is what the group is charged for now, in bytes.
@@ -313,15 +312,7 @@ func (cg *memcg) usage(t *testing.T) int64 {
 }
 
 // oomKills is how many processes the group's OOM killer has killed.
-func (cg *memcg) oomKills(t *testing.T) int {
+func (cg *memcg) oomKills(t *testing.T) int64 {
 	t.Helper()
-	for _, l := range strings.Split(cg.read(t, "events"), "\n") {
-		if f := strings.Fields(l); len(f) == 2 && f[0] == "oom_kill" {
-			n, err := strconv.Atoi(f[1])
-			require.NoError(t, err)
-			return n
-		}
-	}
-	t.Fatalf("%s has no oom_kill count", cg.file("events"))
-	return 0
+	return cg.entry(t, "events", "oom_kill")
 }
