@@ -87,6 +87,7 @@ type Config struct {
 	LargePages  bool          // -L: item memory on transparent huge pages (for the store: shard.Config)
 	DataDir     string        // --data-dir: item memory kept in files there (for the store: shard.Config)
 	DataSync    time.Duration // --data-sync: how often the data directory is written to disk
+	DataLive    string        // --data-live: where on tmpfs the data directory's items are kept live ("": in DIR)
 	IdleTimeout time.Duration // --idle-timeout: close connections idle this long, whole seconds (0: never; idle.go)
 	HotKeys     int           // --hot-keys: how many keys `stats hotkeys` lists (0: detection off; hotkeys.go)
 	// DisableFlush, DisableDump and DisableWatch are memcached's -F, -X and -W: flush_all, the item dumps

@@ -91,6 +91,11 @@ func (s *Store) RestartStats() RestartStats {
 func (sh *shard) seal(h uint64, r slab.Ref, b []byte) {
 	if sh.sums != nil {
 		sh.al.SetSum(r, sealOf(h, sh.valueSum(b), b))
+		if itemChained(b) {
+			for part := readRef(b[chainOff(b):]); part != slab.NilRef; part = readRef(sh.al.Chunk(part)[offPartNext:]) {
+				sh.al.Wrote(part)
+			}
+		}
 	}
 }
 
@@ -144,7 +149,8 @@ func mix64(x uint64) uint64 {
 
 // openPersistence opens cfg.DataDir for a store of n shards and builds the arena in it.
 func openPersistence(cfg Config, arenaBytes int64, n int, classes *slab.Classes) (*persistence, *slab.Arena, error) {
-	back, reason, err := slab.OpenBacking(cfg.DataDir, slab.Identity{Shards: n, Classes: classes}, cfg.LargePages)
+	back, reason, err := slab.OpenBacking(cfg.DataDir, slab.Identity{Shards: n, Classes: classes},
+		slab.BackingOptions{Huge: cfg.LargePages, Live: cfg.DataLive})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -163,6 +169,7 @@ func openPersistence(cfg Config, arenaBytes int64, n int, classes *slab.Classes)
 func (s *Store) startRestart() {
 	p := s.persist
 	start := time.Now()
+	p.back.SetQuiesce(s.quiesce)
 	oldestLive, oldestCas := p.back.Flushed()
 	s.oldestLive.Store(oldestLive)
 	s.oldestCas.Store(oldestCas)
@@ -256,6 +263,15 @@ func (s *Store) rebuild(start time.Time) {
 	s.renewCasMark()
 	p.nanos.Store(int64(time.Since(start)))
 	p.loading.Store(false)
+}
+
+// quiesce returns once every shard has left the critical section it was in when called: whatever an
+// owner wrote to its chunks before then is in memory for a live copy's sync (slab.Backing.SetQuiesce).
+func (s *Store) quiesce() {
+	for i := range s.shards {
+		s.shards[i].mu.Lock()
+		s.shards[i].mu.Unlock() //nolint:staticcheck // an empty critical section is the point
+	}
 }
 
 // raiseTo makes a at least v.

@@ -103,6 +103,9 @@ type Config struct {
 	DataDir string
 	// DataSync is how often a data directory is written to disk (0: only when the store is closed).
 	DataSync time.Duration
+	// DataLive keeps the data directory's items live on tmpfs under this directory, each sync copying
+	// what changed into DataDir (slab.BackingOptions.Live); "": the files in DataDir are mapped.
+	DataLive string
 	// SyncFailed is told each periodic sync that fails (nil: none is told; RestartStats counts them).
 	SyncFailed func(error)
 }

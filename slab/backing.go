@@ -41,10 +41,24 @@ const (
 	hdrOldestCas   = 80
 	hdrCasHigh2    = 88
 	hdrFlushCheck  = 96
+	// With a live copy (live_linux.go): the instance its files were copied from, and the same value while
+	// the directory's files hold everything the live copy does (a clean stop), 0 while the server runs.
+	hdrInstance = 104
+	hdrClean    = 112
 
 	// A page record: recInUse in its first byte, then the class, the owner, and a check byte.
 	recInUse = 0xA5
 )
+
+// BackingOptions are OpenBacking's choices.
+type BackingOptions struct {
+	// Huge advises the items and sums mappings onto transparent huge pages (-L).
+	Huge bool
+	// Live is the directory (on tmpfs) under which the items and sums the server maps are kept, the data
+	// directory's own files being written from them at each Sync (live_linux.go); "": the server maps the
+	// directory's files.
+	Live string
+}
 
 // NoStoredData is OpenBacking's reason for a directory that holds no data of ours (a fresh one).
 const NoStoredData = "no stored data"

@@ -3,6 +3,7 @@
 package slab
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -28,6 +29,10 @@ type Backing struct {
 	mu                  sync.Mutex // guards growing the files
 	itemsSize, sumsSize int64
 	grow                int64 // the files grow to whole multiples of it: 1, or a huge page (huge in OpenBacking)
+	// live is the live copy (live_linux.go), nil when items and sums are the directory's own files.
+	live *live
+	// quiesce returns once every chunk owner has finished what it was doing when it was called (SetQuiesce).
+	quiesce func()
 }
 
 var errBackingClosed = errors.New("slab: data directory closed")
@@ -35,17 +40,20 @@ var errBackingClosed = errors.New("slab: data directory closed")
 // OpenBacking locks dir (creating it) and maps its files. When the stored data can be used with id, reason
 // is ""; otherwise the files are emptied and reason says why (a fresh directory: "no stored data").
 //
-// With huge, the items and sums mappings are advised onto transparent huge pages (-L), and the files grow
+// With opt.Huge, the items and sums mappings are advised onto transparent huge pages (-L), and the files grow
 // by whole huge pages, since the kernel maps a huge page of a file only where all of it is inside the
 // file; without, they are advised against them. A huge page is written back whole once any byte of it
 // changes (doc/design/restart.md, "What it costs").
-func OpenBacking(dir string, id Identity, huge bool) (b *Backing, reason string, err error) {
+func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reason string, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, "", err
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
 		return nil, "", err
 	}
 	b = &Backing{dir: dir, grow: 1}
 	advice := unix.MADV_NOHUGEPAGE
-	if huge {
+	if opt.Huge {
 		b.grow, advice = hugePageSize, unix.MADV_HUGEPAGE
 	}
 	defer func() {
@@ -91,6 +99,15 @@ func OpenBacking(dir string, id Identity, huge bool) (b *Backing, reason string,
 	if reason != "" {
 		writeIdentity(b.metaMem, id)
 	}
+	if opt.Live != "" {
+		if err := b.openLive(opt.Live, reason == ""); err != nil {
+			return b, "", fmt.Errorf("--data-live %s: %w", opt.Live, err)
+		}
+	} else {
+		// The directory's files change from now on: a live copy of them left by an earlier server is
+		// not to be used again (live_linux.go).
+		binary.LittleEndian.PutUint64(b.metaMem[hdrInstance:], 0)
+	}
 	if b.itemsMem, err = mapShared(b.items, MaxPages*PageSize); err != nil {
 		return b, "", err
 	}
@@ -107,6 +124,10 @@ func OpenBacking(dir string, id Identity, huge bool) (b *Backing, reason string,
 	}
 	return b, reason, nil
 }
+
+// SetQuiesce gives a live copy's Sync the way to wait for every chunk owner to finish what it is doing
+// (the store locks and unlocks each shard): a block is marked after it is written, by its owner.
+func (b *Backing) SetQuiesce(fn func()) { b.quiesce = fn }
 
 // SyncNames makes the files' names in the directory, and the directory's in its parent, as durable as
 // their contents: an fsync of a file covers its data, not its directory entry, which a machine reboot
@@ -196,6 +217,9 @@ func (b *Backing) punch(id uint32) {
 	if err := unix.Fallocate(int(b.sums.Fd()), mode, int64(id)*sumsSlot, sumsSlot); err != nil {
 		clear(b.sumsMem[int(id)*sumsSlot : int(id+1)*sumsSlot])
 	}
+	if b.live != nil {
+		b.live.punch(id)
+	}
 }
 
 func (b *Backing) recordWord(id uint32) *uint64 {
@@ -253,21 +277,36 @@ func (b *Backing) SetFlushed(oldestLive int64, oldestCas uint64) {
 	atomic.StoreUint64(b.counter(hdrFlushCheck), flushCheck(uint64(oldestLive), oldestCas))
 }
 
-// Sync writes what is mapped to disk (a machine that goes down afterwards keeps it).
+// Sync writes what is mapped to disk (a machine that goes down afterwards keeps it). With a live copy it
+// copies what changed since the last Sync into the directory's files first.
 func (b *Backing) Sync() error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.itemsMem == nil {
+		b.mu.Unlock()
 		return errBackingClosed
 	}
+	if b.live != nil {
+		itemsSize, sumsSize := b.itemsSize, b.sumsSize
+		b.mu.Unlock() // the files may grow meanwhile: what grows is marked, for the next Sync
+		return b.syncLive(itemsSize, sumsSize)
+	}
+	defer b.mu.Unlock()
 	return errors.Join(b.items.Sync(), b.sums.Sync(), b.meta.Sync())
 }
 
-// Close syncs, unmaps and unlocks. Nothing may use the arena's pages afterwards.
+// Close syncs, unmaps and unlocks. Nothing may use the arena's pages afterwards. With a live copy, a
+// Sync that wrote everything is recorded in the header (hdrClean), so that the next start need not copy
+// every block again.
 func (b *Backing) Close() error {
 	var errs []error
 	if b.itemsMem != nil {
-		errs = append(errs, b.Sync())
+		err := b.Sync()
+		if err == nil && b.live != nil {
+			le := binary.LittleEndian
+			le.PutUint64(b.metaMem[hdrClean:], le.Uint64(b.metaMem[hdrInstance:]))
+			err = unix.Msync(b.metaMem[:headerBytes], unix.MS_SYNC)
+		}
+		errs = append(errs, err)
 	}
 	b.mu.Lock()
 	for _, m := range []*[]byte{&b.metaMem, &b.itemsMem, &b.sumsMem} {
@@ -277,6 +316,10 @@ func (b *Backing) Close() error {
 		}
 	}
 	b.mu.Unlock()
+	if b.live != nil {
+		errs = append(errs, b.live.close())
+		b.live = nil
+	}
 	for _, f := range []*os.File{b.meta, b.items, b.sums, b.lock} {
 		if f != nil {
 			errs = append(errs, f.Close())

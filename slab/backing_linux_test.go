@@ -74,7 +74,7 @@ func TestBackingHugePages(t *testing.T) {
 	}
 	for _, huge := range []bool{false, true} {
 		t.Run(map[bool]string{false: "ordinary pages", true: "huge pages"}[huge], func(t *testing.T) {
-			b, _, err := OpenBacking(t.TempDir(), Identity{Shards: 1, Classes: DefaultClasses()}, huge)
+			b, _, err := OpenBacking(t.TempDir(), Identity{Shards: 1, Classes: DefaultClasses()}, BackingOptions{Huge: huge})
 			require.NoError(t, err)
 			defer b.Close()
 			const pages = 6 // three huge pages of items
@@ -114,7 +114,7 @@ func TestNextAddrs(t *testing.T) {
 	chunk, seal := pal.NextAddrs(3)
 	require.Zero(t, chunk+seal, "no data directory: no hint")
 
-	b, _, err := OpenBacking(t.TempDir(), Identity{Shards: 1, Classes: c}, false)
+	b, _, err := OpenBacking(t.TempDir(), Identity{Shards: 1, Classes: c}, BackingOptions{})
 	require.NoError(t, err)
 	defer b.Close()
 	a, err := NewBackedArena(8*PageSize, b)

@@ -5,10 +5,20 @@ package slab
 import "errors"
 
 // Backing is a data directory's files; only Linux has them (backing_linux.go).
-type Backing struct{ itemsSize int64 }
+type Backing struct {
+	itemsSize int64
+	live      *live
+}
+
+type live struct{}
+
+func (*live) mark(int, int, bool) {}
+
+// LiveDir is "": data directories need Linux.
+func LiveDir(root, dir string) string { return "" }
 
 // OpenBacking fails: data directories need Linux's shared file mappings and hole punching.
-func OpenBacking(dir string, id Identity, huge bool) (*Backing, string, error) {
+func OpenBacking(dir string, id Identity, opt BackingOptions) (*Backing, string, error) {
 	return nil, "", errors.New("--data-dir needs Linux")
 }
 
@@ -24,6 +34,7 @@ func (b *Backing) CasHigh() uint64          { return 0 }
 func (b *Backing) SetCasHigh(uint64)        {}
 func (b *Backing) SyncHeader() error        { return nil }
 func (b *Backing) SyncNames()               {}
+func (b *Backing) SetQuiesce(func())        {}
 func (b *Backing) Flushed() (int64, uint64) { return 0, 0 }
 func (b *Backing) SetFlushed(int64, uint64) {}
 func (b *Backing) Sync() error              { return nil }

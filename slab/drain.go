@@ -62,6 +62,7 @@ func (al *Allocator) BeginDrain(p uint32) error {
 				cs.free = next
 			} else {
 				writeLink(al.arena.chunkAt(prev, LinkSize), next)
+				al.arena.linked(prev)
 			}
 			cs.nfree--
 		} else {
@@ -106,6 +107,7 @@ func (al *Allocator) Draining() (p uint32, used int, ok bool) {
 // freeDrained is Free for a chunk of the draining page.
 func (al *Allocator) freeDrained(r Ref) {
 	al.arena.chunkAt(r, StateOffset+1)[StateOffset] = StateFree
+	al.arena.linked(r)
 	al.drain.used--
 }
 
@@ -149,6 +151,7 @@ func (al *Allocator) EndDrain(to int) error {
 		b := al.arena.chunkAt(MakeRef(d.page, off), StateOffset+1)
 		writeLink(b, ts.free)
 		b[StateOffset] = StateFree
+		al.arena.linked(MakeRef(d.page, off))
 		ts.free = MakeRef(d.page, off)
 		ts.nfree++
 	}

@@ -49,10 +49,33 @@ func (al *Allocator) NextAddrs(id int) (chunk, seal uintptr) {
 // ordered after the item's own bytes (storeSeal), so a process killed in between never leaves a seal over
 // half-written bytes.
 func (al *Allocator) SetSum(r Ref, v uint32) {
-	if al.arena.back == nil {
+	b := al.arena.back
+	if b == nil {
 		return
 	}
-	storeSeal(al.sumAt(r), v)
+	id := r.Page() & (MaxPages - 1)
+	seg := al.arena.dir[id>>segmentShift].Load()
+	p := al.sealIn(seg, id&segmentMask, r.Offset())
+	storeSeal(p, v)
+	if l := b.live; l != nil {
+		l.mark(int(id)*sumsSlot+int(uintptr(unsafe.Pointer(p))-uintptr(unsafe.Pointer(&seg.sums[id&segmentMask][0]))), 4, true)
+		l.mark(int(id)*PageSize+int(r.Offset()), int(al.classes.sizeOf[seg.class[id&segmentMask]]), false)
+	}
+}
+
+// Wrote tells a data directory's live copy that chunk r was written (SetSum does for the chunk it seals):
+// the parts of a chained item. Without a live copy it does nothing.
+func (al *Allocator) Wrote(r Ref) {
+	if b := al.arena.back; b != nil && b.live != nil {
+		b.live.mark(int(r.Page())*PageSize+int(r.Offset()), int(al.classes.sizeOf[al.arena.classOf(r.Page())]), false)
+	}
+}
+
+// linked tells a data directory's live copy that chunk r's free-list link or state byte changed.
+func (a *Arena) linked(r Ref) {
+	if a.back != nil && a.back.live != nil {
+		a.back.live.mark(int(r.Page())*PageSize+int(r.Offset()), StateOffset+1, false)
+	}
 }
 
 // Sum is chunk r's seal, 0 without a data directory.

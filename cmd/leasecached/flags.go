@@ -140,6 +140,8 @@ func validate(cfg server.Config, memMB int64) error {
 		return fmt.Errorf("--hot-keys %d: must be between 0 and %d", cfg.HotKeys, server.MaxHotKeys)
 	case cfg.DataSync < 0:
 		return fmt.Errorf("--data-sync %s: must be 0 or more", cfg.DataSync)
+	case cfg.DataLive != "" && cfg.DataDir == "":
+		return fmt.Errorf("--data-live %s: needs --data-dir", cfg.DataLive)
 	case int64(cfg.MaxItemSize) > cfg.MemoryLimit/2:
 		return fmt.Errorf("-I/--max-item-size %d: cannot be more than half the memory limit (%d bytes)",
 			cfg.MaxItemSize, cfg.MemoryLimit)

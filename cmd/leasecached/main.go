@@ -119,6 +119,8 @@ func newApp() *cli.App {
 				Usage: "keep item memory in files in `DIR`, so that a restart on it, even after a crash, comes back warm (off unless given; see README)"},
 			&cli.DurationFlag{Name: "data-sync", Value: defaultDataSync,
 				Usage: "how often --data-dir is written to disk, which is what a machine reboot keeps (0: only at a clean stop)"},
+			&cli.StringFlag{Name: "data-live",
+				Usage: "keep --data-dir's items live on the tmpfs `DIR` (/dev/shm, say), each sync copying what changed into --data-dir: no store waits for the kernel's writeback (off unless given; see README)"},
 			&cli.DurationFlag{Name: "lease-window", Value: lease.DefaultWindow,
 				Usage: "how long a lease granted by lease-get stays valid"},
 			&cli.DurationFlag{Name: "stale-window", Value: lease.DefaultStaleWindow,
@@ -168,7 +170,7 @@ func storeConfig(cfg server.Config) shard.Config {
 	}
 	return shard.Config{MemoryLimit: cfg.MemoryLimit, MaxItemSize: cfg.MaxItemSize,
 		LeaseWindow: cfg.LeaseWindow, StaleWindow: stale, Grace: cfg.Grace, Hold: cfg.Hold, LargePages: cfg.LargePages,
-		DataDir: cfg.DataDir, DataSync: cfg.DataSync, SyncFailed: func(err error) {
+		DataDir: cfg.DataDir, DataSync: cfg.DataSync, DataLive: cfg.DataLive, SyncFailed: func(err error) {
 			cfg.Logger.Error("--data-dir "+cfg.DataDir+": sync failed (what a machine reboot keeps is older)", slog.Any("err", err))
 		}}
 }
@@ -222,6 +224,7 @@ func configFrom(c *cli.Context, verbose int) (server.Config, error) {
 		LargePages:   c.Bool("enable-largepages"),
 		DataDir:      c.String("data-dir"),
 		DataSync:     c.Duration("data-sync"),
+		DataLive:     c.String("data-live"),
 		LogLevel:     new(slog.LevelVar),
 		HotKeys:      c.Int("hot-keys"),
 		DisableFlush: c.Bool("disable-flush-all"),

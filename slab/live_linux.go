@@ -1,0 +1,428 @@
+//go:build linux
+
+package slab
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// A live copy (--data-live, doc/design/restart.md "The live copy"): the items and sums files the server
+// maps are on tmpfs, in a directory of their own under the live root, and each sync copies the 4 KiB
+// blocks written since the last one into the data directory's files itself. The kernel then never writes
+// back a page the server stores to, so no store faults on a write-protected page. The tmpfs files survive
+// the process (kill -9, the OOM killer), not a machine reboot: a start that finds no live copy of its
+// data directory copies the directory's files into a new one.
+//
+// Blocks are marked by the owner of the chunk after it wrote them (SetSum, Wrote, Free), with the owner's
+// lock held; a sync takes the marks (each word swapped to 0), waits for every owner to leave what it is
+// doing (Backing.SetQuiesce), then copies the blocks, so a block marked after the marks were taken is
+// copied again at the next sync. A copy may catch an item half-written: the seal
+// rules that make a machine reboot safe (rule 1 and rule 9) make it whole or absent.
+type live struct {
+	root, dir string   // the live root (--data-live) and this data directory's directory in it
+	items     *os.File // the data directory's own files, written by sync
+	sums      *os.File
+	direct    [2]int // items and sums opened O_DIRECT (-1: the file system refuses it; sync writes through items, sums)
+
+	// marks has one bit per 4 KiB block of the items file, then one per block of the sums file (sumsMarks
+	// on); anonymous memory the kernel backs as bits are set.
+	marks []uint64
+
+	mu      sync.Mutex // guards punched
+	punched []uint32   // pages punched in the live files since the last sync, to punch in the directory's
+
+	syncMu sync.Mutex // one sync at a time
+}
+
+const (
+	blockShift = 12
+	itemsMarks = MaxPages * PageSize >> blockShift // bits for the items file
+	sumsMarks  = MaxPages * sumsSlot >> blockShift
+	liveOrigin = "origin" // in a live directory: the data directory's path and its instance
+	livePrefix = "leasecached-"
+)
+
+// liveDirFor is where data directory dir (already made) keeps its live copy under root: named by the
+// directory's device and inode, so that a copy or a new directory at the same path gets a copy of its own.
+func liveDirFor(root, dir string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return "", err
+	}
+	return filepath.Join(root, fmt.Sprintf("%s%x-%x", livePrefix, st.Dev, st.Ino)), nil
+}
+
+// LiveDir is where a server on data directory dir with --data-live root keeps its live copy ("" when dir
+// does not exist).
+func LiveDir(root, dir string) string {
+	d, err := liveDirFor(root, dir)
+	if err != nil {
+		return ""
+	}
+	return d
+}
+
+// sweepLive removes the live copies under root whose data directory is gone (removed, or replaced by
+// another one at its path): nothing else would ever free their memory. A live directory without an
+// origin may be being made by a server starting now, and is left alone.
+func sweepLive(root string) {
+	ents, _ := os.ReadDir(root)
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), livePrefix) {
+			continue
+		}
+		d := filepath.Join(root, e.Name())
+		origin, err := os.ReadFile(filepath.Join(d, liveOrigin))
+		if err != nil {
+			continue
+		}
+		path, _, _ := strings.Cut(strings.TrimSuffix(string(origin), "\n"), "\n")
+		if now, err := liveDirFor(root, path); err != nil || now != d {
+			_ = os.RemoveAll(d)
+		}
+	}
+}
+
+// newInstance names a data directory's contents, so that a live copy is used only with the files it
+// was copied from.
+func newInstance() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:]) | 1
+}
+
+// openLive makes b's items and sums the live copy's, under root. usable says whether the stored data in
+// b's directory is used (OpenBacking's reason was ""). The directory's files are b.items and b.sums when
+// openLive is called; it keeps them for sync and opens the live ones in their place.
+func (b *Backing) openLive(root string, usable bool) error {
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return err
+	}
+	sweepLive(root)
+	dir, err := liveDirFor(root, b.dir)
+	if err != nil {
+		return err
+	}
+	l := &live{root: root, dir: dir, items: b.items, sums: b.sums, direct: [2]int{-1, -1}}
+	b.items, b.sums, b.live = nil, nil, l
+	le := binary.LittleEndian
+	instance := le.Uint64(b.metaMem[hdrInstance:])
+	origin, _ := os.ReadFile(filepath.Join(dir, liveOrigin))
+	found := usable && instance != 0 && string(origin) == l.originText(b.dir, instance)
+	if !found {
+		// What the directory holds is the newest there is: copy it into a new live copy.
+		_ = os.RemoveAll(dir)
+		instance = newInstance()
+		le.PutUint64(b.metaMem[hdrInstance:], instance)
+		le.PutUint64(b.metaMem[hdrClean:], instance)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		disk *os.File
+		into **os.File
+	}{{"items", l.items, &b.items}, {"sums", l.sums, &b.sums}} {
+		if *f.into, err = os.OpenFile(filepath.Join(dir, f.name), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+			return err
+		}
+		if !found {
+			if err := copySparse(*f.into, f.disk); err != nil {
+				return fmt.Errorf("slab: copying %s into %s: %w", f.disk.Name(), dir, err)
+			}
+		}
+	}
+	if !found {
+		if err := writeFileAtomic(filepath.Join(dir, liveOrigin), l.originText(b.dir, instance)); err != nil {
+			return err
+		}
+	}
+	for i, f := range []*os.File{l.items, l.sums} {
+		if fd, err := unix.Open(f.Name(), unix.O_WRONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0); err == nil {
+			l.direct[i] = fd
+		}
+	}
+	m, err := mapBytes((itemsMarks + sumsMarks) / 8)
+	if err != nil {
+		return err
+	}
+	l.marks = unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(m))), len(m)/8)
+	if found && le.Uint64(b.metaMem[hdrClean:]) != instance {
+		// The server that wrote the live copy did not stop cleanly: the directory's files may be behind
+		// it anywhere, so the first sync copies every block.
+		b.markAllLive()
+	}
+	le.PutUint64(b.metaMem[hdrClean:], 0) // until a clean stop has copied everything again
+	return nil
+}
+
+func (l *live) originText(dir string, instance uint64) string {
+	return dir + "\n" + strconv.FormatUint(instance, 16) + "\n"
+}
+
+// markAllLive marks every block of the live files (called before they are shared).
+func (b *Backing) markAllLive() {
+	st1, err1 := b.items.Stat()
+	st2, err2 := b.sums.Stat()
+	if err1 != nil || err2 != nil {
+		return
+	}
+	setBits(b.live.marks, 0, st1.Size()>>blockShift)
+	setBits(b.live.marks, itemsMarks, itemsMarks+st2.Size()>>blockShift)
+}
+
+func setBits(w []uint64, from, to int64) {
+	for i := from; i < to; i++ {
+		w[i>>6] |= 1 << (i & 63)
+	}
+}
+
+// mark records that bytes [off, off+n) of the items file (or, with sums, of the sums file) were written.
+// Only a word whose bits are not all set yet is written, so that a block stored to again and again
+// costs a load.
+func (l *live) mark(off, n int, sums bool) {
+	first, last := off>>blockShift, (off+n-1)>>blockShift
+	if sums {
+		first, last = first+itemsMarks, last+itemsMarks
+	}
+	for first <= last {
+		w := first >> 6
+		hi := min(last, w<<6|63)
+		bits := ^uint64(0) >> (63 - (hi - first)) << (first & 63)
+		if p := &l.marks[w]; atomic.LoadUint64(p)&bits != bits {
+			atomic.OrUint64(p, bits)
+		}
+		first = hi + 1
+	}
+}
+
+// punched records that page id was punched out of the live files.
+func (l *live) punch(id uint32) {
+	l.mu.Lock()
+	l.punched = append(l.punched, id)
+	l.mu.Unlock()
+}
+
+// syncLive copies what was written to the live files since the last sync into the directory's files and
+// syncs them. It takes the marks first, then lets every chunk owner finish what it is writing (quiesce:
+// a block its owner marked before the marks were taken is then whole in memory), then copies. Pages
+// punched since the last sync are punched in the directory's files first, so that a page taken again
+// is not left with what it held before. A block that cannot be written is marked again, for the next
+// sync.
+func (b *Backing) syncLive(itemsSize, sumsSize int64) error {
+	l := b.live
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.mu.Lock()
+	punched := l.punched
+	l.punched = nil
+	l.mu.Unlock()
+	itemsTaken := l.take(0, itemsSize>>blockShift)
+	sumsTaken := l.take(itemsMarks, sumsSize>>blockShift)
+	if b.quiesce != nil {
+		b.quiesce()
+	}
+	var errs []error
+	for _, id := range punched {
+		errs = append(errs, punchFile(l.items, int64(id)*PageSize, PageSize), punchFile(l.sums, int64(id)*sumsSlot, sumsSlot))
+	}
+	for _, f := range []struct {
+		disk  *os.File
+		size  int64
+		mem   []byte
+		base  int64
+		taken []uint64
+		which int
+	}{{l.items, itemsSize, b.itemsMem, 0, itemsTaken, 0}, {l.sums, sumsSize, b.sumsMem, itemsMarks, sumsTaken, 1}} {
+		if st, err := f.disk.Stat(); err != nil || st.Size() < f.size {
+			if err := f.disk.Truncate(f.size); err != nil {
+				l.putBack(f.base, f.taken)
+				errs = append(errs, err)
+				continue
+			}
+		}
+		errs = append(errs, l.copyTaken(f.disk, f.which, f.mem, f.base, f.taken))
+	}
+	errs = append(errs, l.items.Sync(), l.sums.Sync(), b.meta.Sync())
+	return errors.Join(errs...)
+}
+
+// take takes the marks of blocks 0..n of a file (their bits from base on, base a multiple of 64): the
+// words holding them, swapped to 0. Bits past n (a file that grew since its size was read) are put back.
+func (l *live) take(base, n int64) []uint64 {
+	taken := make([]uint64, (n+63)>>6)
+	for i := range taken {
+		if p := &l.marks[base>>6+int64(i)]; atomic.LoadUint64(p) != 0 {
+			taken[i] = atomic.SwapUint64(p, 0)
+		}
+	}
+	if rest := n & 63; rest != 0 {
+		last := &taken[len(taken)-1]
+		if over := *last &^ (1<<rest - 1); over != 0 {
+			atomic.OrUint64(&l.marks[base>>6+int64(len(taken)-1)], over)
+			*last &^= over
+		}
+	}
+	return taken
+}
+
+// putBack marks again the blocks of taken.
+func (l *live) putBack(base int64, taken []uint64) {
+	for i, v := range taken {
+		if v != 0 {
+			atomic.OrUint64(&l.marks[base>>6+int64(i)], v)
+		}
+	}
+}
+
+// copyTaken writes every block taken marked from mem to disk, a run of consecutive blocks in one write;
+// the blocks of a run that fails are marked again.
+func (l *live) copyTaken(disk *os.File, which int, mem []byte, base int64, taken []uint64) error {
+	var errs []error
+	n := int64(len(taken)) << 6
+	for i := int64(0); i < n; {
+		if taken[i>>6] == 0 {
+			i = (i>>6 + 1) << 6
+			continue
+		}
+		if taken[i>>6]&(1<<(i&63)) == 0 {
+			i++
+			continue
+		}
+		start := i
+		for i < n && taken[i>>6]&(1<<(i&63)) != 0 {
+			i++
+		}
+		if err := l.write(disk, which, mem[start<<blockShift:i<<blockShift], start<<blockShift); err != nil {
+			errs = append(errs, err)
+			for j := start; j < i; j++ {
+				atomic.OrUint64(&l.marks[(base+j)>>6], 1<<((base+j)&63))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// write writes p at off in disk: O_DIRECT where the file system takes it (nothing is copied through
+// the page cache, which would hold a second copy of every block), buffered where it does not.
+func (l *live) write(disk *os.File, which int, p []byte, off int64) error {
+	if fd := l.direct[which]; fd >= 0 {
+		for len(p) > 0 {
+			n, err := unix.Pwrite(fd, p, off)
+			if err == unix.EINVAL && n <= 0 {
+				_ = unix.Close(fd)
+				l.direct[which] = -1
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("slab: writing %s: %w", disk.Name(), err)
+			}
+			p, off = p[n:], off+int64(n)
+		}
+		if len(p) == 0 {
+			return nil
+		}
+	}
+	_, err := disk.WriteAt(p, off)
+	return err
+}
+
+// close releases the live copy's own resources; the files stay, for the next start.
+func (l *live) close() error {
+	var errs []error
+	for i, fd := range l.direct {
+		if fd >= 0 {
+			errs = append(errs, unix.Close(fd))
+			l.direct[i] = -1
+		}
+	}
+	if l.marks != nil {
+		errs = append(errs, unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(l.marks)), uintptr(len(l.marks)*8)))
+		l.marks = nil
+	}
+	for _, f := range []*os.File{l.items, l.sums} {
+		errs = append(errs, f.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// punchFile gives bytes [off, off+n) of f back (they read as zeros), or writes zeros where the file
+// system has no holes.
+func punchFile(f *os.File, off, n int64) error {
+	const mode = unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE
+	if err := unix.Fallocate(int(f.Fd()), mode, off, n); err == nil {
+		return nil
+	}
+	st, err := f.Stat()
+	if err != nil || off >= st.Size() {
+		return err
+	}
+	_, err = f.WriteAt(make([]byte, min(n, st.Size()-off)), off)
+	return err
+}
+
+// copySparse makes dst a copy of src, holes kept as holes.
+func copySparse(dst, src *os.File) error {
+	st, err := src.Stat()
+	if err != nil {
+		return err
+	}
+	if err := dst.Truncate(0); err != nil {
+		return err
+	}
+	if err := dst.Truncate(st.Size()); err != nil {
+		return err
+	}
+	fd := int(src.Fd())
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < st.Size(); {
+		data, err := unix.Seek(fd, off, unix.SEEK_DATA)
+		if err != nil {
+			break // ENXIO: no data after off
+		}
+		hole, err := unix.Seek(fd, data, unix.SEEK_HOLE)
+		if err != nil {
+			hole = st.Size()
+		}
+		for p := data; p < hole; {
+			n, err := src.ReadAt(buf[:min(int64(len(buf)), hole-p)], p)
+			if n > 0 {
+				if _, werr := dst.WriteAt(buf[:n], p); werr != nil {
+					return werr
+				}
+			}
+			if err != nil && err != io.EOF {
+				return err
+			}
+			if n == 0 {
+				break
+			}
+			p += int64(n)
+		}
+		off = hole
+	}
+	return nil
+}
+
+// writeFileAtomic writes a small file whole or not at all.
+func writeFileAtomic(path, text string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,208 @@
+//go:build linux
+
+package slab
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// liveRoot is a root for live copies on tmpfs, removed after the test; the test skips without tmpfs.
+func liveRoot(t *testing.T) string {
+	t.Helper()
+	var st unix.Statfs_t
+	if unix.Statfs("/dev/shm", &st) != nil || st.Type != unix.TMPFS_MAGIC {
+		t.Skip("no tmpfs at /dev/shm")
+	}
+	root, err := os.MkdirTemp("/dev/shm", "lc-live-test-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(root) })
+	return root
+}
+
+// requireDiskIsLive checks that the data directory's files hold exactly what the live copy does.
+func requireDiskIsLive(t *testing.T, b *Backing, msg string) {
+	t.Helper()
+	for _, f := range []struct {
+		name string
+		mem  []byte
+		size int64
+	}{{"items", b.itemsMem, b.itemsSize}, {"sums", b.sumsMem, b.sumsSize}} {
+		disk, err := os.ReadFile(filepath.Join(b.dir, f.name))
+		require.NoError(t, err)
+		require.Len(t, disk, int(f.size), "%s: %s size", msg, f.name)
+		if !bytes.Equal(disk, f.mem[:f.size]) {
+			for i := range disk {
+				if disk[i] != f.mem[i] {
+					require.Failf(t, "disk behind live", "%s: %s differs first at byte %d (page %d, block %d)",
+						msg, f.name, i, i/PageSize, i>>blockShift)
+				}
+			}
+		}
+	}
+}
+
+// crash closes b as a killed process would: nothing synced, nothing recorded.
+func crash(t *testing.T, b *Backing) {
+	t.Helper()
+	for _, m := range [][]byte{b.metaMem, b.itemsMem, b.sumsMem} {
+		require.NoError(t, unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(m)), uintptr(len(m))))
+	}
+	b.metaMem, b.itemsMem, b.sumsMem = nil, nil, nil
+	require.NoError(t, b.Close()) // unmapped: Close only closes the files, which unlocks the directory
+}
+
+func openLiveBacking(t *testing.T, dir, root string, c *Classes) (*Backing, *Allocator) {
+	t.Helper()
+	b, _, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{Live: root})
+	require.NoError(t, err)
+	a, err := NewBackedArena(16*PageSize, b)
+	require.NoError(t, err)
+	return b, NewAllocator(a, c, 0)
+}
+
+// TestLiveCopySync runs random writes through the allocator (items sealed, parts written, chunks freed,
+// pages drained, moved to another class and released) and checks after each sync that the directory's
+// files are byte for byte the live copy.
+func TestLiveCopySync(t *testing.T) {
+	root := liveRoot(t)
+	c := DefaultClasses()
+	classes := []int{0, 3, 10, c.Count() / 2, c.Largest()}
+	for seed := range uint64(4) {
+		t.Run("seed", func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 1))
+			b, al := openLiveBacking(t, t.TempDir(), root, c)
+			defer b.Close()
+			held := map[Ref]bool{}
+			for round := range 12 {
+				for range 1 + rng.IntN(200) {
+					switch op := rng.IntN(10); {
+					case op < 6:
+						r, ok := al.Alloc(classes[rng.IntN(len(classes))])
+						if !ok {
+							continue
+						}
+						chunk := al.Chunk(r)
+						for i := range chunk {
+							chunk[i] = byte(rng.Uint32())
+						}
+						chunk[StateOffset] = 1 // in use
+						if rng.IntN(3) == 0 {
+							al.Wrote(r) // a part
+						} else {
+							al.SetSum(r, rng.Uint32()|1)
+						}
+						held[r] = true
+					case op < 9:
+						for r := range held {
+							al.Free(r)
+							delete(held, r)
+							break
+						}
+					default:
+						// Empty a page of ours and move it to another class, or give it back.
+						for r := range held {
+							p := r.Page()
+							for q := range held {
+								if q.Page() == p {
+									al.Free(q)
+									delete(held, q)
+								}
+							}
+							if rng.IntN(2) == 0 {
+								require.NoError(t, al.ReleasePage(p))
+							} else {
+								to := classes[rng.IntN(len(classes))]
+								if to == al.ClassOf(MakeRef(p, 0)) {
+									to = classes[(slices.Index(classes, to)+1)%len(classes)]
+								}
+								require.NoError(t, al.MovePage(p, to))
+							}
+							break
+						}
+					}
+				}
+				require.NoError(t, b.Sync())
+				requireDiskIsLive(t, b, "after sync "+string(rune('0'+round%10)))
+			}
+		})
+	}
+}
+
+// TestLiveCopyRestarts checks which copy a start uses: the live one after a clean stop (nothing to copy
+// again), the directory's after the live one is gone (a machine reboot), and the directory's after a
+// server ran on it without a live copy (the old live copy is behind it). A live copy whose data directory
+// is gone is swept.
+func TestLiveCopyRestarts(t *testing.T) {
+	root := liveRoot(t)
+	c := DefaultClasses()
+	dir := t.TempDir()
+	write := func(al *Allocator, v byte) Ref {
+		r, ok := al.Alloc(5)
+		require.True(t, ok)
+		chunk := al.Chunk(r)
+		for i := range chunk {
+			chunk[i] = v
+		}
+		al.SetSum(r, uint32(v))
+		return r
+	}
+	stored := func(b *Backing, r Ref) byte { return b.stored(r.Page())[r.Offset()+StateOffset+1] }
+
+	b, al := openLiveBacking(t, dir, root, c)
+	r := write(al, 7)
+	require.NoError(t, b.Close())
+	liveDir := LiveDir(root, dir)
+	require.DirExists(t, liveDir)
+
+	b, _ = openLiveBacking(t, dir, root, c)
+	require.Equal(t, byte(7), stored(b, r))
+	for i, w := range b.live.marks[:(b.itemsSize>>blockShift+63)/64] {
+		require.Zero(t, w, "after a clean stop nothing is to be copied again (word %d)", i)
+	}
+	require.NoError(t, b.Close())
+
+	// A crash after a sync and more writes: the directory is behind, so the next start copies every block.
+	// (A Backing alone adopts nothing: the new allocator takes page 0 again, and r2 may be r.)
+	b, al = openLiveBacking(t, dir, root, c)
+	require.NoError(t, b.Sync())
+	r2 := write(al, 8)
+	crash(t, b)
+	b, _ = openLiveBacking(t, dir, root, c)
+	require.Equal(t, byte(8), stored(b, r2))
+	require.NoError(t, b.Sync())
+	requireDiskIsLive(t, b, "the first sync after a crash")
+	require.NoError(t, b.Close())
+
+	require.NoError(t, os.RemoveAll(liveDir)) // a machine reboot
+	b, _ = openLiveBacking(t, dir, root, c)
+	require.Equal(t, byte(8), stored(b, r2), "copied from the directory")
+	require.NoError(t, b.Close())
+
+	// Without a live copy the directory's files change; the live copy left behind is then stale.
+	plain, _, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{})
+	require.NoError(t, err)
+	plain.itemsPage(r2.Page())[r2.Offset()+StateOffset+1] = 9
+	require.NoError(t, plain.Close())
+	b, _ = openLiveBacking(t, dir, root, c)
+	require.Equal(t, byte(9), stored(b, r2), "the directory's newer files, not the old live copy")
+	require.NoError(t, b.Close())
+
+	require.NoError(t, os.RemoveAll(dir))
+	b, _ = openLiveBacking(t, t.TempDir(), root, c) // may take dir's inode, and so its live directory's name
+	require.NoError(t, b.Close())
+	ents, err := os.ReadDir(root)
+	require.NoError(t, err)
+	for _, e := range ents {
+		origin, _ := os.ReadFile(filepath.Join(root, e.Name(), liveOrigin))
+		require.NotContains(t, string(origin), dir+"\n", "the live copy of a removed data directory is swept")
+	}
+}
