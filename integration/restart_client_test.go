@@ -73,6 +73,24 @@ func startOnDirPath(t testing.TB, path, dir string, args ...string) *daemon {
 		Args: leasecachedArgs(append([]string{"--data-dir", dir}, args...)), Env: noExitSleep()})
 }
 
+// liveArgs makes a root for --data-live on tmpfs and returns the flag naming it; the root, with the live
+// copies in it, is removed after the test (after its daemons stop: cleanups run last first). The test
+// skips without tmpfs at /dev/shm.
+func liveArgs(t testing.TB) []string {
+	t.Helper()
+	var st syscall.Statfs_t
+	if syscall.Statfs("/dev/shm", &st) != nil || st.Type != tmpfsMagic {
+		t.Skip("--data-live: no tmpfs at /dev/shm")
+	}
+	root, err := os.MkdirTemp("/dev/shm", "lc-live-test-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(root) })
+	return []string{"--data-live", root}
+}
+
+// tmpfsMagic is tmpfs's statfs f_type.
+const tmpfsMagic = 0x01021994
+
 // noExitSleep is the environment that spares a -race daemon's clean exit the second it sleeps by default
 // (GORACE atexit_sleep_ms, there for reports still being written): these tests stop daemons gracefully
 // dozens of times. Races are reported as they happen, and still fail the test (harness_test.go).

@@ -242,6 +242,16 @@ func TestRestartAfterKillDuringWrites(t *testing.T) {
 		func(d *daemon) { stopDaemon(t, d, stopKill) })
 }
 
+// TestRestartAfterKillDuringWritesLive is TestRestartAfterKillDuringWrites with --data-live: the items
+// the server maps are on tmpfs, which outlives the process, and the data directory's files are written
+// from them at each sync (the first sync after each restart copies every block).
+func TestRestartAfterKillDuringWritesLive(t *testing.T) {
+	requireRestart(t)
+	live := liveArgs(t)
+	killDuringWrites(t, killRounds, func(dir string) *daemon { return startOnDir(t, dir, append(live, "--data-sync", "1s")...) },
+		func(d *daemon) { stopDaemon(t, d, stopKill) })
+}
+
 // killDuringWrites is TestRestartAfterKillDuringWrites' body, for any number of rounds and any way to die:
 // start starts a daemon on the directory, and kill must end it at a round's random moment.
 func killDuringWrites(t *testing.T, rounds int, start func(dir string) *daemon, kill func(d *daemon)) {

@@ -53,13 +53,26 @@ func TestRestartAfterOOMKillDuringWrites(t *testing.T) {
 	}, func(d *daemon) { oomKill(t, cg, d) })
 }
 
+// TestRestartAfterOOMKillDuringWritesLive is the same with --data-live: the items are on tmpfs, which
+// reclaim cannot free without swap, so the squeeze reaches its floor at once and the pushed lines bring
+// the OOM killer; the live copy, charged to the group, outlives the daemon.
+func TestRestartAfterOOMKillDuringWritesLive(t *testing.T) {
+	requireRestart(t)
+	cg := newMemcg(t)
+	live := liveArgs(t)
+	killDuringWrites(t, oomRounds, func(dir string) *daemon {
+		cg.setLimit(t, -1)
+		return startInMemcg(t, cg, dir, live...)
+	}, func(d *daemon) { oomKill(t, cg, d) })
+}
+
 // startInMemcg is startOnDir with the daemon in cg from its first instruction, so that every page it
 // touches is charged to cg (a page stays charged to the group that first touched it): a shell joins cg,
 // then execs the daemon (the pid stays the same).
-func startInMemcg(t *testing.T, cg *memcg, dir string) *daemon {
+func startInMemcg(t *testing.T, cg *memcg, dir string, extra ...string) *daemon {
 	t.Helper()
 	requireLeasecached(t)
-	args := leasecachedArgs([]string{"--data-dir", dir, "-m", oomMemoryMB})
+	args := leasecachedArgs(append([]string{"--data-dir", dir, "-m", oomMemoryMB}, extra...))
 	return startDaemonSpec(t, testdaemon.Spec{Name: "leasecached", Path: "/bin/sh", Env: noExitSleep(),
 		Args: func(port int) []string {
 			return append([]string{"-c", `echo $$ > "$0" && exec "$@"`, cg.file("procs"), leasecachedPath},
@@ -294,13 +307,14 @@ func (cg *memcg) entry(t *testing.T, what, key string) int64 {
 	return 0
 }
 
-// pageCache is how much of the group's usage is page cache, in bytes.
+// pageCache is how much of the group's usage is page cache that reclaim can free, in bytes: tmpfs's is not.
 func (cg *memcg) pageCache(t *testing.T) int64 {
 	t.Helper()
+	file := "cache"
 	if cg.v2 {
-		return cg.entry(t, "stat", "file")
+		file = "file"
 	}
-	return cg.entry(t, "stat", "cache")
+	return cg.entry(t, "stat", file) - cg.entry(t, "stat", "shmem")
 }
 
 // usage is what the group is charged for now, in bytes.

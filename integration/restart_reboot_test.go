@@ -258,17 +258,27 @@ func checkReboot(t *testing.T, c *rsConn, m *rebootModel) (survived int) {
 //     --data-sync 0 and takes the changes, which nothing syncs: the kernel writes a page back on its own
 //     only once it has been dirty for vm.dirty_expire_centisecs (30 s by default), so none of them may be
 //     in the image (checked when that delay is long enough).
+//
+// Each runs with the data directory's files mapped and with --data-live, where the cut also loses the
+// live copy on tmpfs and the image holds only what the server's syncs copied: then none of the changes
+// made after the clean stop may be in it, however long the cut waited.
 func TestRestartAfterReboot(t *testing.T) {
 	requireRestart(t)
 	requireLoopMount(t)
 	for _, tc := range []struct {
-		name      string
-		cleanStop bool
+		name            string
+		cleanStop, live bool
 	}{
-		{"periodic sync", false},
-		{"clean stop, then no sync", true},
+		{"periodic sync", false, false},
+		{"clean stop, then no sync", true, false},
+		{"live copy, periodic sync", false, true},
+		{"live copy, clean stop, then no sync", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			var live []string
+			if tc.live {
+				live = liveArgs(t)
+			}
 			root := t.TempDir()
 			img := filepath.Join(root, "disk.img")
 			require.NoError(t, os.WriteFile(img, nil, 0o600))
@@ -281,13 +291,13 @@ func TestRestartAfterReboot(t *testing.T) {
 			if tc.cleanStop {
 				sync = "0"
 			}
-			d := startOnDir(t, dir, "--data-sync", sync)
+			d := startOnDir(t, dir, append(live, "--data-sync", sync)...)
 			waitLoaded(t, d)
 			c := mustDialRS(t, d)
 			m := fillBeforeSync(t, c)
 			if tc.cleanStop {
 				stopDaemon(t, d, stopTerm)
-				d = startOnDir(t, dir, "--data-sync", sync)
+				d = startOnDir(t, dir, append(live, "--data-sync", sync)...)
 				waitLoaded(t, d)
 				c = mustDialRS(t, d)
 			} else {
@@ -304,7 +314,7 @@ func TestRestartAfterReboot(t *testing.T) {
 			mustRun(t, "cp", "--sparse=always", img, cut)
 			elapsed := time.Since(changed)
 
-			d = startOnDir(t, filepath.Join(mountImage(t, cut), "data"))
+			d = startOnDir(t, filepath.Join(mountImage(t, cut), "data"), live...) // no live copy of the cut's directory
 			st = waitLoaded(t, d)
 			c = mustDialRS(t, d)
 			survived := checkReboot(t, c, m)
@@ -312,7 +322,9 @@ func TestRestartAfterReboot(t *testing.T) {
 				statLoaded, st[statLoaded], statDropped, st[statDropped], survived, len(m.after), elapsed.Round(time.Millisecond))
 			assert.Greater(t, storeCAS(t, c, "cas-probe-after"), m.maxCas,
 				"a CAS unique after the reboot must exceed every one handed out before it")
-			if tc.cleanStop {
+			if tc.cleanStop && tc.live {
+				assert.Zero(t, survived, "with --data-live nothing but a sync writes the directory's files")
+			} else if tc.cleanStop {
 				if expire := dirtyExpire(t); elapsed < expire/2 {
 					assert.Zero(t, survived, "nothing synced the changes and the kernel writes back pages dirty for %v: "+
 						"the image must not hold them (is it a copy of the page cache?)", expire)

@@ -180,8 +180,24 @@ func (b *Backing) page(id uint32) (mem, sums []byte, err error) {
 		}
 		b.sumsSize = end
 	}
+	// Reserve the page's blocks now: a store into a hole of a full file system (a tmpfs live copy past
+	// its size, a full disk) would get SIGBUS; refused here, the arena evicts instead.
+	if err := reserve(b.items, int64(id)*PageSize, PageSize); err != nil {
+		return nil, nil, err
+	}
+	if err := reserve(b.sums, int64(id)*sumsSlot, sumsSlot); err != nil {
+		return nil, nil, err
+	}
 	soff := int(id) * sumsSlot
 	return b.itemsPage(id), b.sumsMem[soff : soff+sumsSlot : soff+sumsSlot], nil
+}
+
+// reserve allocates bytes [off, off+n) of f, where the file system can (ENOSPC when it is full).
+func reserve(f *os.File, off, n int64) error {
+	if err := unix.Fallocate(int(f.Fd()), 0, off, n); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+		return fmt.Errorf("slab: reserving %d bytes of %s: %w", n, f.Name(), err)
+	}
+	return nil
 }
 
 // itemsPage is page id's memory in the items mapping (the caller checked it is inside the file).

@@ -206,3 +206,32 @@ func TestLiveCopyRestarts(t *testing.T) {
 		require.NotContains(t, string(origin), dir+"\n", "the live copy of a removed data directory is swept")
 	}
 }
+
+// TestLiveCopyFull runs a live copy on a tmpfs too small for the arena: taking a page the file system has
+// no room for fails (the caller evicts), where a store into an unreserved hole would kill the process with
+// SIGBUS.
+func TestLiveCopyFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	root := t.TempDir()
+	require.NoError(t, unix.Mount("tmpfs", root, "tmpfs", 0, "size=4m"))
+	t.Cleanup(func() { _ = unix.Unmount(root, unix.MNT_DETACH) })
+	c := DefaultClasses()
+	b, al := openLiveBacking(t, t.TempDir(), root, c)
+	defer b.Close()
+	class := c.Largest()
+	for range 64 {
+		r, ok := al.Alloc(class)
+		if !ok {
+			break
+		}
+		chunk := al.Chunk(r)
+		for i := range chunk {
+			chunk[i] = 1
+		}
+		al.SetSum(r, 1)
+	}
+	require.Less(t, al.OwnedPages(), 4, "pages taken on a 4 MiB tmpfs")
+	require.Positive(t, al.OwnedPages())
+}
