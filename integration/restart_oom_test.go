@@ -100,7 +100,7 @@ func oomKill(t *testing.T, cg *memcg, d *daemon) {
 			c.Close()
 		}
 	}()
-	capped, refused, floor := int64(-1), 0, false
+	capped, refused, floor, limited := int64(-1), 0, false, false
 squeeze:
 	for {
 		syscall.Sync()
@@ -110,10 +110,12 @@ squeeze:
 			capped = usage
 		}
 		floor = floor || n >= capped-oomStep
-		if n = min(capped, max(n, capped-oomStep)); n < capped { // the cap only comes down
+		// The cap only comes down, from the usage at the first step, which is capped even when nothing
+		// is reclaimable (a --data-live daemon's items are tmpfs pages).
+		if n = min(capped, max(n, capped-oomStep)); n < capped || !limited {
 			switch err := os.WriteFile(cg.file("limit"), []byte(strconv.FormatInt(n, 10)), 0); {
 			case err == nil:
-				capped = n
+				capped, limited = n, true
 			case errors.Is(err, syscall.EBUSY):
 				refused++
 			default:
@@ -314,7 +316,7 @@ func (cg *memcg) pageCache(t *testing.T) int64 {
 	if cg.v2 {
 		file = "file"
 	}
-	return cg.entry(t, "stat", file) - cg.entry(t, "stat", "shmem")
+	return max(cg.entry(t, "stat", file)-cg.entry(t, "stat", "shmem"), 0)
 }
 
 // usage is what the group is charged for now, in bytes.
