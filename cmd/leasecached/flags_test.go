@@ -75,6 +75,8 @@ func TestValidate(t *testing.T) {
 		{"hot keys off", func(c *server.Config) { c.HotKeys = 0 }, 64, ""},
 		{"negative hot keys", func(c *server.Config) { c.HotKeys = -1 }, 64, "--hot-keys"},
 		{"too many hot keys", func(c *server.Config) { c.HotKeys = server.MaxHotKeys + 1 }, 64, "--hot-keys"},
+		{"live copy without a data directory", func(c *server.Config) { c.DataLive = "/dev/shm" }, 64, "--data-live"},
+		{"live copy of a data directory", func(c *server.Config) { c.DataDir, c.DataLive = "/var/lib/lc", "/dev/shm" }, 64, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,6 +111,9 @@ func TestCommandLineToConfig(t *testing.T) {
 		{[]string{"--grace", "30s", "--hold", "2s"}, func(c server.Config) bool {
 			return c.Grace == 30*time.Second && c.Hold == 2*time.Second
 		}},
+		{[]string{"--data-dir", "/d", "--data-live", "/dev/shm"}, func(c server.Config) bool {
+			return c.DataDir == "/d" && c.DataLive == "/dev/shm"
+		}},
 	}
 	for _, tc := range cases {
 		app := newApp()
@@ -125,7 +130,7 @@ func TestCommandLineToConfig(t *testing.T) {
 			t.Errorf("%v: config %+v", tc.args, got)
 		}
 		if sc := storeConfig(got); sc.LargePages != got.LargePages || sc.MemoryLimit != got.MemoryLimit ||
-			sc.Grace != got.Grace || sc.Hold != got.Hold {
+			sc.Grace != got.Grace || sc.Hold != got.Hold || sc.DataDir != got.DataDir || sc.DataLive != got.DataLive {
 			t.Errorf("%v: store config %+v from %+v", tc.args, sc, got)
 		}
 	}
