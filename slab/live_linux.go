@@ -238,7 +238,11 @@ func (b *Backing) syncLive(itemsSize, sumsSize int64) error {
 	}
 	var errs []error
 	for _, id := range punched {
-		errs = append(errs, punchFile(l.items, int64(id)*PageSize, PageSize), punchFile(l.sums, int64(id)*sumsSlot, sumsSlot))
+		if err := errors.Join(punchFile(l.items, int64(id)*PageSize, PageSize),
+			punchFile(l.sums, int64(id)*sumsSlot, sumsSlot)); err != nil {
+			errs = append(errs, err)
+			l.punch(id) // again at the next sync
+		}
 	}
 	for _, f := range []struct {
 		disk  *os.File
