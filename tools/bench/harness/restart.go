@@ -43,8 +43,12 @@ const (
 	memcachedSecondMargin = 10 * time.Millisecond
 )
 
-// dataDirFlag is leasecached's switch for its data directory (issue 30).
-const dataDirFlag = "--data-dir"
+// dataDirFlag is leasecached's switch for its data directory (issue 30), dataLiveFlag the one that keeps
+// its items live on tmpfs.
+const (
+	dataDirFlag  = "--data-dir"
+	dataLiveFlag = "--data-live"
+)
 
 // The scenarios, as the table names them.
 const (
@@ -53,6 +57,7 @@ const (
 	howKillSets  = "kill -9 during sets"
 	howSIGUSR1   = "SIGUSR1"
 	howKillAfter = "kill -9 (after the warm restart)"
+	howReboot    = "SIGTERM, live copy gone (a reboot)"
 )
 
 // restartSize is one size measured: Items items of restartValueSize bytes into a server with -m MemMB.
@@ -69,6 +74,7 @@ type restartOptions struct {
 	verify                 uint64
 	midLoad                time.Duration
 	dataParent, shmDir     string
+	live                   string // --data-live's root for the leasecached rows that use it ("": none)
 	logDir                 string
 	startTimeout, maxTime  time.Duration
 }
@@ -125,6 +131,7 @@ func RestartMain(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&o.midLoad, "mid-load", 2*time.Second, "write load before the kill -9 during sets (0: no such row)")
 	fs.StringVar(&o.dataParent, "data-parent", os.TempDir(), "where leasecached's data directories are made")
 	fs.StringVar(&o.shmDir, "shm-dir", "/dev/shm", "where memcached's -e file is made (tmpfs)")
+	fs.StringVar(&o.live, "live", "/dev/shm", "tmpfs under which leasecached's --data-live rows keep their live copy (\"\": no such rows)")
 	fs.StringVar(&o.logDir, "log-dir", "", "keep the servers' logs in this directory")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 5*time.Minute, "how long a restarting server may take to answer")
 	fs.DurationVar(&o.maxTime, "max-time", 45*time.Minute, "give up after this long")
@@ -176,8 +183,13 @@ func runRestart(ctx context.Context, o restartOptions, out io.Writer) error {
 	r := &restartRun{o: o, logDir: logDir}
 	for _, sz := range o.sizes {
 		if o.servers["leasecached"] {
-			if err := r.leasecached(ctx, sz); err != nil {
+			if err := r.leasecached(ctx, sz, ""); err != nil {
 				return fmt.Errorf("leasecached, %d items: %w", sz.Items, err)
+			}
+			if o.live != "" {
+				if err := r.leasecached(ctx, sz, o.live); err != nil {
+					return fmt.Errorf("leasecached %s, %d items: %w", dataLiveFlag, sz.Items, err)
+				}
 			}
 		}
 		if o.servers["memcached"] {
@@ -210,12 +222,16 @@ type restartRun struct {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-// leasecachedArgs are leasecached's flags with -m mem and, when dir is not empty, its data directory.
-func (r *restartRun) leasecachedArgs(mem int, dir string) func(int) []string {
+// leasecachedArgs are leasecached's flags with -m mem and, when dir is not empty, its data directory, and
+// when live is not empty, the root of its live copy.
+func (r *restartRun) leasecachedArgs(mem int, dir, live string) func(int) []string {
 	return func(port int) []string {
 		a := []string{"-p", itoa(port), "-l", "127.0.0.1", "-t", itoa(r.o.threads), "-m", itoa(mem), "-c", itoa(r.o.connLimit)}
 		if dir != "" {
 			a = append(a, dataDirFlag, dir)
+		}
+		if live != "" {
+			a = append(a, dataLiveFlag, live)
 		}
 		return a
 	}
@@ -403,14 +419,26 @@ func stopLong(s *runningServer) error {
 }
 
 // leasecached measures, for one size: the RSS after a fill without and with the data directory; a
-// restart after SIGTERM, after kill -9 during a write load, and after kill -9 right after a fill.
-func (r *restartRun) leasecached(ctx context.Context, sz restartSize) (err error) {
+// restart after SIGTERM, after kill -9 during a write load, and after kill -9 right after a fill. With
+// liveParent, the data directory has a live copy in a root made there (--data-live), and one more restart
+// comes after a SIGTERM and the removal of the live copy, as after a machine reboot (with the page cache
+// dropped too, where this process may).
+func (r *restartRun) leasecached(ctx context.Context, sz restartSize, liveParent string) (err error) {
 	const name = "leasecached"
 	var ss servers
 	defer func() { err = errors.Join(err, ss.stopAll()) }()
-	// Without the data directory: the RSS to compare with.
-	if err := r.rssBaseline(ctx, &ss, name, r.o.leasecached, r.leasecachedArgs(sz.MemMB, ""), sz); err != nil {
-		return err
+	lcName, live := "leasecached "+dataDirFlag, ""
+	if liveParent == "" {
+		// Without the data directory: the RSS to compare with.
+		if err := r.rssBaseline(ctx, &ss, name, r.o.leasecached, r.leasecachedArgs(sz.MemMB, "", ""), sz); err != nil {
+			return err
+		}
+	} else {
+		if live, err = os.MkdirTemp(liveParent, "leasecached-bench-live-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(live)
+		lcName += " " + dataLiveFlag
 	}
 
 	dir, err := os.MkdirTemp(r.o.dataParent, "leasecached-bench-restart-")
@@ -418,8 +446,7 @@ func (r *restartRun) leasecached(ctx context.Context, sz restartSize) (err error
 		return err
 	}
 	defer os.RemoveAll(dir)
-	lcName := "leasecached " + dataDirFlag
-	args := r.leasecachedArgs(sz.MemMB, dir)
+	args := r.leasecachedArgs(sz.MemMB, dir, live)
 	s, _, _, err := r.startTimed(ctx, name, r.o.leasecached, args)
 	if err != nil {
 		return err
@@ -463,6 +490,29 @@ func (r *restartRun) leasecached(ctx context.Context, sz restartSize) (err error
 	if err := stopLong(s); err != nil {
 		return err
 	}
+	var reboot *restartRow
+	if live != "" {
+		row := restartRow{Server: lcName, Items: sz.Items, MemMB: sz.MemMB, How: howReboot}
+		if err := emptyDir(live); err != nil {
+			return err
+		}
+		_ = os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0) // root only; without it DIR is read from the page cache
+		s, start, serve, err = r.startTimed(ctx, name, r.o.leasecached, args)
+		if err != nil {
+			return fmt.Errorf("restart after %s: %w", howReboot, err)
+		}
+		ss.add(s)
+		if err := r.measure(ctx, s, start, serve, sz, &row); err != nil {
+			return fmt.Errorf("restart after %s: %w", howReboot, err)
+		}
+		reboot = &row
+		if err := stopLong(s); err != nil {
+			return err
+		}
+		if err := emptyDir(live); err != nil {
+			return err
+		}
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
@@ -492,7 +542,24 @@ func (r *restartRun) leasecached(ctx context.Context, sz restartSize) (err error
 	if midLoad != nil {
 		r.rows = append(r.rows, *midLoad)
 	}
+	if reboot != nil {
+		r.rows = append(r.rows, *reboot)
+	}
 	return stopLong(s)
+}
+
+// emptyDir removes everything in dir.
+func emptyDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // killDuringSets runs a write load (sets of the filled keys, their same values) on s and kills s with

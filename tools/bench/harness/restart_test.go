@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -129,7 +130,7 @@ func TestRestartLeasecached(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	r := &restartRun{o: o, logDir: t.TempDir()}
-	require.NoError(t, r.leasecached(ctx, o.sizes[0]))
+	require.NoError(t, r.leasecached(ctx, o.sizes[0], ""))
 	require.Len(t, r.rows, 3)
 	for i, how := range []string{howSIGTERM, howKillFill, howKillSets} {
 		row := r.rows[i]
@@ -146,4 +147,27 @@ func TestRestartLeasecached(t *testing.T) {
 	entries, err := os.ReadDir(o.dataParent)
 	require.NoError(t, err)
 	assert.Empty(t, entries, "the data directories are removed")
+
+	// With a live copy: the same rows, and one after the live copy is gone.
+	var st syscall.Statfs_t
+	if syscall.Statfs("/dev/shm", &st) != nil || st.Type != 0x01021994 {
+		t.Skip("no tmpfs at /dev/shm for --data-live")
+	}
+	liveParent, err := os.MkdirTemp("/dev/shm", "lc-bench-test-")
+	require.NoError(t, err)
+	defer os.RemoveAll(liveParent)
+	r = &restartRun{o: o, logDir: t.TempDir()}
+	require.NoError(t, r.leasecached(ctx, o.sizes[0], liveParent))
+	require.Len(t, r.rows, 4)
+	for i, how := range []string{howSIGTERM, howKillFill, howKillSets, howReboot} {
+		row := r.rows[i]
+		assert.Equal(t, "leasecached --data-dir --data-live", row.Server)
+		assert.Equal(t, how, row.How)
+		assert.Zero(t, row.Corrupt, how)
+		assert.Equal(t, uint64(2000), row.Present, how)
+		assert.Equal(t, uint64(20000), row.CurrItems, how)
+	}
+	entries, err = os.ReadDir(liveParent)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "the live roots are removed")
 }
