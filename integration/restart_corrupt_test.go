@@ -162,6 +162,75 @@ func corruptions(files []string) []corruption {
 	return out
 }
 
+// serveCorrupt gets every key and fails the test for each value served that was never stored for its key;
+// it returns what was served and how many of those were older or deleted values.
+func serveCorrupt(t *testing.T, c *rsConn, model corruptModel, keys []string, what string) (map[string]rsItem, int) {
+	t.Helper()
+	got, err := c.getItems("get", keys)
+	require.NoError(t, err, "%s: get of every key", what)
+	var older, wrong int
+	for k, g := range got {
+		latest, ok := model.allows(k, g)
+		switch {
+		case !ok:
+			wrong++
+			if wrong <= 10 {
+				t.Errorf("%s: %s served with flags %d and %d bytes: never stored", what, k, g.flags, len(g.val))
+			}
+		case !latest:
+			older++
+		}
+	}
+	return got, older
+}
+
+// TestRestartCorruptedLiveCopy damages the live copy (--data-live) a kill -9 left, which a restart uses
+// as it is: it must start, serve only values stored for their keys, and answer stats.
+func TestRestartCorruptedLiveCopy(t *testing.T) {
+	requireRestart(t)
+	seed := restartSeed(t)
+	for i, tc := range []struct {
+		name   string
+		damage func(t *testing.T, liveDir string, rng *rand.Rand)
+	}{
+		{"flips items and sums", func(t *testing.T, liveDir string, rng *rand.Rand) {
+			for _, f := range []string{"items", "sums"} {
+				flipBytes(t, filepath.Join(liveDir, f), corruptFlipsPerFile, rng)
+			}
+		}},
+		{"truncate items", func(t *testing.T, liveDir string, rng *rand.Rand) {
+			p := filepath.Join(liveDir, "items")
+			info, err := os.Stat(p)
+			require.NoError(t, err)
+			require.NoError(t, os.Truncate(p, rng.Int63n(max(info.Size(), 1))))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewSource(seed + int64(i)))
+			live := liveArgs(t)
+			dir := t.TempDir()
+			d := startOnDir(t, dir, live...)
+			waitLoaded(t, d)
+			model, keys := fillCorrupt(t, mustDialRS(t, d), rng)
+			stopDaemon(t, d, stopKill)
+			copies, err := filepath.Glob(filepath.Join(live[1], "leasecached-*"))
+			require.NoError(t, err)
+			require.Len(t, copies, 1, "one live copy under the root")
+			tc.damage(t, copies[0], rng)
+
+			d = startOnDir(t, dir, live...)
+			st := waitLoaded(t, d)
+			c := mustDialRS(t, d)
+			got, older := serveCorrupt(t, c, model, keys, tc.name)
+			t.Logf("%s=%s %s=%s; %d of %d keys served, %d of them with an older or deleted value", statLoaded,
+				st[statLoaded], statDropped, st[statDropped], len(got), len(keys), older)
+			_, err = c.stats()
+			require.NoError(t, err)
+			assert.True(t, d.proc.Running(), "the server exited")
+		})
+	}
+}
+
 // TestRestartCorruptedFiles damages copies of a directory left by a graceful stop in several ways and
 // starts a server on each: it must start, finish loading, answer every get and stats, serve only values
 // that were stored for their keys, take new writes, and do the same again after a graceful restart.
@@ -195,21 +264,7 @@ func TestRestartCorruptedFiles(t *testing.T) {
 				if written != nil {
 					expectItems(t, c, written, "stored after the start on a damaged directory, then a graceful restart")
 				}
-				got, err := c.getItems("get", keys)
-				require.NoError(t, err, "pass %d: get of every key", pass)
-				var older, wrong int
-				for k, g := range got {
-					latest, ok := model.allows(k, g)
-					switch {
-					case !ok:
-						wrong++
-						if wrong <= 10 {
-							t.Errorf("pass %d: %s served with flags %d and %d bytes: never stored", pass, k, g.flags, len(g.val))
-						}
-					case !latest:
-						older++
-					}
-				}
+				got, older := serveCorrupt(t, c, model, keys, fmt.Sprintf("pass %d", pass))
 				if cr.name == "none" {
 					assert.Equal(t, live, len(got), "pass %d: an undamaged directory serves every live item", pass)
 					assert.Zero(t, older, "pass %d: an undamaged directory serves only the newest values", pass)

@@ -247,6 +247,9 @@ func (s *Store) rebuild(start time.Time) {
 			defer wg.Done()
 			for i := int(next.Add(1) - 1); i < len(s.shards); i = int(next.Add(1) - 1) {
 				sh := &s.shards[i]
+				// A live copy being made from the directory (a start after a reboot) gets the shard's pages
+				// first; one that cannot be read holds no item, and its items are dropped.
+				_ = sh.al.LoadPages()
 				loaded, dropped, mc := sh.recoverItems(i, now)
 				p.loaded.Add(loaded)
 				p.dropped.Add(dropped)
@@ -257,6 +260,9 @@ func (s *Store) rebuild(start time.Time) {
 		}()
 	}
 	wg.Wait()
+	if err := p.back.LiveLoaded(); err != nil && p.syncFailed != nil {
+		p.syncFailed(err) // the next start copies the directory again
+	}
 	// No item's CAS should be above the stored mark (a client cannot choose one in memcached 1.6.18); were
 	// one there, from a directory written by another build, larger ones are handed out from now on.
 	raiseTo(&s.cas, maxCas.Load())

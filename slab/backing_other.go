@@ -2,7 +2,10 @@
 
 package slab
 
-import "errors"
+import (
+	"errors"
+	"sync/atomic"
+)
 
 // Backing is a data directory's files; only Linux has them (backing_linux.go).
 type Backing struct {
@@ -10,7 +13,7 @@ type Backing struct {
 	live      *live
 }
 
-type live struct{}
+type live struct{ owed atomic.Bool }
 
 func (*live) mark(int, int, bool) {}
 
@@ -34,6 +37,8 @@ func (b *Backing) CasHigh() uint64          { return 0 }
 func (b *Backing) SetCasHigh(uint64)        {}
 func (b *Backing) SyncHeader() error        { return nil }
 func (b *Backing) SyncNames()               {}
+func (b *Backing) loadPage(uint32) error    { return nil }
+func (b *Backing) LiveLoaded() error        { return nil }
 func (b *Backing) SetQuiesce(func())        {}
 func (b *Backing) Flushed() (int64, uint64) { return 0, 0 }
 func (b *Backing) SetFlushed(int64, uint64) {}

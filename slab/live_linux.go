@@ -36,6 +36,11 @@ type live struct {
 	items     *os.File // the data directory's own files, written by sync
 	sums      *os.File
 	direct    [2]int // items and sums opened O_DIRECT (-1: the file system refuses it; sync writes through items, sums)
+	// owed is set while the live copy is being made from the directory's files (a start that found none):
+	// each adopted page is read in by its owner (Allocator.LoadPages) before it reads it, and the origin,
+	// which makes the copy usable by a later start, is written once all are in (LiveLoaded).
+	owed     atomic.Bool
+	instance uint64
 
 	// marks has one bit per 4 KiB block of the items file, then one per block of the sums file (sumsMarks
 	// on); anonymous memory the kernel backs as bits are set.
@@ -106,7 +111,9 @@ func newInstance() uint64 {
 
 // openLive makes b's items and sums the live copy's, under root. usable says whether the stored data in
 // b's directory is used (OpenBacking's reason was ""). The directory's files are b.items and b.sums when
-// openLive is called; it keeps them for sync and opens the live ones in their place.
+// openLive is called; it keeps them for sync and opens the live ones in their place. A new live copy is
+// made as large as the directory's files and filled page by page later (owed), so that the listener need
+// not wait for it.
 func (b *Backing) openLive(root string, usable bool) error {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return err
@@ -141,15 +148,18 @@ func (b *Backing) openLive(root string, usable bool) error {
 			return err
 		}
 		if !found {
-			if err := copySparse(*f.into, f.disk); err != nil {
-				return fmt.Errorf("slab: copying %s into %s: %w", f.disk.Name(), dir, err)
+			st, err := f.disk.Stat()
+			if err != nil {
+				return err
+			}
+			if err := errors.Join((*f.into).Truncate(0), (*f.into).Truncate(st.Size())); err != nil {
+				return err
 			}
 		}
 	}
+	l.instance = instance
 	if !found {
-		if err := writeFileAtomic(filepath.Join(dir, liveOrigin), l.originText(b.dir, instance)); err != nil {
-			return err
-		}
+		l.owed.Store(true)
 	}
 	for i, f := range []*os.File{l.items, l.sums} {
 		if fd, err := unix.Open(f.Name(), unix.O_WRONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0); err == nil {
@@ -168,6 +178,36 @@ func (b *Backing) openLive(root string, usable bool) error {
 	}
 	le.PutUint64(b.metaMem[hdrClean:], 0) // until a clean stop has copied everything again
 	return nil
+}
+
+// loadPage reads page id of the directory's files into the live copy, while the copy is owed.
+func (b *Backing) loadPage(id uint32) error {
+	l := b.live
+	if l == nil || !l.owed.Load() {
+		return nil
+	}
+	return errors.Join(readInto(l.items, b.itemsMem[int64(id)*PageSize:int64(id+1)*PageSize], int64(id)*PageSize),
+		readInto(l.sums, b.sumsMem[int64(id)*sumsSlot:int64(id+1)*sumsSlot], int64(id)*sumsSlot))
+}
+
+// readInto fills p from f at off; past f's end p is left as it is (zeros).
+func readInto(f *os.File, p []byte, off int64) error {
+	if _, err := f.ReadAt(p, off); err != nil && err != io.EOF {
+		return fmt.Errorf("slab: reading %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
+// LiveLoaded ends the making of a live copy (every adopted page was loaded): its origin is written, so
+// that a later start uses it. Before that a start copies the directory's files again. Without a live copy
+// being made it does nothing.
+func (b *Backing) LiveLoaded() error {
+	l := b.live
+	if l == nil || !l.owed.Load() {
+		return nil
+	}
+	l.owed.Store(false)
+	return writeFileAtomic(filepath.Join(l.dir, liveOrigin), l.originText(b.dir, l.instance))
 }
 
 func (l *live) originText(dir string, instance uint64) string {
@@ -377,49 +417,6 @@ func punchFile(f *os.File, off, n int64) error {
 	}
 	_, err = f.WriteAt(make([]byte, min(n, st.Size()-off)), off)
 	return err
-}
-
-// copySparse makes dst a copy of src, holes kept as holes.
-func copySparse(dst, src *os.File) error {
-	st, err := src.Stat()
-	if err != nil {
-		return err
-	}
-	if err := dst.Truncate(0); err != nil {
-		return err
-	}
-	if err := dst.Truncate(st.Size()); err != nil {
-		return err
-	}
-	fd := int(src.Fd())
-	buf := make([]byte, 1<<20)
-	for off := int64(0); off < st.Size(); {
-		data, err := unix.Seek(fd, off, unix.SEEK_DATA)
-		if err != nil {
-			break // ENXIO: no data after off
-		}
-		hole, err := unix.Seek(fd, data, unix.SEEK_HOLE)
-		if err != nil {
-			hole = st.Size()
-		}
-		for p := data; p < hole; {
-			n, err := src.ReadAt(buf[:min(int64(len(buf)), hole-p)], p)
-			if n > 0 {
-				if _, werr := dst.WriteAt(buf[:n], p); werr != nil {
-					return werr
-				}
-			}
-			if err != nil && err != io.EOF {
-				return err
-			}
-			if n == 0 {
-				break
-			}
-			p += int64(n)
-		}
-		off = hole
-	}
-	return nil
 }
 
 // writeFileAtomic writes a small file whole or not at all.

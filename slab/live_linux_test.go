@@ -51,6 +51,15 @@ func requireDiskIsLive(t *testing.T, b *Backing, msg string) {
 	}
 }
 
+// loadLive reads every page of b's files into a live copy being made, and ends its making.
+func loadLive(t *testing.T, b *Backing) {
+	t.Helper()
+	for id := range uint32(b.itemsSize / PageSize) {
+		require.NoError(t, b.loadPage(id))
+	}
+	require.NoError(t, b.LiveLoaded())
+}
+
 // crash closes b as a killed process would: nothing synced, nothing recorded.
 func crash(t *testing.T, b *Backing) {
 	t.Helper()
@@ -61,10 +70,13 @@ func crash(t *testing.T, b *Backing) {
 	require.NoError(t, b.Close()) // unmapped: Close only closes the files, which unlocks the directory
 }
 
+// openLiveBacking opens dir with a live copy under root and, as a store's restart does, reads every
+// stored page in where the live copy is being made (loadLive).
 func openLiveBacking(t *testing.T, dir, root string, c *Classes) (*Backing, *Allocator) {
 	t.Helper()
 	b, _, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{Live: root})
 	require.NoError(t, err)
+	loadLive(t, b)
 	a, err := NewBackedArena(16*PageSize, b)
 	require.NoError(t, err)
 	return b, NewAllocator(a, c, 0)
@@ -184,6 +196,11 @@ func TestLiveCopyRestarts(t *testing.T) {
 	require.NoError(t, b.Close())
 
 	require.NoError(t, os.RemoveAll(liveDir)) // a machine reboot
+	// A crash while the new live copy is being made: the next start makes it again from the directory.
+	b, _, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{Live: root})
+	require.NoError(t, err)
+	require.True(t, b.live.owed.Load())
+	crash(t, b)
 	b, _ = openLiveBacking(t, dir, root, c)
 	require.Equal(t, byte(8), stored(b, r2), "copied from the directory")
 	require.NoError(t, b.Close())

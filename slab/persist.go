@@ -1,6 +1,7 @@
 package slab
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"unsafe"
@@ -93,6 +94,7 @@ func (al *Allocator) StoredChunks(rec PageRecord, fn func(b []byte)) {
 	if al.arena.back == nil || rec.Class < 0 || rec.Class >= len(al.cls) {
 		return
 	}
+	_ = al.arena.back.loadPage(rec.ID) // a page that cannot be read holds nothing to count
 	mem := al.arena.back.stored(rec.ID)
 	size := al.classes.Size(rec.Class)
 	for off := 0; off+size <= len(mem); off += size {
@@ -116,6 +118,23 @@ func (al *Allocator) Adopt(id uint32, class int) error {
 	al.owned++
 	al.arena.markCarved(id, PageSize)
 	return nil
+}
+
+// LoadPages reads the pages al adopted into a live copy being made from the data directory's files
+// (Backing.LiveLoaded); the owner calls it before it reads them. A page that cannot be read reads as
+// zeros, which holds no item.
+func (al *Allocator) LoadPages() error {
+	b := al.arena.back
+	if b == nil || b.live == nil || !b.live.owed.Load() {
+		return nil
+	}
+	var errs []error
+	for i := range al.cls {
+		for _, id := range al.cls[i].pages {
+			errs = append(errs, b.loadPage(id))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // adopt takes page id as stored in the data directory.
