@@ -300,7 +300,7 @@ func (a *Arena) takePage() (uint32, bool) {
 		err       error
 	)
 	if a.back != nil {
-		mem, sums, err = a.back.page(id)
+		mem, sums, err = a.back.page(id, true)
 	} else {
 		mem, err = a.mapPage()
 	}

@@ -162,7 +162,7 @@ func (b *Backing) roundUp(n int64) int64 { return (n + b.grow - 1) / b.grow * b.
 
 // page returns the memory of page id and its sums, growing the files to hold them. Its contents are what
 // was stored there: zeros for a page never used or released since.
-func (b *Backing) page(id uint32) (mem, sums []byte, err error) {
+func (b *Backing) page(id uint32, fresh bool) (mem, sums []byte, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.itemsMem == nil {
@@ -180,16 +180,30 @@ func (b *Backing) page(id uint32) (mem, sums []byte, err error) {
 		}
 		b.sumsSize = end
 	}
-	// Reserve the page's blocks now: a store into a hole of a full file system (a tmpfs live copy past
-	// its size, a full disk) would get SIGBUS; refused here, the arena evicts instead.
-	if err := reserve(b.items, int64(id)*PageSize, PageSize); err != nil {
-		return nil, nil, err
-	}
-	if err := reserve(b.sums, int64(id)*sumsSlot, sumsSlot); err != nil {
-		return nil, nil, err
+	if fresh {
+		if err := b.reservePageLocked(id); err != nil {
+			return nil, nil, err
+		}
 	}
 	soff := int(id) * sumsSlot
 	return b.itemsPage(id), b.sumsMem[soff : soff+sumsSlot : soff+sumsSlot], nil
+}
+
+// reservePage reserves page id's blocks in the files (an adopted page: Allocator.LoadPages).
+func (b *Backing) reservePage(id uint32) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.itemsMem == nil {
+		return errBackingClosed
+	}
+	return b.reservePageLocked(id)
+}
+
+// reservePageLocked allocates page id's blocks and its seals' in the files: a store into a hole of a
+// full file system (a tmpfs live copy past its size, a full disk) gets SIGBUS; refused here, the page is
+// not used. The caller holds b.mu.
+func (b *Backing) reservePageLocked(id uint32) error {
+	return errors.Join(reserve(b.items, int64(id)*PageSize, PageSize), reserve(b.sums, int64(id)*sumsSlot, sumsSlot))
 }
 
 // reserve allocates bytes [off, off+n) of f, where the file system can (ENOSPC when it is full).

@@ -79,7 +79,7 @@ func TestBackingHugePages(t *testing.T) {
 			defer b.Close()
 			const pages = 6 // three huge pages of items
 			for id := range uint32(pages) {
-				mem, sums, err := b.page(id)
+				mem, sums, err := b.page(id, true)
 				require.NoError(t, err)
 				for i := 0; i < len(mem); i += 4096 {
 					mem[i] = 1

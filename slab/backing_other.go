@@ -17,6 +17,9 @@ type live struct{ owed atomic.Bool }
 
 func (*live) mark(int, int, bool) {}
 
+// OnTmpfs is false: data directories need Linux.
+func OnTmpfs(string) bool { return false }
+
 // LiveDir is "": data directories need Linux.
 func LiveDir(root, dir string) string { return "" }
 
@@ -25,7 +28,7 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (*Backing, string,
 	return nil, "", errors.New("--data-dir needs Linux")
 }
 
-func (b *Backing) page(uint32) (mem, sums []byte, err error) {
+func (b *Backing) page(uint32, bool) (mem, sums []byte, err error) {
 	return nil, nil, errors.New("no data directory")
 }
 func (b *Backing) stored(uint32) []byte     { return nil }
@@ -38,6 +41,7 @@ func (b *Backing) SetCasHigh(uint64)        {}
 func (b *Backing) SyncHeader() error        { return nil }
 func (b *Backing) SyncNames()               {}
 func (b *Backing) loadPage(uint32) error    { return nil }
+func (b *Backing) reservePage(uint32) error { return nil }
 func (b *Backing) LiveLoaded() error        { return nil }
 func (b *Backing) SetQuiesce(func())        {}
 func (b *Backing) Flushed() (int64, uint64) { return 0, 0 }

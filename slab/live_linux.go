@@ -80,6 +80,13 @@ func LiveDir(root, dir string) string {
 	return d
 }
 
+// OnTmpfs reports whether path is on a tmpfs, where --data-live is meant to be: elsewhere the kernel
+// writes the live copy back as it would the data directory's files.
+func OnTmpfs(path string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(path, &st) == nil && st.Type == unix.TMPFS_MAGIC
+}
+
 // sweepLive removes the live copies under root whose data directory is gone (removed, or replaced by
 // another one at its path): nothing else would ever free their memory. A live directory without an
 // origin may be being made by a server starting now, and is left alone.
@@ -130,11 +137,10 @@ func (b *Backing) openLive(root string, usable bool) error {
 	origin, _ := os.ReadFile(filepath.Join(dir, liveOrigin))
 	found := usable && instance != 0 && string(origin) == l.originText(b.dir, instance)
 	if !found {
-		// What the directory holds is the newest there is: copy it into a new live copy.
+		// What the directory holds is the newest there is: a new live copy is made of it.
 		_ = os.RemoveAll(dir)
 		instance = newInstance()
 		le.PutUint64(b.metaMem[hdrInstance:], instance)
-		le.PutUint64(b.metaMem[hdrClean:], instance)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err

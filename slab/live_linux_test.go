@@ -265,7 +265,7 @@ func BenchmarkLiveSync(b *testing.B) {
 	defer back.Close()
 	const pages = 64
 	for id := range uint32(pages) {
-		mem, sums, err := back.page(id)
+		mem, sums, err := back.page(id, true)
 		require.NoError(b, err)
 		for i := 0; i < len(mem); i += 4096 {
 			mem[i] = 1
@@ -327,4 +327,53 @@ func TestLiveCopySyncFailure(t *testing.T) {
 	l.items, l.sums, l.direct = items, sums, direct
 	require.NoError(t, b.Sync())
 	requireDiskIsLive(t, b, "after a failed sync and a good one")
+}
+
+// TestLiveCopyFullAtLoad: a live copy made from a directory that holds more than the tmpfs has room for
+// keeps the pages it can reserve and gives the others back, where a store into one of them, or a free of
+// a chunk in it, would get SIGBUS.
+func TestLiveCopyFullAtLoad(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	c := DefaultClasses()
+	dir := t.TempDir()
+	plain, _, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{})
+	require.NoError(t, err)
+	a, err := NewBackedArena(16*PageSize, plain)
+	require.NoError(t, err)
+	al := NewAllocator(a, c, 0)
+	for range 8 * 2 { // two chunks a page of the largest class: 8 pages
+		r, ok := al.Alloc(c.Largest())
+		require.True(t, ok)
+		al.Chunk(r)[StateOffset] = 1
+	}
+	require.NoError(t, plain.Close())
+
+	root := t.TempDir()
+	require.NoError(t, unix.Mount("tmpfs", root, "tmpfs", 0, "size=4m"))
+	t.Cleanup(func() { _ = unix.Unmount(root, unix.MNT_DETACH) })
+	b, _, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{Live: root})
+	require.NoError(t, err)
+	defer b.Close()
+	a, err = NewBackedArena(16*PageSize, b)
+	require.NoError(t, err)
+	al = NewAllocator(a, c, 0)
+	for _, rec := range b.Records() {
+		require.NoError(t, al.Adopt(rec.ID, rec.Class))
+	}
+	a.FinishAdopt()
+	require.Equal(t, 8, al.OwnedPages())
+	require.Error(t, al.LoadPages(), "8 pages do not fit a 4 MiB tmpfs")
+	require.Less(t, al.OwnedPages(), 4)
+	require.Positive(t, al.OwnedPages())
+	for p := range al.Pages(c.Largest()) {
+		id := al.PageAt(c.Largest(), p)
+		first, size, n := al.PageChunks(id)
+		for i := range n {
+			r := first + Ref(i*size)
+			require.Equal(t, byte(1), al.Chunk(r)[StateOffset], "page %d chunk %d read in", id, i)
+			al.Free(r) // writes into the page: reserved
+		}
+	}
 }

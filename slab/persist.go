@@ -120,17 +120,31 @@ func (al *Allocator) Adopt(id uint32, class int) error {
 	return nil
 }
 
-// LoadPages reads the pages al adopted into a live copy being made from the data directory's files
-// (Backing.LiveLoaded); the owner calls it before it reads them. A page that cannot be read reads as
-// zeros, which holds no item.
+// LoadPages readies the pages al adopted; the owner calls it before it reads or writes them. Each page's
+// blocks are reserved in the files (Backing.page says why), and a live copy being made from the data
+// directory's files (Backing.LiveLoaded) gets the page's contents. A page that cannot be reserved is given
+// back (its items are lost, as a page a smaller -m has no room for); one that cannot be read reads as
+// zeros, which hold no item. Doing this here rather than in Adopt keeps it off the path before the
+// listener opens: reserving 10M items' pages on tmpfs took 0.5 s.
 func (al *Allocator) LoadPages() error {
 	b := al.arena.back
-	if b == nil || b.live == nil || !b.live.owed.Load() {
+	if b == nil {
 		return nil
 	}
 	var errs []error
 	for i := range al.cls {
-		for _, id := range al.cls[i].pages {
+		cs := &al.cls[i]
+		for j := 0; j < len(cs.pages); j++ {
+			id := cs.pages[j]
+			if err := b.reservePage(id); err != nil {
+				errs = append(errs, err)
+				cs.pages = append(cs.pages[:j], cs.pages[j+1:]...)
+				cs.used -= int(al.classes.perPage[i])
+				al.owned--
+				al.arena.releasePage(id)
+				j--
+				continue
+			}
 			errs = append(errs, b.loadPage(id))
 		}
 	}
@@ -159,7 +173,7 @@ func (a *Arena) adopt(id uint32, class, owner uint8) error {
 	a.inUseNow.Store(int64(a.inUse))
 	a.next = max(a.next, id+1)
 	a.mu.Unlock()
-	mem, sums, err := a.back.page(id)
+	mem, sums, err := a.back.page(id, false) // reserved by the owner's LoadPages
 	if err != nil {
 		a.mu.Lock()
 		a.inUse--

@@ -188,6 +188,9 @@ func serve(cfg server.Config, enableShutdown bool) error {
 		cfg.Logger.Warn(fmt.Sprintf("--data-dir %s: this -m has no room for %d stored pages: their %d items are dropped",
 			cfg.DataDir, rs.PagesLeft, rs.ItemsLeft))
 	}
+	if cfg.DataLive != "" && !slab.OnTmpfs(cfg.DataLive) {
+		cfg.Logger.Warn("--data-live " + cfg.DataLive + " is not a tmpfs: the kernel writes the live copy back as it would --data-dir's files")
+	}
 	sigs := make(chan os.Signal, 2)
 	if enableShutdown {
 		cfg.Shutdown = func() { // as memcached's shutdown raises SIGINT
