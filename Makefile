@@ -159,9 +159,10 @@ bench: bench-deps build bench-tool
 bench-storage: bench-deps build bench-tool
 	GO=$(GO) ./bench/storage.sh
 
-## bench-restart: issue 30's measurement: restart time and items recovered, leasecached --data-dir after
-## SIGTERM and after kill -9 against memcached -e (graceful only, SIGUSR1), for 1M and 10M items of 100 B,
-## and RSS after the fill with and without; BENCH_QUICK=1 for 1M only (see bench/README.md).
+## bench-restart: issue 30's measurement: restart time and items recovered, leasecached --data-dir (alone
+## and with --data-live, plus a restart after the live copy is gone) after SIGTERM and after kill -9 against
+## memcached -e (graceful only, SIGUSR1), for 1M and 10M items of 100 B, and RSS after the fill with and
+## without; BENCH_QUICK=1 for 1M only (see bench/README.md).
 .PHONY: bench-restart
 bench-restart: bench-deps build bench-tool
 	GO=$(GO) ./bench/restart.sh
