@@ -121,11 +121,11 @@ func (al *Allocator) Adopt(id uint32, class int) error {
 }
 
 // LoadPages readies the pages al adopted; the owner calls it before it reads or writes them. Each page's
-// blocks are reserved in the files (Backing.page says why), and a live copy being made from the data
-// directory's files (Backing.LiveLoaded) gets the page's contents. A page that cannot be reserved is given
-// back (its items are lost, as a page a smaller -m has no room for); one that cannot be read reads as
-// zeros, which hold no item. Doing this here rather than in Adopt keeps it off the path before the
-// listener opens: reserving 10M items' pages on tmpfs took 0.5 s.
+// blocks are reserved in the files (Backing.reservePageLocked says why), and a live copy being made from
+// the data directory's files (Backing.LiveLoaded) gets the page's contents. A page that cannot be
+// reserved is given back (its items are lost, as a page a smaller -m has no room for); one that cannot be
+// read reads as zeros, which hold no item. It runs in each shard's rebuild, not in Adopt, so that the
+// listener does not wait for it (doc/design/restart.md rules 7 and 11).
 func (al *Allocator) LoadPages() error {
 	b := al.arena.back
 	if b == nil {
