@@ -60,6 +60,19 @@ func loadLive(t *testing.T, b *Backing) {
 	require.NoError(t, b.LiveLoaded())
 }
 
+// writeChunk stores a chunk of class full of v, sealed with v.
+func writeChunk(t *testing.T, al *Allocator, class int, v byte) Ref {
+	t.Helper()
+	r, ok := al.Alloc(class)
+	require.True(t, ok)
+	chunk := al.Chunk(r)
+	for i := range chunk {
+		chunk[i] = v
+	}
+	al.SetSum(r, uint32(v))
+	return r
+}
+
 // crash closes b as a killed process would: nothing synced, nothing recorded.
 func crash(t *testing.T, b *Backing) {
 	t.Helper()
@@ -160,16 +173,7 @@ func TestLiveCopyRestarts(t *testing.T) {
 	root := liveRoot(t)
 	c := DefaultClasses()
 	dir := t.TempDir()
-	write := func(al *Allocator, v byte) Ref {
-		r, ok := al.Alloc(5)
-		require.True(t, ok)
-		chunk := al.Chunk(r)
-		for i := range chunk {
-			chunk[i] = v
-		}
-		al.SetSum(r, uint32(v))
-		return r
-	}
+	write := func(al *Allocator, v byte) Ref { return writeChunk(t, al, 5, v) }
 	stored := func(b *Backing, r Ref) byte { return b.stored(r.Page())[r.Offset()+StateOffset+1] }
 
 	b, al := openLiveBacking(t, dir, root, c)
@@ -296,16 +300,7 @@ func TestLiveCopySyncFailure(t *testing.T) {
 	c := DefaultClasses()
 	b, al := openLiveBacking(t, t.TempDir(), root, c)
 	defer b.Close()
-	write := func(class int, v byte) Ref {
-		r, ok := al.Alloc(class)
-		require.True(t, ok)
-		chunk := al.Chunk(r)
-		for j := range chunk {
-			chunk[j] = v
-		}
-		al.SetSum(r, uint32(v))
-		return r
-	}
+	write := func(class int, v byte) Ref { return writeChunk(t, al, class, v) }
 	gone := []Ref{write(0, 1), write(0, 2)}
 	write(1, 3)
 	require.NoError(t, b.Sync())
