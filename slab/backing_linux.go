@@ -240,11 +240,10 @@ func (b *Backing) discard(id uint32) {
 // punch zeroes page id's memory and sums (a page that changes class: chunks of the old geometry must not
 // be read as chunks of the new one).
 func (b *Backing) punch(id uint32) {
-	const mode = unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE
-	if err := unix.Fallocate(int(b.items.Fd()), mode, int64(id)*PageSize, PageSize); err != nil {
-		clear(b.itemsMem[int(id)*PageSize : int(id+1)*PageSize]) // a file system without holes
+	if punchFile(b.items, int64(id)*PageSize, PageSize) != nil {
+		clear(b.itemsMem[int(id)*PageSize : int(id+1)*PageSize]) // the zeros could not be written either
 	}
-	if err := unix.Fallocate(int(b.sums.Fd()), mode, int64(id)*sumsSlot, sumsSlot); err != nil {
+	if punchFile(b.sums, int64(id)*sumsSlot, sumsSlot) != nil {
 		clear(b.sumsMem[int(id)*sumsSlot : int(id+1)*sumsSlot])
 	}
 	if b.live != nil {

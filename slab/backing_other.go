@@ -20,9 +20,6 @@ func (*live) mark(int, int, bool) {}
 // OnTmpfs is false: data directories need Linux.
 func OnTmpfs(string) bool { return false }
 
-// LiveDir is "": data directories need Linux.
-func LiveDir(root, dir string) string { return "" }
-
 // OpenBacking fails: data directories need Linux's shared file mappings and hole punching.
 func OpenBacking(dir string, id Identity, opt BackingOptions) (*Backing, string, error) {
 	return nil, "", errors.New("--data-dir needs Linux")

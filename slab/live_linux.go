@@ -32,10 +32,10 @@ import (
 // copied again at the next sync. A copy may catch an item half-written: the seal
 // rules that make a machine reboot safe (rule 1 and rule 9) make it whole or absent.
 type live struct {
-	root, dir string   // the live root (--data-live) and this data directory's directory in it
-	items     *os.File // the data directory's own files, written by sync
-	sums      *os.File
-	direct    [2]int // items and sums opened O_DIRECT (-1: the file system refuses it; sync writes through items, sums)
+	dir    string   // this data directory's live directory, under the live root (--data-live)
+	items  *os.File // the data directory's own files, written by sync
+	sums   *os.File
+	direct [2]int // items and sums opened O_DIRECT (-1: the file system refuses it; sync writes through items, sums)
 	// owed is set while the live copy is being made from the directory's files (a start that found none):
 	// each adopted page is read in by its owner (Allocator.LoadPages) before it reads it, and the origin,
 	// which makes the copy usable by a later start, is written once all are in (LiveLoaded).
@@ -68,16 +68,6 @@ func liveDirFor(root, dir string) (string, error) {
 		return "", err
 	}
 	return filepath.Join(root, fmt.Sprintf("%s%x-%x", livePrefix, st.Dev, st.Ino)), nil
-}
-
-// LiveDir is where a server on data directory dir with --data-live root keeps its live copy ("" when dir
-// does not exist).
-func LiveDir(root, dir string) string {
-	d, err := liveDirFor(root, dir)
-	if err != nil {
-		return ""
-	}
-	return d
 }
 
 // OnTmpfs reports whether path is on a tmpfs, where --data-live is meant to be: elsewhere the kernel
@@ -130,7 +120,7 @@ func (b *Backing) openLive(root string, usable bool) error {
 	if err != nil {
 		return err
 	}
-	l := &live{root: root, dir: dir, items: b.items, sums: b.sums, direct: [2]int{-1, -1}}
+	l := &live{dir: dir, items: b.items, sums: b.sums, direct: [2]int{-1, -1}}
 	b.items, b.sums, b.live = nil, nil, l
 	le := binary.LittleEndian
 	instance := le.Uint64(b.metaMem[hdrInstance:])

@@ -179,7 +179,8 @@ func TestLiveCopyRestarts(t *testing.T) {
 	b, al := openLiveBacking(t, dir, root, c)
 	r := write(al, 7)
 	require.NoError(t, b.Close())
-	liveDir := LiveDir(root, dir)
+	liveDir, err := liveDirFor(root, dir)
+	require.NoError(t, err)
 	require.DirExists(t, liveDir)
 
 	b, _ = openLiveBacking(t, dir, root, c)
@@ -203,7 +204,7 @@ func TestLiveCopyRestarts(t *testing.T) {
 
 	require.NoError(t, os.RemoveAll(liveDir)) // a machine reboot
 	// A crash while the new live copy is being made: the next start makes it again from the directory.
-	b, _, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{Live: root})
+	b, _, err = OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{Live: root})
 	require.NoError(t, err)
 	require.True(t, b.live.owed.Load())
 	crash(t, b)

@@ -27,8 +27,13 @@ func (al *Allocator) sumAt(r Ref) *uint32 {
 
 // sealIn is where the seal of the chunk at offset off of page i of seg lives.
 func (al *Allocator) sealIn(seg *segment, i, off uint32) *uint32 {
-	n := uint64(off) * al.classes.recipOf[seg.class[i]] >> 40
-	return (*uint32)(unsafe.Pointer(&seg.sums[i][n*4]))
+	return (*uint32)(unsafe.Pointer(&seg.sums[i][al.sealOffset(seg, i, off)]))
+}
+
+// sealOffset is where in its page's sums the seal of the chunk at offset off of page i of seg is: the
+// chunk's number, times 4.
+func (al *Allocator) sealOffset(seg *segment, i, off uint32) int {
+	return int(uint64(off)*al.classes.recipOf[seg.class[i]]>>40) * 4
 }
 
 // NextAddrs is where the next Alloc(id) will write when it takes a chunk from the free list: the chunk's
@@ -55,12 +60,12 @@ func (al *Allocator) SetSum(r Ref, v uint32) {
 		return
 	}
 	id := r.Page() & (MaxPages - 1)
-	seg := al.arena.dir[id>>segmentShift].Load()
-	p := al.sealIn(seg, id&segmentMask, r.Offset())
-	storeSeal(p, v)
+	seg, i := al.arena.dir[id>>segmentShift].Load(), id&segmentMask
+	sealOff := al.sealOffset(seg, i, r.Offset())
+	storeSeal((*uint32)(unsafe.Pointer(&seg.sums[i][sealOff])), v)
 	if l := b.live; l != nil {
-		l.mark(int(id)*sumsSlot+int(uintptr(unsafe.Pointer(p))-uintptr(unsafe.Pointer(&seg.sums[id&segmentMask][0]))), 4, true)
-		l.mark(int(id)*PageSize+int(r.Offset()), int(al.classes.sizeOf[seg.class[id&segmentMask]]), false)
+		l.mark(int(id)*sumsSlot+sealOff, 4, true)
+		l.mark(int(id)*PageSize+int(r.Offset()), int(al.classes.sizeOf[seg.class[i]]), false)
 	}
 }
 

@@ -462,13 +462,8 @@ func (r *restartRun) leasecached(ctx context.Context, sz restartSize, liveParent
 		return err
 	}
 	graceful.StopSeconds = took.Seconds()
-	s, start, serve, err := r.startTimed(ctx, name, r.o.leasecached, args)
-	if err != nil {
-		return fmt.Errorf("restart after SIGTERM: %w", err)
-	}
-	ss.add(s)
-	if err := r.measure(ctx, s, start, serve, sz, &graceful); err != nil {
-		return fmt.Errorf("restart after SIGTERM: %w", err)
+	if s, err = r.restartMeasured(ctx, &ss, args, sz, &graceful); err != nil {
+		return err
 	}
 
 	var midLoad *restartRow
@@ -477,13 +472,8 @@ func (r *restartRun) leasecached(ctx context.Context, sz restartSize, liveParent
 		if err := r.killDuringSets(ctx, s, sz); err != nil {
 			return err
 		}
-		s, start, serve, err = r.startTimed(ctx, name, r.o.leasecached, args)
-		if err != nil {
-			return fmt.Errorf("restart after %s: %w", howKillSets, err)
-		}
-		ss.add(s)
-		if err := r.measure(ctx, s, start, serve, sz, &row); err != nil {
-			return fmt.Errorf("restart after %s: %w", howKillSets, err)
+		if s, err = r.restartMeasured(ctx, &ss, args, sz, &row); err != nil {
+			return err
 		}
 		midLoad = &row
 	}
@@ -497,13 +487,8 @@ func (r *restartRun) leasecached(ctx context.Context, sz restartSize, liveParent
 			return err
 		}
 		_ = os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0) // root only; without it DIR is read from the page cache
-		s, start, serve, err = r.startTimed(ctx, name, r.o.leasecached, args)
-		if err != nil {
-			return fmt.Errorf("restart after %s: %w", howReboot, err)
-		}
-		ss.add(s)
-		if err := r.measure(ctx, s, start, serve, sz, &row); err != nil {
-			return fmt.Errorf("restart after %s: %w", howReboot, err)
+		if s, err = r.restartMeasured(ctx, &ss, args, sz, &row); err != nil {
+			return err
 		}
 		reboot = &row
 		if err := stopLong(s); err != nil {
@@ -531,12 +516,8 @@ func (r *restartRun) leasecached(ctx context.Context, sz restartSize, liveParent
 	if err := kill(s); err != nil {
 		return err
 	}
-	if s, start, serve, err = r.startTimed(ctx, name, r.o.leasecached, args); err != nil {
-		return fmt.Errorf("restart after %s: %w", howKillFill, err)
-	}
-	ss.add(s)
-	if err := r.measure(ctx, s, start, serve, sz, &killed); err != nil {
-		return fmt.Errorf("restart after %s: %w", howKillFill, err)
+	if s, err = r.restartMeasured(ctx, &ss, args, sz, &killed); err != nil {
+		return err
 	}
 	r.rows = append(r.rows, graceful, killed)
 	if midLoad != nil {
@@ -546,6 +527,19 @@ func (r *restartRun) leasecached(ctx context.Context, sz restartSize, liveParent
 		r.rows = append(r.rows, *reboot)
 	}
 	return stopLong(s)
+}
+
+// restartMeasured starts leasecached with args again and measures its restart into row.
+func (r *restartRun) restartMeasured(ctx context.Context, ss *servers, args func(int) []string, sz restartSize, row *restartRow) (*runningServer, error) {
+	s, start, serve, err := r.startTimed(ctx, "leasecached", r.o.leasecached, args)
+	if err != nil {
+		return nil, fmt.Errorf("restart after %s: %w", row.How, err)
+	}
+	ss.add(s)
+	if err := r.measure(ctx, s, start, serve, sz, row); err != nil {
+		return s, fmt.Errorf("restart after %s: %w", row.How, err)
+	}
+	return s, nil
 }
 
 // emptyDir removes everything in dir.
