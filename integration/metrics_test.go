@@ -393,7 +393,7 @@ func TestMetricsScrapeUnderLoad(t *testing.T) {
 // come from, and promtool accepts them.
 func TestMetricsDataDir(t *testing.T) {
 	requireRestart(t)
-	d, url := startWithMetrics(t, "--data-dir", t.TempDir(), "--data-sync", "1s")
+	d, url := startWithMetrics(t, onDirArgs(t.TempDir(), "--data-sync", "1s")...)
 	c := mustDialRS(t, d)
 	mustStore(t, c, "set", "k", 0, 0, []byte("v"))
 	waitSyncs(t, c, 1)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -70,7 +71,18 @@ func startOnDirPath(t testing.TB, path, dir string, args ...string) *daemon {
 	t.Helper()
 	requireLeasecached(t)
 	return startDaemonSpec(t, testdaemon.Spec{Name: "leasecached", Path: path,
-		Args: leasecachedArgs(append([]string{"--data-dir", dir}, args...)), Env: noExitSleep()})
+		Args: leasecachedArgs(onDirArgs(dir, args...)), Env: noExitSleep()})
+}
+
+// onDirArgs are the flags of a daemon on data directory dir: args, and --data-live off unless args name
+// a live copy (liveArgs), so that no test leaves one in /dev/shm, where --data-live's default puts it;
+// TestDataDirDefaultLive runs the default.
+func onDirArgs(dir string, args ...string) []string {
+	out := append([]string{"--data-dir", dir}, args...)
+	if !slices.Contains(args, "--data-live") {
+		out = append(out, "--data-live", "off")
+	}
+	return out
 }
 
 // liveArgs makes a root for --data-live on tmpfs and returns the flag naming it; the root, with the live

@@ -72,7 +72,7 @@ func TestRestartAfterOOMKillDuringWritesLive(t *testing.T) {
 func startInMemcg(t *testing.T, cg *memcg, dir string, extra ...string) *daemon {
 	t.Helper()
 	requireLeasecached(t)
-	args := leasecachedArgs(append([]string{"--data-dir", dir, "-m", oomMemoryMB}, extra...))
+	args := leasecachedArgs(onDirArgs(dir, append([]string{"-m", oomMemoryMB}, extra...)...))
 	return startDaemonSpec(t, testdaemon.Spec{Name: "leasecached", Path: "/bin/sh", Env: noExitSleep(),
 		Args: func(port int) []string {
 			return append([]string{"-c", `echo $$ > "$0" && exec "$@"`, cg.file("procs"), leasecachedPath},

@@ -33,7 +33,7 @@ func TestDataDirReadsDirtyNoPage(t *testing.T) {
 		t.Skip("on tmpfs nothing is written back, so no page is ever clean")
 	}
 	const keys = 2000
-	d := startLeasecached(t, "--data-dir", dir, "--data-sync", "0", "-m", "64")
+	d := startLeasecached(t, onDirArgs(dir, "--data-sync", "0", "-m", "64")...)
 	c := mustDialRS(t, d)
 	names := make([]string, keys)
 	val := []byte(strings.Repeat("v", 100))

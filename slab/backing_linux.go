@@ -105,8 +105,9 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 		}
 	} else {
 		// The directory's files change from now on: a live copy of them left by an earlier server is
-		// not to be used again (live_linux.go).
+		// not to be used again (live_linux.go), and one in the default root is freed.
 		binary.LittleEndian.PutUint64(b.metaMem[hdrInstance:], 0)
+		dropLive(DefaultLiveRoot, dir)
 	}
 	if b.itemsMem, err = mapShared(b.items, MaxPages*PageSize); err != nil {
 		return b, "", err

@@ -20,6 +20,12 @@ func (*live) mark(int, int, bool) {}
 // OnTmpfs is false: data directories need Linux.
 func OnTmpfs(string) bool { return false }
 
+// DefaultLiveRoot is where a data directory's live copy is kept on Linux.
+const DefaultLiveRoot = "/dev/shm"
+
+// LiveRoom refuses: data directories need Linux.
+func LiveRoom(string, string, int64) error { return errors.New("--data-dir needs Linux") }
+
 // OpenBacking fails: data directories need Linux's shared file mappings and hole punching.
 func OpenBacking(dir string, id Identity, opt BackingOptions) (*Backing, string, error) {
 	return nil, "", errors.New("--data-dir needs Linux")

@@ -52,6 +52,9 @@ type live struct {
 	syncMu sync.Mutex // one sync at a time
 }
 
+// DefaultLiveRoot is where a data directory's live copy is kept unless --data-live names another root.
+const DefaultLiveRoot = "/dev/shm"
+
 const (
 	blockShift = 12
 	itemsMarks = MaxPages * PageSize >> blockShift // bits for the items file
@@ -68,6 +71,43 @@ func liveDirFor(root, dir string) (string, error) {
 		return "", err
 	}
 	return filepath.Join(root, fmt.Sprintf("%s%x-%x", livePrefix, st.Dev, st.Ino)), nil
+}
+
+// LiveRoom says why root cannot hold the live copy of data directory dir for a memory limit of
+// memoryLimit bytes (nil: it can): it is not a tmpfs, or it has less room than the items and sums of that
+// many pages, counting what dir's live copy there already holds. The limit bounds the pages a store takes
+// (-m counts items and more), so a tmpfs with this room is never what makes a page refused.
+func LiveRoom(root, dir string, memoryLimit int64) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(root, &st); err != nil {
+		return err
+	}
+	if st.Type != unix.TMPFS_MAGIC {
+		return fmt.Errorf("%s is not a tmpfs", root)
+	}
+	pages := (memoryLimit + PageSize - 1) / PageSize
+	need := pages * (PageSize + sumsSlot)
+	have := int64(st.Bavail) * st.Bsize
+	if d, err := liveDirFor(root, dir); err == nil {
+		for _, name := range []string{"items", "sums"} {
+			var fst unix.Stat_t
+			if unix.Stat(filepath.Join(d, name), &fst) == nil {
+				have += fst.Blocks * 512
+			}
+		}
+	}
+	if have < need {
+		return fmt.Errorf("%s has %d MiB free, -m needs %d MiB there", root, have>>20, (need+1<<20-1)>>20)
+	}
+	return nil
+}
+
+// dropLive removes data directory dir's live copy under root, if any: a start without a live copy
+// changes dir's files, after which that copy is stale and nothing would free its memory.
+func dropLive(root, dir string) {
+	if d, err := liveDirFor(root, dir); err == nil {
+		_ = os.RemoveAll(d)
+	}
 }
 
 // OnTmpfs reports whether path is on a tmpfs, where --data-live is meant to be: elsewhere the kernel

@@ -375,3 +375,68 @@ func TestLiveCopyFullAtLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveRoom: --data-live auto keeps a live copy only on a tmpfs with room for the memory limit's pages
+// and their sums, counting what the directory's own live copy there already holds.
+func TestLiveRoom(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	root := t.TempDir()
+	require.NoError(t, unix.Mount("tmpfs", root, "tmpfs", 0, "size=16m"))
+	t.Cleanup(func() { _ = unix.Unmount(root, unix.MNT_DETACH) })
+	dir, other := t.TempDir(), t.TempDir()
+	held, err := liveDirFor(root, dir)
+	require.NoError(t, err)
+	require.NoError(t, os.Mkdir(held, 0o700))
+	f, err := os.Create(filepath.Join(held, "items"))
+	require.NoError(t, err)
+	require.NoError(t, unix.Fallocate(int(f.Fd()), 0, 0, 10<<20))
+	require.NoError(t, f.Close())
+
+	disk := t.TempDir()
+	cases := []struct {
+		name, root, dir string
+		memoryLimit     int64
+		errHas          string
+	}{
+		{"not a tmpfs", disk, dir, 1 << 20, "not a tmpfs"},
+		{"room", root, other, 4 << 20, ""},
+		{"no room", root, other, 12 << 20, "MiB free"},
+		{"room counting its own live copy", root, dir, 12 << 20, ""},
+		{"more than the tmpfs", root, dir, 16 << 20, "-m needs 18 MiB"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.root == disk && OnTmpfs(disk) {
+				t.Skip("the temporary directory is on tmpfs")
+			}
+			err := LiveRoom(tc.root, tc.dir, tc.memoryLimit)
+			if tc.errHas == "" {
+				require.NoError(t, err)
+			} else {
+				require.ErrorContains(t, err, tc.errHas)
+			}
+		})
+	}
+}
+
+// TestDirectStartDropsDefaultLiveCopy: a start that maps the directory's own files frees the directory's
+// live copy in the default root, which is stale from then on and which nothing else would free.
+func TestDirectStartDropsDefaultLiveCopy(t *testing.T) {
+	if !OnTmpfs(DefaultLiveRoot) {
+		t.Skip("no tmpfs at " + DefaultLiveRoot)
+	}
+	c := DefaultClasses()
+	dir := t.TempDir()
+	held, err := liveDirFor(DefaultLiveRoot, dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(held) })
+	b, _ := openLiveBacking(t, dir, DefaultLiveRoot, c)
+	require.NoError(t, b.Close())
+	require.DirExists(t, held)
+	b, _, err = OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{})
+	require.NoError(t, err)
+	require.NoError(t, b.Close())
+	require.NoDirExists(t, held)
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasecached/leasecached/internal/logging"
 	"github.com/leasecached/leasecached/server"
+	"github.com/leasecached/leasecached/slab"
 )
 
 func TestParseSize(t *testing.T) {
@@ -114,6 +115,11 @@ func TestCommandLineToConfig(t *testing.T) {
 		{[]string{"--data-dir", "/d", "--data-live", "/dev/shm"}, func(c server.Config) bool {
 			return c.DataDir == "/d" && c.DataLive == "/dev/shm"
 		}},
+		{[]string{"--data-dir", "/d", "--data-live", "off"}, func(c server.Config) bool {
+			return c.DataDir == "/d" && c.DataLive == ""
+		}},
+		{[]string{"--data-live", "off"}, func(c server.Config) bool { return c.DataDir == "" && c.DataLive == "" }},
+		{[]string{"--data-live", "auto"}, func(c server.Config) bool { return c.DataDir == "" && c.DataLive == "" }},
 	}
 	for _, tc := range cases {
 		app := newApp()
@@ -277,4 +283,45 @@ func TestParseMetricsListen(t *testing.T) {
 	require.ErrorContains(t, app.Run([]string{"leasecached", "--metrics-listen", "9150"}), "--metrics-listen: ")
 	require.NoError(t, app.Run([]string{"leasecached"}))
 	require.Empty(t, got.MetricsListen) // off unless given
+}
+
+// TestAutoLive: --data-live's default keeps the live copy on a tmpfs with room for -m and otherwise maps
+// the data directory, saying which in one line either way.
+func TestAutoLive(t *testing.T) {
+	if !slab.OnTmpfs(slab.DefaultLiveRoot) {
+		t.Skip("no tmpfs at " + slab.DefaultLiveRoot)
+	}
+	shm, err := os.MkdirTemp(slab.DefaultLiveRoot, "lc-auto-test-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(shm) })
+	disk := t.TempDir()
+	cases := []struct {
+		name, root  string
+		memoryLimit int64
+		live        bool
+		lineHas     string
+	}{
+		{"tmpfs with room", shm, 64 << 20, true, "kept live in " + shm},
+		{"tmpfs without room", shm, 1 << 50, false, "MiB free"},
+		{"not a tmpfs", disk, 64 << 20, false, "not a tmpfs"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.root == disk && slab.OnTmpfs(disk) {
+				t.Skip("the temporary directory is on tmpfs")
+			}
+			var out strings.Builder
+			dir := t.TempDir()
+			got := autoLive(tc.root, dir, tc.memoryLimit, logging.New(&out, logging.Text, logging.Level(0)))
+			if tc.live {
+				assert.Equal(t, tc.root, got)
+			} else {
+				assert.Empty(t, got)
+			}
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			require.Len(t, lines, 1, "one line: %q", out.String())
+			assert.Contains(t, lines[0], "--data-dir "+dir)
+			assert.Contains(t, lines[0], tc.lineHas)
+		})
+	}
 }

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -119,8 +120,8 @@ func newApp() *cli.App {
 				Usage: "keep item memory in files in `DIR`, so that a restart on it, even after a crash, comes back warm (off unless given; see README)"},
 			&cli.DurationFlag{Name: "data-sync", Value: defaultDataSync,
 				Usage: "how often --data-dir is written to disk, which is what a machine reboot keeps (0: only at a clean stop)"},
-			&cli.StringFlag{Name: "data-live",
-				Usage: "keep --data-dir's items live on the tmpfs `DIR` (/dev/shm, say), each sync copying what changed into --data-dir: no store waits for the kernel's writeback (off unless given; see README)"},
+			&cli.StringFlag{Name: "data-live", Value: liveAuto,
+				Usage: "keep --data-dir's items live on the tmpfs `DIR`, each sync copying what changed into --data-dir: no store waits for the kernel's writeback (auto: " + slab.DefaultLiveRoot + " when it is a tmpfs with room for -m; off: map --data-dir's files; see README)"},
 			&cli.DurationFlag{Name: "lease-window", Value: lease.DefaultWindow,
 				Usage: "how long a lease granted by lease-get stays valid"},
 			&cli.DurationFlag{Name: "stale-window", Value: lease.DefaultStaleWindow,
@@ -227,7 +228,6 @@ func configFrom(c *cli.Context, verbose int) (server.Config, error) {
 		LargePages:   c.Bool("enable-largepages"),
 		DataDir:      c.String("data-dir"),
 		DataSync:     c.Duration("data-sync"),
-		DataLive:     c.String("data-live"),
 		LogLevel:     new(slog.LevelVar),
 		HotKeys:      c.Int("hot-keys"),
 		DisableFlush: c.Bool("disable-flush-all"),
@@ -267,10 +267,43 @@ func configFrom(c *cli.Context, verbose int) (server.Config, error) {
 	}
 	cfg.MaxItemSize = int(itemSize)
 	cfg.MemoryLimit = memMB << 20
+	live := c.String("data-live")
+	if live != liveAuto && live != liveOff {
+		cfg.DataLive = live
+	}
 	if w := graceWarning(cfg); w != "" {
 		cfg.Logger.Warn(w)
 	}
-	return cfg, validate(cfg, memMB)
+	if err := validate(cfg, memMB); err != nil {
+		return cfg, err
+	}
+	if live == liveAuto && cfg.DataDir != "" {
+		cfg.DataLive = autoLive(slab.DefaultLiveRoot, cfg.DataDir, cfg.MemoryLimit, cfg.Logger)
+	}
+	return cfg, nil
+}
+
+// --data-live's words: auto (the default) keeps the live copy in slab.DefaultLiveRoot where autoLive finds
+// room for it, off maps --data-dir's own files; any other value is the root to keep it in.
+const (
+	liveAuto = "auto"
+	liveOff  = "off"
+)
+
+// autoLive is where --data-live auto keeps data directory dir's live copy: under root when root is a tmpfs
+// with room for the memory limit, else nowhere (""), so that the server maps dir's files and its stores
+// fault after each sync's writeback (doc/design/restart.md, "The live copy"). Either choice is one line
+// at start, since the first keeps memory in root after the server stops and the second costs CPU.
+func autoLive(root, dir string, memoryLimit int64, logger *slog.Logger) string {
+	if err := slab.LiveRoom(root, dir, memoryLimit); err != nil {
+		logger.Log(context.Background(), logging.LevelNotice, "--data-dir "+dir+": item memory is mapped from "+
+			dir+" ("+err.Error()+"): stores cost more CPU after each sync; see README \"Warm restart\"")
+		return ""
+	}
+	logger.Log(context.Background(), logging.LevelNotice, "--data-dir "+dir+": item memory is kept live in "+root+
+		", copied into "+dir+" at each sync, and stays in "+root+" after a stop, for the next start"+
+		" (--data-live off: map "+dir+" instead)")
+	return root
 }
 
 // optionReader returns how configFrom reads a setting that has both an -o key and a long flag: its value

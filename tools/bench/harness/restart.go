@@ -44,10 +44,12 @@ const (
 )
 
 // dataDirFlag is leasecached's switch for its data directory (issue 30), dataLiveFlag the one that keeps
-// its items live on tmpfs.
+// its items live on tmpfs (by default in /dev/shm where there is room), liveOff its value that maps the
+// directory's own files.
 const (
 	dataDirFlag  = "--data-dir"
 	dataLiveFlag = "--data-live"
+	liveOff      = "off"
 )
 
 // The scenarios, as the table names them.
@@ -222,16 +224,16 @@ type restartRun struct {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-// leasecachedArgs are leasecached's flags with -m mem and, when dir is not empty, its data directory, and
-// when live is not empty, the root of its live copy.
+// leasecachedArgs are leasecached's flags with -m mem and, when dir is not empty, its data directory with
+// its live copy under root live, or with none when live is empty.
 func (r *restartRun) leasecachedArgs(mem int, dir, live string) func(int) []string {
 	return func(port int) []string {
 		a := []string{"-p", itoa(port), "-l", "127.0.0.1", "-t", itoa(r.o.threads), "-m", itoa(mem), "-c", itoa(r.o.connLimit)}
-		if dir != "" {
-			a = append(a, dataDirFlag, dir)
-		}
-		if live != "" {
-			a = append(a, dataLiveFlag, live)
+		switch {
+		case dir != "" && live != "":
+			a = append(a, dataDirFlag, dir, dataLiveFlag, live)
+		case dir != "":
+			a = append(a, dataDirFlag, dir, dataLiveFlag, liveOff)
 		}
 		return a
 	}
@@ -427,8 +429,9 @@ func (r *restartRun) leasecached(ctx context.Context, sz restartSize, liveParent
 	const name = "leasecached"
 	var ss servers
 	defer func() { err = errors.Join(err, ss.stopAll()) }()
-	lcName, live := "leasecached "+dataDirFlag, ""
+	lcName, live := "leasecached "+dataDirFlag+" "+dataLiveFlag, ""
 	if liveParent == "" {
+		lcName += " " + liveOff
 		// Without the data directory: the RSS to compare with.
 		if err := r.rssBaseline(ctx, &ss, name, r.o.leasecached, r.leasecachedArgs(sz.MemMB, "", ""), sz); err != nil {
 			return err
@@ -438,7 +441,6 @@ func (r *restartRun) leasecached(ctx context.Context, sz restartSize, liveParent
 			return err
 		}
 		defer os.RemoveAll(live)
-		lcName += " " + dataLiveFlag
 	}
 
 	dir, err := os.MkdirTemp(r.o.dataParent, "leasecached-bench-restart-")

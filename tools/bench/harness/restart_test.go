@@ -134,6 +134,7 @@ func TestRestartLeasecached(t *testing.T) {
 	require.Len(t, r.rows, 3)
 	for i, how := range []string{howSIGTERM, howKillFill, howKillSets} {
 		row := r.rows[i]
+		assert.Equal(t, "leasecached --data-dir --data-live off", row.Server)
 		assert.Equal(t, how, row.How)
 		assert.Zero(t, row.Corrupt, how)
 		assert.Equal(t, uint64(2000), row.Present, how)
