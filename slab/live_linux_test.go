@@ -29,6 +29,18 @@ func liveRoot(t testing.TB) string {
 	return root
 }
 
+// smallTmpfs mounts a tmpfs of size (mount's size=) for the test, which skips where it may not mount.
+func smallTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	root := t.TempDir()
+	require.NoError(t, unix.Mount("tmpfs", root, "tmpfs", 0, "size="+size))
+	t.Cleanup(func() { _ = unix.Unmount(root, unix.MNT_DETACH) })
+	return root
+}
+
 // requireDiskIsLive checks that the data directory's files hold exactly what the live copy does.
 func requireDiskIsLive(t *testing.T, b *Backing, msg string) {
 	t.Helper()
@@ -236,12 +248,7 @@ func TestLiveCopyRestarts(t *testing.T) {
 // no room for fails (the caller evicts), where a store into an unreserved hole would kill the process with
 // SIGBUS.
 func TestLiveCopyFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	root := t.TempDir()
-	require.NoError(t, unix.Mount("tmpfs", root, "tmpfs", 0, "size=4m"))
-	t.Cleanup(func() { _ = unix.Unmount(root, unix.MNT_DETACH) })
+	root := smallTmpfs(t, "4m")
 	c := DefaultClasses()
 	b, al := openLiveBacking(t, t.TempDir(), root, c)
 	defer b.Close()
@@ -331,9 +338,7 @@ func TestLiveCopySyncFailure(t *testing.T) {
 // keeps the pages it can reserve and gives the others back, where a store into one of them, or a free of
 // a chunk in it, would get SIGBUS.
 func TestLiveCopyFullAtLoad(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
+	root := smallTmpfs(t, "4m")
 	c := DefaultClasses()
 	dir := t.TempDir()
 	plain, _, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{})
@@ -348,9 +353,6 @@ func TestLiveCopyFullAtLoad(t *testing.T) {
 	}
 	require.NoError(t, plain.Close())
 
-	root := t.TempDir()
-	require.NoError(t, unix.Mount("tmpfs", root, "tmpfs", 0, "size=4m"))
-	t.Cleanup(func() { _ = unix.Unmount(root, unix.MNT_DETACH) })
 	b, _, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{Live: root})
 	require.NoError(t, err)
 	defer b.Close()
@@ -379,12 +381,7 @@ func TestLiveCopyFullAtLoad(t *testing.T) {
 // TestLiveRoom: --data-live auto keeps a live copy only on a tmpfs with room for the memory limit's pages
 // and their sums, counting what the directory's own live copy there already holds.
 func TestLiveRoom(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	root := t.TempDir()
-	require.NoError(t, unix.Mount("tmpfs", root, "tmpfs", 0, "size=16m"))
-	t.Cleanup(func() { _ = unix.Unmount(root, unix.MNT_DETACH) })
+	root := smallTmpfs(t, "16m")
 	dir, other := t.TempDir(), t.TempDir()
 	held, err := liveDirFor(root, dir)
 	require.NoError(t, err)
