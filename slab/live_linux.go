@@ -3,6 +3,7 @@
 package slab
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,7 +51,14 @@ type live struct {
 	mu      sync.Mutex // guards punched
 	punched []uint32   // pages punched in the live files since the last sync, to punch in the directory's
 
-	syncMu sync.Mutex // one sync at a time
+	syncMu sync.Mutex // one sync at a time; guards check
+	// check has a bit for each block of the items and the sums file (as large as they were at the start)
+	// that the directory's files may lack, after a start that found the live copy of a server that did
+	// not stop cleanly: a sync reads those blocks from the directory and writes the ones that differ
+	// (copyChanged). nil when there are none left.
+	check [2][]uint64
+	// written counts the bytes syncs wrote into the directory's files.
+	written atomic.Int64
 }
 
 // DefaultLiveRoot is where a data directory's live copy is kept unless --data-live names another root.
@@ -198,7 +207,7 @@ func (b *Backing) openLive(root string, usable bool) error {
 		l.owed.Store(true)
 	}
 	for i, f := range []*os.File{l.items, l.sums} {
-		if fd, err := unix.Open(f.Name(), unix.O_WRONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0); err == nil {
+		if fd, err := unix.Open(f.Name(), unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0); err == nil {
 			l.direct[i] = fd
 		}
 	}
@@ -209,8 +218,8 @@ func (b *Backing) openLive(root string, usable bool) error {
 	l.marks = unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(m))), len(m)/8)
 	if found && le.Uint64(b.metaMem[hdrClean:]) != instance {
 		// The server that wrote the live copy did not stop cleanly: the directory's files may be behind
-		// it anywhere, so the first sync copies every block.
-		b.markAllLive()
+		// it anywhere, so the first sync compares every block.
+		b.checkAllLive()
 	}
 	le.PutUint64(b.metaMem[hdrClean:], 0) // until a clean stop has copied everything again
 	return nil
@@ -259,6 +268,17 @@ func (b *Backing) markAllLive() {
 	}
 	setBits(b.live.marks, 0, st1.Size()>>blockShift)
 	setBits(b.live.marks, itemsMarks, itemsMarks+st2.Size()>>blockShift)
+}
+
+// checkAllLive lists every block of the live files for the next sync to compare with the directory's.
+func (b *Backing) checkAllLive() {
+	for i, f := range []*os.File{b.items, b.sums} {
+		if st, err := f.Stat(); err == nil {
+			n := st.Size() >> blockShift
+			b.live.check[i] = make([]uint64, (n+63)>>6)
+			setBits(b.live.check[i], 0, n)
+		}
+	}
 }
 
 func setBits(w []uint64, from, to int64) {
@@ -336,6 +356,9 @@ func (b *Backing) syncLive(itemsSize, sumsSize int64) error {
 			}
 		}
 		errs = append(errs, l.copyTaken(f.disk, f.which, f.mem, f.base, f.taken))
+		if l.check[f.which] != nil {
+			errs = append(errs, l.copyChanged(f.disk, f.which, f.mem, f.base, f.taken))
+		}
 	}
 	errs = append(errs, l.items.Sync(), l.sums.Sync(), b.meta.Sync())
 	return errors.Join(errs...)
@@ -397,6 +420,91 @@ func (l *live) copyTaken(disk *os.File, which int, mem []byte, base int64, taken
 	return errors.Join(errs...)
 }
 
+// copyChanged writes the blocks of file which that check lists and the directory's file holds otherwise,
+// and takes them off the list: after a crash most of the directory is what the live copy holds, and
+// reading it costs less than writing it all again. It reads a run of blocks at a time and drops what it
+// read from the page cache. The blocks taken were written already; a block that cannot be read stays
+// listed, one that cannot be written is marked for the next sync.
+func (l *live) copyChanged(disk *os.File, which int, mem []byte, base int64, taken []uint64) error {
+	const run = 256 // blocks read at once: 1 MiB
+	check := l.check[which]
+	set := func(w []uint64, i int64) bool { return i>>6 < int64(len(w)) && w[i>>6]&(1<<(i&63)) != 0 }
+	buf, err := mapBytes(run << blockShift) // aligned, for O_DIRECT
+	if err != nil {
+		return err
+	}
+	defer unmapBytes(buf)
+	var errs []error
+	n := int64(len(check)) << 6
+	for first := int64(0); first < n; first += run {
+		last := min(first+run, n)
+		if !slices.ContainsFunc(check[first>>6:(last+63)>>6], func(w uint64) bool { return w != 0 }) {
+			continue
+		}
+		if err := l.read(disk, which, buf[:(last-first)<<blockShift], first<<blockShift); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		changed := func(i int64) bool {
+			return set(check, i) && !set(taken, i) &&
+				!bytes.Equal(mem[i<<blockShift:(i+1)<<blockShift], buf[(i-first)<<blockShift:(i-first+1)<<blockShift])
+		}
+		for i := first; i < last; {
+			start := i
+			for i < last && changed(i) {
+				i++
+			}
+			if i > start {
+				if err := l.write(disk, which, mem[start<<blockShift:i<<blockShift], start<<blockShift); err != nil {
+					errs = append(errs, err)
+					for j := start; j < i; j++ {
+						atomic.OrUint64(&l.marks[(base+j)>>6], 1<<((base+j)&63))
+					}
+				}
+			} else {
+				i++
+			}
+			for j := start; j < i; j++ {
+				check[j>>6] &^= 1 << (j & 63)
+			}
+		}
+	}
+	if !slices.ContainsFunc(check, func(w uint64) bool { return w != 0 }) {
+		l.check[which] = nil
+	}
+	return errors.Join(errs...)
+}
+
+// read fills p from disk at off, zeros past its end: O_DIRECT where the file system takes it, as write,
+// else through the page cache, from which it is dropped again.
+func (l *live) read(disk *os.File, which int, p []byte, off int64) error {
+	if fd := l.direct[which]; fd >= 0 {
+		n := 0
+		for n < len(p) {
+			m, err := unix.Pread(fd, p[n:], off+int64(n))
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("slab: reading %s: %w", disk.Name(), err)
+			}
+			if m == 0 {
+				break
+			}
+			n += m
+		}
+		clear(p[n:])
+		return nil
+	}
+	n, err := disk.ReadAt(p, off)
+	if err != nil && err != io.EOF {
+		return fmt.Errorf("slab: reading %s: %w", disk.Name(), err)
+	}
+	clear(p[n:])
+	_ = unix.Fadvise(int(disk.Fd()), off, int64(len(p)), unix.FADV_DONTNEED)
+	return nil
+}
+
 // write writes p at off in disk: O_DIRECT where the file system takes it (nothing is copied through
 // the page cache, which would hold a second copy of every block), buffered where it does not.
 func (l *live) write(disk *os.File, which int, p []byte, off int64) error {
@@ -412,12 +520,14 @@ func (l *live) write(disk *os.File, which int, p []byte, off int64) error {
 				return fmt.Errorf("slab: writing %s: %w", disk.Name(), err)
 			}
 			p, off = p[n:], off+int64(n)
+			l.written.Add(int64(n))
 		}
 		if len(p) == 0 {
 			return nil
 		}
 	}
-	_, err := disk.WriteAt(p, off)
+	n, err := disk.WriteAt(p, off)
+	l.written.Add(int64(n))
 	return err
 }
 
