@@ -254,6 +254,9 @@ func checkReboot(t *testing.T, c *rsConn, m *rebootModel) (survived int) {
 // there or not (a value may go back to the one it replaced); nothing else is ever served, and CAS uniques
 // keep growing past every one handed out before the cut.
 //   - "periodic sync": --data-sync 1s; the cut comes after a sync that started after the first writes.
+//   - "kill -9, then periodic sync" (live copy only): the server is killed right after the writes, so the
+//     directory lacks the last of them; the restart's first sync compares the directory with the live
+//     copy and writes what differs, and the cut comes after its second sync.
 //   - "clean stop, then no sync": the writes before are synced by a clean stop; the server then runs with
 //     --data-sync 0 and takes the changes, which nothing syncs: the kernel writes a page back on its own
 //     only once it has been dirty for vm.dirty_expire_centisecs (30 s by default), so none of them may be
@@ -266,13 +269,14 @@ func TestRestartAfterReboot(t *testing.T) {
 	requireRestart(t)
 	requireLoopMount(t)
 	for _, tc := range []struct {
-		name            string
-		cleanStop, live bool
+		name                   string
+		cleanStop, live, crash bool
 	}{
-		{"periodic sync", false, false},
-		{"clean stop, then no sync", true, false},
-		{"live copy, periodic sync", false, true},
-		{"live copy, clean stop, then no sync", true, true},
+		{"periodic sync", false, false, false},
+		{"clean stop, then no sync", true, false, false},
+		{"live copy, periodic sync", false, true, false},
+		{"live copy, kill -9, then periodic sync", false, true, true},
+		{"live copy, clean stop, then no sync", true, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var live []string
@@ -295,12 +299,20 @@ func TestRestartAfterReboot(t *testing.T) {
 			waitLoaded(t, d)
 			c := mustDialRS(t, d)
 			m := fillBeforeSync(t, c)
-			if tc.cleanStop {
-				stopDaemon(t, d, stopTerm)
+			switch {
+			case tc.cleanStop, tc.crash:
+				how := stopTerm
+				if tc.crash {
+					how = stopKill
+				}
+				stopDaemon(t, d, how)
 				d = startOnDir(t, dir, append(live, "--data-sync", sync)...)
 				waitLoaded(t, d)
 				c = mustDialRS(t, d)
-			} else {
+				if tc.crash {
+					waitSyncs(t, c, 2)
+				}
+			default:
 				waitSyncs(t, c, 2) // the second one started after the writes were acknowledged
 			}
 			changed := time.Now()
