@@ -3,6 +3,7 @@ package main
 import (
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -300,10 +301,12 @@ func TestAutoLive(t *testing.T) {
 		memoryLimit int64
 		live        bool
 		lineHas     string
+		dirIn       string // where the data directory is made ("": a temporary directory)
 	}{
-		{"tmpfs with room", shm, 64 << 20, true, "kept live in " + shm},
-		{"tmpfs without room", shm, 1 << 50, false, "MiB free"},
-		{"not a tmpfs", disk, 64 << 20, false, "not a tmpfs"},
+		{"tmpfs with room", shm, 64 << 20, true, "kept live in " + shm, ""},
+		{"tmpfs without room", shm, 1 << 50, false, "MiB free", ""},
+		{"not a tmpfs", disk, 64 << 20, false, "not a tmpfs", ""},
+		{"data directory on tmpfs", shm, 64 << 20, false, "(a tmpfs", shm},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -312,6 +315,9 @@ func TestAutoLive(t *testing.T) {
 			}
 			var out strings.Builder
 			dir := t.TempDir()
+			if tc.dirIn != "" {
+				dir = filepath.Join(tc.dirIn, "not-yet/data") // made at start: its parent decides
+			}
 			got := autoLive(tc.root, dir, tc.memoryLimit, logging.New(&out, logging.Text, logging.Level(0)))
 			if tc.live {
 				assert.Equal(t, tc.root, got)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
@@ -283,6 +284,21 @@ func configFrom(c *cli.Context, verbose int) (server.Config, error) {
 	return cfg, nil
 }
 
+// existingAncestor is path, or the nearest directory above it that exists (--data-dir is made at start).
+func existingAncestor(path string) string {
+	path = filepath.Clean(path)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return path
+		}
+		parent := filepath.Dir(path)
+		if parent == path {
+			return path
+		}
+		path = parent
+	}
+}
+
 // --data-live's words: auto (the default) keeps the live copy in slab.DefaultLiveRoot where autoLive finds
 // room for it, off maps --data-dir's own files; any other value is the root to keep it in.
 const (
@@ -295,6 +311,12 @@ const (
 // fault after each sync's writeback (doc/design/restart.md, "The live copy"). Either choice is one line
 // at start, since the first keeps memory in root after the server stops and the second costs CPU.
 func autoLive(root, dir string, memoryLimit int64, logger *slog.Logger) string {
+	if slab.OnTmpfs(existingAncestor(dir)) {
+		// Nothing writes tmpfs pages back, and a copy would hold the cache twice.
+		logger.Log(context.Background(), logging.LevelNotice, "--data-dir "+dir+
+			": item memory is mapped from it (a tmpfs: it survives the process, not a reboot)")
+		return ""
+	}
 	if err := slab.LiveRoom(root, dir, memoryLimit); err != nil {
 		logger.Log(context.Background(), logging.LevelNotice, "--data-dir "+dir+": item memory is mapped from "+
 			dir+" ("+err.Error()+"): stores cost more CPU after each sync; see README \"Warm restart\"")
