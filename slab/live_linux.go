@@ -423,8 +423,9 @@ func (l *live) copyTaken(disk *os.File, which int, mem []byte, base int64, taken
 // copyChanged writes the blocks of file which that check lists and the directory's file holds otherwise,
 // and takes them off the list: after a crash most of the directory is what the live copy holds, and
 // reading it back writes nothing that did not change (it costs more CPU than writing it all: "What it
-// costs" in doc/design/restart.md). It reads a run of blocks at a time, keeping none in the page cache. The blocks taken were written already; a block that cannot be read stays
-// listed, one that cannot be written is marked for the next sync.
+// costs" in doc/design/restart.md). It reads a run of blocks at a time, keeping none in the page cache.
+// The blocks taken were written already; a block that cannot be read stays listed, one that cannot be
+// written is marked for the next sync.
 func (l *live) copyChanged(disk *os.File, which int, mem []byte, base int64, taken []uint64) error {
 	const run = 256 // blocks read at once: 1 MiB
 	check := l.check[which]
@@ -501,13 +502,10 @@ func (l *live) read(disk *os.File, which int, p []byte, off int64) error {
 			return nil
 		}
 	}
-	n, err := disk.ReadAt(p, off)
-	if err != nil && err != io.EOF {
-		return fmt.Errorf("slab: reading %s: %w", disk.Name(), err)
-	}
-	clear(p[n:])
+	clear(p)
+	err := readInto(disk, p, off)
 	_ = unix.Fadvise(int(disk.Fd()), off, int64(len(p)), unix.FADV_DONTNEED)
-	return nil
+	return err
 }
 
 // write writes p at off in disk: O_DIRECT where the file system takes it (nothing is copied through
