@@ -1,6 +1,10 @@
 package shard
 
-import "github.com/leasecached/leasecached/slab"
+import (
+	"errors"
+
+	"github.com/leasecached/leasecached/slab"
+)
 
 // allocAttempts bounds the free/sweep/move rounds of one chunk allocation;
 // each successful round frees a chunk of the wanted class, so two suffice in
@@ -100,10 +104,23 @@ func (sh *shard) movePage(to int, now int64) bool {
 	if !sh.drainVictimPage(to, now) {
 		return false
 	}
-	if err := sh.al.EndDrain(to); err != nil {
-		panic("shard: " + err.Error()) // drainPage left a used chunk: broken invariant
+	if !sh.endDrain(to) {
+		return false
 	}
 	sh.stats.slabsMoved++
+	return true
+}
+
+// endDrain gives the drained page to class to; false when a data directory had no room left for it and
+// it went back to the arena instead (slab.ErrPageRefused): the caller evicts, as when no page can move.
+func (sh *shard) endDrain(to int) bool {
+	err := sh.al.EndDrain(to)
+	if errors.Is(err, slab.ErrPageRefused) {
+		return false
+	}
+	if err != nil {
+		panic("shard: " + err.Error()) // drainPage left a used chunk: broken invariant
+	}
 	return true
 }
 

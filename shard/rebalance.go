@@ -66,8 +66,8 @@ func (sh *shard) rebalance(to int, now int64) bool {
 		return false
 	}
 	sh.drainPage(p, now)
-	if err := sh.al.EndDrain(to); err != nil {
-		panic("shard: " + err.Error()) // drainPage left a used chunk: broken invariant
+	if !sh.endDrain(to) {
+		return false
 	}
 	sh.stats.slabsMoved++
 	sh.cls[to].pagesGained++

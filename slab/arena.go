@@ -366,10 +366,15 @@ func (a *Arena) setClass(id uint32, c uint8, owner uint8) {
 // clearForClass empties page id in a data directory before it joins another class (the caller owns it
 // and every chunk in it is free): chunks of the old geometry would read as chunks of the new one at a
 // restart. A page taken from the arena is empty already (released pages are punched, new ones are holes).
-func (a *Arena) clearForClass(id uint32) {
-	if a.back != nil {
-		a.back.discard(id)
+// The punch gives the page's blocks back to the file system, so they are reserved again, as a new page's
+// are: a store into a hole of a full file system gets SIGBUS. When the file system has no room for them
+// by now (another shard or another process took it), the error says so and the page must not be used.
+func (a *Arena) clearForClass(id uint32) error {
+	if a.back == nil {
+		return nil
 	}
+	a.back.discard(id)
+	return a.back.reservePage(id)
 }
 
 // ChunkHint is the address chunk r would start at, for a prefetch and nothing else: anyone may call it at

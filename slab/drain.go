@@ -1,6 +1,7 @@
 package slab
 
 import (
+	"errors"
 	"fmt"
 	"math"
 )
@@ -111,6 +112,11 @@ func (al *Allocator) freeDrained(r Ref) {
 	al.drain.used--
 }
 
+// ErrPageRefused is EndDrain's (and MovePage's) answer when the page could not join its new class: in a
+// data directory, the file system had no room left for the page's blocks once they were emptied
+// (Arena.clearForClass). The page went back to the arena, and the drain is over.
+var ErrPageRefused = errors.New("slab: no room in the data directory for the page moved")
+
 // EndDrain ends the drain, every chunk of the page being free by now: the page joins class to (which
 // may be the class it came from), or goes back to the arena when to < 0.
 func (al *Allocator) EndDrain(to int) error {
@@ -135,7 +141,11 @@ func (al *Allocator) EndDrain(to int) error {
 		return nil
 	}
 	if to != d.class {
-		al.arena.clearForClass(d.page)
+		if err := al.arena.clearForClass(d.page); err != nil {
+			al.owned--
+			al.arena.releasePage(d.page)
+			return ErrPageRefused
+		}
 	}
 	al.arena.setClass(d.page, uint8(to), al.owner)
 	ts := &al.cls[to]

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"testing"
 	"time"
@@ -271,6 +272,82 @@ func TestLiveCopyFull(t *testing.T) {
 	}
 	require.Less(t, al.OwnedPages(), 4, "pages taken on a 4 MiB tmpfs")
 	require.Positive(t, al.OwnedPages())
+}
+
+// TestLiveCopyMovedPage: a page that moves to another class is punched (chunks of the old geometry must
+// not be read at a restart), which gives its blocks back to the tmpfs, and reserved again, so that stores
+// into it land once the tmpfs is full, where a hole would get SIGBUS. When the reservation fails the move
+// is refused and the page goes back to the arena.
+func TestLiveCopyMovedPage(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		reserve bool // whether the files can be reserved in when the page moves
+	}{{"room", true}, {"no room", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := smallTmpfs(t, "8m")
+			c := DefaultClasses()
+			b, al := openLiveBacking(t, t.TempDir(), root, c)
+			defer b.Close()
+			from, to := 0, c.Count()/2
+			r := writeChunk(t, al, from, 1)
+			p := r.Page()
+			al.Free(r)
+			if !tc.reserve {
+				items := b.items
+				var err error
+				b.items, err = os.Open(items.Name()) // read-only: the punch and the reservation fail
+				require.NoError(t, err)
+				err = al.MovePage(p, to)
+				require.NoError(t, b.items.Close())
+				b.items = items
+				require.ErrorIs(t, err, ErrPageRefused)
+				require.Zero(t, al.OwnedPages(), "the refused page went back to the arena")
+				_, _, draining := al.Draining()
+				require.False(t, draining)
+				return
+			}
+			require.NoError(t, al.MovePage(p, to))
+			fillFS(t, root)
+			n := 0
+			for {
+				r, ok := al.Alloc(to)
+				if !ok || r.Page() != p {
+					break
+				}
+				require.False(t, storeFaults(al.Chunk(r), 2), "a store into chunk %d of the moved page faulted", n)
+				al.SetSum(r, 2)
+				n++
+			}
+			require.Positive(t, n, "chunks of the moved page")
+		})
+	}
+}
+
+// fillFS writes a file into dir until its file system is full.
+func fillFS(t *testing.T, dir string) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	require.NoError(t, err)
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for range 1 << 14 {
+		if _, err := f.Write(buf); err != nil {
+			require.ErrorIs(t, err, unix.ENOSPC)
+			return
+		}
+	}
+	t.Fatal("the file system never filled up")
+}
+
+// storeFaults writes v over b and reports whether a store faulted: SIGBUS, for a hole of a full file
+// system, becomes a panic here instead of killing the test binary.
+func storeFaults(b []byte, v byte) (faulted bool) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() { faulted = recover() != nil }()
+	for i := range b {
+		b[i] = v
+	}
+	return false
 }
 
 // BenchmarkLiveSync is a sync of a live copy whose every block changed: 64 MiB of items and their seals
