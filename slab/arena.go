@@ -135,10 +135,14 @@ func NewLargePageArena(limit int64) (*Arena, error) {
 }
 
 // NewBackedArena is NewArena with its pages in data directory b (backing.go, persist.go): what is stored
-// in them survives the process. The pages are file pages, so they never move onto huge pages.
+// in them survives the process. The pages of a live copy on tmpfs move onto huge pages as NewArena's do
+// (Collapse); DIR's own files' pages never do: the kernel would write a huge page back whole for any byte
+// changed in it (doc/design/restart.md, "What it costs").
 func NewBackedArena(limit int64, b *Backing) (*Arena, error) {
 	a := &Arena{dir: new(directory), spare: &spareHalves{}, back: b}
-	a.col.unsupported.Store(true)
+	ok, huge := b.collapsible()
+	a.col.unsupported.Store(!ok)
+	a.col.hugeAdvice = huge
 	if err := a.SetLimit(limit); err != nil {
 		return nil, err
 	}
@@ -330,6 +334,7 @@ func (a *Arena) releasePage(id uint32) {
 	seg.sums[id&segmentMask] = nil
 	if a.back != nil {
 		a.back.discard(id)
+		a.col.punch(mem)
 	} else {
 		a.col.unmap(a.spare.withPartner(mem))
 	}
@@ -374,6 +379,7 @@ func (a *Arena) clearForClass(id uint32) error {
 		return nil
 	}
 	a.back.discard(id)
+	a.col.punch(a.page(id))
 	return a.back.reservePage(id)
 }
 

@@ -34,20 +34,21 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (*Backing, string,
 func (b *Backing) page(uint32, bool) (mem, sums []byte, err error) {
 	return nil, nil, errors.New("no data directory")
 }
-func (b *Backing) stored(uint32) []byte     { return nil }
-func (b *Backing) discard(uint32)           {}
-func (b *Backing) punch(uint32)             {}
-func (b *Backing) setRecord(uint32, uint64) {}
-func (b *Backing) Records() []PageRecord    { return nil }
-func (b *Backing) CasHigh() uint64          { return 0 }
-func (b *Backing) SetCasHigh(uint64)        {}
-func (b *Backing) SyncHeader() error        { return nil }
-func (b *Backing) SyncNames()               {}
-func (b *Backing) loadPage(uint32) error    { return nil }
-func (b *Backing) reservePage(uint32) error { return nil }
-func (b *Backing) LiveLoaded() error        { return nil }
-func (b *Backing) SetQuiesce(func())        {}
-func (b *Backing) Flushed() (int64, uint64) { return 0, 0 }
-func (b *Backing) SetFlushed(int64, uint64) {}
-func (b *Backing) Sync() error              { return nil }
-func (b *Backing) Close() error             { return nil }
+func (b *Backing) stored(uint32) []byte         { return nil }
+func (b *Backing) discard(uint32)               {}
+func (b *Backing) punch(uint32)                 {}
+func (b *Backing) collapsible() (ok, huge bool) { return false, false }
+func (b *Backing) setRecord(uint32, uint64)     {}
+func (b *Backing) Records() []PageRecord        { return nil }
+func (b *Backing) CasHigh() uint64              { return 0 }
+func (b *Backing) SetCasHigh(uint64)            {}
+func (b *Backing) SyncHeader() error            { return nil }
+func (b *Backing) SyncNames()                   {}
+func (b *Backing) loadPage(uint32) error        { return nil }
+func (b *Backing) reservePage(uint32) error     { return nil }
+func (b *Backing) LiveLoaded() error            { return nil }
+func (b *Backing) SetQuiesce(func())            {}
+func (b *Backing) Flushed() (int64, uint64)     { return 0, 0 }
+func (b *Backing) SetFlushed(int64, uint64)     {}
+func (b *Backing) Sync() error                  { return nil }
+func (b *Backing) Close() error                 { return nil }

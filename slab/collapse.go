@@ -55,10 +55,14 @@ type collapser struct {
 	// region cannot be unmapped, or its addresses reused, while it is advised. A page released meanwhile
 	// waits in unmapping for whoever holds mu: releasePage runs in event loops (an index that grows gives
 	// pages back), which must not wait for a collapse.
-	mu          sync.Mutex
-	unmapMu     sync.Mutex
-	unmapping   [][]byte
-	carving     atomic.Int64 // carving reports since Collapse last looked
+	mu        sync.Mutex
+	unmapMu   sync.Mutex
+	unmapping [][]byte
+	punched   []uintptr    // regions of a data directory's pages punched since mu was last released; under unmapMu
+	carving   atomic.Int64 // carving reports since Collapse last looked
+	// hugeAdvice is the advice the arena's memory is under: huge pages from the first touch (a data
+	// directory with -L), or not (NewArena's regions). Set before the arena is shared.
+	hugeAdvice  bool
 	unsupported atomic.Bool
 	// huge is len(done), kept apart so that stats can read it without waiting for mu (a collapse pass
 	// holds mu for several milliseconds).
@@ -88,30 +92,49 @@ func (c *collapser) unmap(mem []byte) {
 	}
 }
 
+// punch records that a page of a data directory's live copy was punched out of its file (released, or
+// emptied for another class): the kernel splits its region's huge page, so the region may be collapsed
+// again once its pages are carved. Like unmap, it never waits for a collapse.
+func (c *collapser) punch(page []byte) {
+	c.unmapMu.Lock()
+	c.punched = append(c.punched, regionOf(unsafe.SliceData(page)))
+	c.unmapMu.Unlock()
+	if c.mu.TryLock() {
+		c.unlock()
+	}
+}
+
 // unlock unmaps the memory waiting in unmapping, dropping its regions from the collapsed set (the kernel
-// splits their huge pages), and releases mu. Memory added after it looked is unmapped by the next holder
-// of mu, or here again if there is none. The caller holds mu.
+// splits their huge pages), drops the punched regions from it too, and releases mu. Memory added after it
+// looked is unmapped by the next holder of mu, or here again if there is none. The caller holds mu.
 func (c *collapser) unlock() {
 	for {
 		c.unmapMu.Lock()
-		mems := c.unmapping
-		c.unmapping = nil
+		mems, punched := c.unmapping, c.punched
+		c.unmapping, c.punched = nil, nil
 		c.unmapMu.Unlock()
 		for _, mem := range mems {
-			r := regionOf(unsafe.SliceData(mem))
-			if _, ok := c.done[r]; ok {
-				delete(c.done, r)
-				c.huge.Add(-1)
-			}
+			c.split(regionOf(unsafe.SliceData(mem)))
 			unmapBytes(mem)
+		}
+		for _, r := range punched {
+			c.split(r)
 		}
 		c.mu.Unlock()
 		c.unmapMu.Lock()
-		more := len(c.unmapping) > 0
+		more := len(c.unmapping)+len(c.punched) > 0
 		c.unmapMu.Unlock()
 		if !more || !c.mu.TryLock() {
 			return
 		}
+	}
+}
+
+// split drops region r from the collapsed set. The caller holds mu.
+func (c *collapser) split(r uintptr) {
+	if _, ok := c.done[r]; ok {
+		delete(c.done, r)
+		c.huge.Add(-1)
 	}
 }
 
@@ -177,7 +200,7 @@ func (a *Arena) Collapse() int {
 			c.carving.Add(1) // the next call goes on
 			return n
 		}
-		switch err := collapseRegion(unsafe.Slice(rs.first, hugePageSize)); {
+		switch err := collapseRegion(unsafe.Slice(rs.first, hugePageSize), c.hugeAdvice); {
 		case err == nil:
 			c.done[r] = struct{}{}
 			c.huge.Add(1)

@@ -12,9 +12,6 @@ import (
 	"unsafe"
 )
 
-// anonHugeKB is the AnonHugePages (kB) of the mapping that holds addr.
-func anonHugeKB(t *testing.T, addr uintptr) int { return smapsField(t, addr, "AnonHugePages") }
-
 // collapseOrSkip is a.Collapse, skipping the test where the kernel cannot collapse.
 func collapseOrSkip(t *testing.T, a *Arena) int {
 	t.Helper()
@@ -35,6 +32,11 @@ func TestCollapse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkCollapse(t, a, "AnonHugePages")
+}
+
+// checkCollapse is TestCollapse's walk through arena a, whose huge pages smaps counts in field.
+func checkCollapse(t *testing.T, a *Arena, field string) {
 	al := NewAllocator(a, DefaultClasses(), 8)
 	id, _ := al.Classes().For(1000)
 	size := al.Classes().Size(id)
@@ -68,15 +70,15 @@ func TestCollapse(t *testing.T) {
 	if n := collapseOrSkip(t, a); n != 0 || a.HugeRegions() != 0 {
 		t.Fatalf("a region carved to 1.5 MiB less two steps: %d collapsed", n)
 	}
-	if kb := anonHugeKB(t, region); kb != 0 {
-		t.Fatalf("AnonHugePages %d kB before any collapse", kb)
+	if kb := smapsField(t, region, field); kb != 0 {
+		t.Fatalf("%s %d kB before any collapse", field, kb)
 	}
 	fill(PageSize/2 + size)
 	if n := collapseOrSkip(t, a); n != 1 || a.HugeRegions() != 1 {
 		t.Fatalf("a region carved to within the slack: %d collapsed, %d huge", n, a.HugeRegions())
 	}
-	if kb := anonHugeKB(t, region); kb < hugePageSize>>10 {
-		t.Errorf("AnonHugePages %d kB after the collapse", kb)
+	if kb := smapsField(t, region, field); kb < hugePageSize>>10 {
+		t.Errorf("%s %d kB after the collapse", field, kb)
 	}
 	check()
 	if n := a.Collapse(); n != 0 {

@@ -274,6 +274,25 @@ func TestLiveCopyFull(t *testing.T) {
 	require.Positive(t, al.OwnedPages())
 }
 
+// TestCollapseLiveCopy: the pages of a live copy on tmpfs move onto huge pages as anonymous ones do
+// (TestCollapse); those of a mapped directory never do.
+func TestCollapseLiveCopy(t *testing.T) {
+	c := DefaultClasses()
+	b, _ := openLiveBacking(t, t.TempDir(), liveRoot(t), c)
+	defer b.Close()
+	a, err := NewBackedArena(8*PageSize, b)
+	require.NoError(t, err)
+	require.True(t, a.Collapsing(), "a live copy's pages do not collapse")
+	checkCollapse(t, a, "ShmemPmdMapped")
+
+	mapped, _, err := OpenBacking(t.TempDir(), Identity{Shards: 1, Classes: c}, BackingOptions{})
+	require.NoError(t, err)
+	defer mapped.Close()
+	a, err = NewBackedArena(8*PageSize, mapped)
+	require.NoError(t, err)
+	require.False(t, a.Collapsing(), "a mapped directory's pages collapse")
+}
+
 // TestLiveCopyMovedPage: a page that moves to another class is punched (chunks of the old geometry must
 // not be read at a restart), which gives its blocks back to the tmpfs, and reserved again, so that stores
 // into it land once the tmpfs is full, where a hole would get SIGBUS. When the reservation fails the move

@@ -83,17 +83,20 @@ func mapAligned(n int) ([]byte, error) {
 	return b[lead:end:end], nil
 }
 
-// collapseRegion asks the kernel to back a region from mapHugeRegion(false), all of it resident, with one
-// huge page now (MADV_COLLAPSE, Linux 6.1 and later), then advises it back against huge pages: a region
-// the advice covers would get a huge page, and a compaction stall, at its next fault, and the advice
-// splits the mapping, which the second call lets the kernel merge again. The contents do not change.
+// collapseRegion asks the kernel to back a region (of mapHugeRegion(false), or two pages of a live copy on
+// tmpfs), all of it resident, with one huge page now (MADV_COLLAPSE, Linux 6.1 and later), then, unless
+// huge says the memory is advised onto huge pages anyway, advises it back against them: a region the advice
+// covers would get a huge page, and a compaction stall, at its next fault, and the advice splits the
+// mapping, which the second call lets the kernel merge again. The contents do not change.
 // errCollapseUnsupported means the kernel cannot do it at all.
-func collapseRegion(r []byte) error {
+func collapseRegion(r []byte, huge bool) error {
 	if err := unix.Madvise(r, unix.MADV_HUGEPAGE); err != nil {
 		return errCollapseUnsupported
 	}
 	err := unix.Madvise(r, unix.MADV_COLLAPSE)
-	_ = unix.Madvise(r, unix.MADV_NOHUGEPAGE)
+	if !huge {
+		_ = unix.Madvise(r, unix.MADV_NOHUGEPAGE)
+	}
 	switch err {
 	case unix.EINVAL, unix.EPERM, unix.ENOSYS:
 		return errCollapseUnsupported // a kernel before 6.1, huge pages disabled, or madvise filtered

@@ -21,4 +21,4 @@ const hugePageSize = 2 << 20
 func mapHugeRegion(bool) ([]byte, error) { return mapBytes(hugePageSize) }
 
 // collapseRegion has no huge pages to ask for.
-func collapseRegion([]byte) error { return errCollapseUnsupported }
+func collapseRegion([]byte, bool) error { return errCollapseUnsupported }
