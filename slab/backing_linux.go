@@ -93,6 +93,10 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	if err := b.meta.Truncate(metaLen); err != nil {
 		return b, "", err
 	}
+	// The header is written through the mapping from here on: reserved (reservePageLocked says why).
+	if err := reserve(b.meta, 0, headerBytes); err != nil {
+		return b, "", err
+	}
 	if b.metaMem, err = mapShared(b.meta, int(metaLen)); err != nil {
 		return b, "", err
 	}
@@ -221,11 +225,12 @@ func (b *Backing) reservePage(id uint32) error {
 	return b.reservePageLocked(id)
 }
 
-// reservePageLocked allocates page id's blocks and its seals' in the files: a store into a hole of a
-// full file system (a tmpfs live copy past its size, a full disk) gets SIGBUS; refused here, the page is
-// not used. The caller holds b.mu.
+// reservePageLocked allocates page id's blocks, its seals' and its record's in the files: a store into a
+// hole of a full file system (a tmpfs live copy past its size, a full disk) gets SIGBUS; refused here,
+// the page is not used. The caller holds b.mu.
 func (b *Backing) reservePageLocked(id uint32) error {
-	return errors.Join(reserve(b.items, int64(id)*PageSize, PageSize), reserve(b.sums, int64(id)*sumsSlot, sumsSlot))
+	return errors.Join(reserve(b.items, int64(id)*PageSize, PageSize), reserve(b.sums, int64(id)*sumsSlot, sumsSlot),
+		reserve(b.meta, headerBytes+int64(id)*recordBytes, recordBytes))
 }
 
 // reserve allocates bytes [off, off+n) of f, where the file system can (ENOSPC when it is full).

@@ -141,3 +141,42 @@ func TestNextAddrs(t *testing.T) {
 		}
 	}
 }
+
+// TestBackingFullFileSystem: every block of the meta file that is written through its mapping is
+// reserved first, as a page's are, so a full file system refuses a start or a page instead of killing
+// the process with SIGBUS: the header at open, a page's record when the page is taken.
+func TestBackingFullFileSystem(t *testing.T) {
+	id := Identity{Shards: 1, Classes: DefaultClasses()}
+	t.Run("header", func(t *testing.T) {
+		root := smallTmpfs(t, "1m")
+		fillFS(t, root)
+		var err error
+		require.False(t, faults(func() {
+			var b *Backing
+			if b, _, err = OpenBacking(filepath.Join(root, "dir"), id, BackingOptions{}); err == nil {
+				b.Close()
+			}
+		}), "opening a data directory on a full file system faulted")
+		require.ErrorIs(t, err, unix.ENOSPC)
+	})
+	t.Run("record", func(t *testing.T) {
+		root := smallTmpfs(t, "4m")
+		b, _, err := OpenBacking(filepath.Join(root, "dir"), id, BackingOptions{})
+		require.NoError(t, err)
+		defer b.Close()
+		// Page 512's record is the first of the meta file's third block, a hole so far. The file system
+		// is left room for the page and its seals, not for that block.
+		const page = 512
+		fillFS(t, root)
+		filler := filepath.Join(root, "filler")
+		st, err := os.Stat(filler)
+		require.NoError(t, err)
+		require.NoError(t, os.Truncate(filler, st.Size()-PageSize-sumsSlot))
+		require.False(t, faults(func() {
+			if _, _, err = b.page(page, true); err == nil {
+				b.setRecord(page, encodeRecord(0, 0))
+			}
+		}), "recording a page taken on a full file system faulted")
+		require.ErrorIs(t, err, unix.ENOSPC)
+	})
+}

@@ -333,7 +333,7 @@ func TestLiveCopyMovedPage(t *testing.T) {
 				if !ok || r.Page() != p {
 					break
 				}
-				require.False(t, storeFaults(al.Chunk(r), 2), "a store into chunk %d of the moved page faulted", n)
+				require.False(t, faults(func() { fill(al.Chunk(r), 2) }), "a store into chunk %d of the moved page faulted", n)
 				al.SetSum(r, 2)
 				n++
 			}
@@ -358,15 +358,20 @@ func fillFS(t *testing.T, dir string) {
 	t.Fatal("the file system never filled up")
 }
 
-// storeFaults writes v over b and reports whether a store faulted: SIGBUS, for a hole of a full file
-// system, becomes a panic here instead of killing the test binary.
-func storeFaults(b []byte, v byte) (faulted bool) {
+// faults runs fn and reports whether a store of it faulted: SIGBUS, for a hole of a full file system,
+// becomes a panic here instead of killing the test binary.
+func faults(fn func()) (faulted bool) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() { faulted = recover() != nil }()
+	fn()
+	return false
+}
+
+// fill writes v over b.
+func fill(b []byte, v byte) {
 	for i := range b {
 		b[i] = v
 	}
-	return false
 }
 
 // BenchmarkLiveSync is a sync of a live copy whose every block changed: 64 MiB of items and their seals
