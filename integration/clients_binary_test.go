@@ -2,7 +2,9 @@ package integration
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -289,8 +291,8 @@ func bcStartSASLPairFiles(t *testing.T, args ...string) (mc, lc *daemon, f *bcSA
 		return mc, lc, f // TLS: the probe below speaks plaintext; the client scripts' oracle check remains
 	}
 	probe := []string{string(bcPacket(bcOpSASLAuth, "PLAIN", "", "\x00"+bcSASLUser+"\x00"+bcSASLPassword, 0, 0))}
-	got, _ := bcExchangeT(t, mc, probe)
-	_, _ = bcExchangeT(t, lc, probe) // the same on both, for their auth_cmds
+	got, _ := bcExchangeT(t, mc, probe, nil)
+	_, _ = bcExchangeT(t, lc, probe, []int{len(got)}) // the same on both, for their auth_cmds
 	require.Equal(t, "Authenticated", bcBody(t, []byte(got)),
 		"memcached -S with SASL_CONF_PATH=%s does not authenticate %s (is libsasl2-modules-db installed?); its output:\n%s",
 		f.confDir, bcSASLUser, mc.out.String())
@@ -388,74 +390,119 @@ func bcStats(b []byte) map[string]string {
 	return stats
 }
 
-// bcQuiet is how long a raw exchange's step waits for more of its reply once nothing more arrives:
-// replies are not delimited (a connection before authenticating answers no sentinel, and a closed one
-// none), so silence ends them. -Y's tests wait 300 ms; a SASL failure under the race detector, with the
-// rest of the suite running, has been seen to take longer.
+// bcQuiet is how long a raw exchange's step waits for its reply when nothing tells it how long the reply
+// is: replies are not delimited (a connection before authenticating answers no sentinel, and a closed
+// one none), so silence ends them. -Y's tests wait 300 ms; a SASL failure under the race detector, with
+// the rest of the suite running, has been seen to take longer.
 const bcQuiet = time.Second
 
-// bcExchange sends each step on one connection to d, each whole, and returns what d answered within
-// bcQuiet of each, and whether d closed the connection. It may run on any goroutine.
-func bcExchange(d *daemon, steps []string) (reply string, closed bool, err error) {
+// bcSlow bounds the wait for a step's reply whose length is known (memcached's, in bcCompareExchanges),
+// and bcAfter is how long the step then waits for bytes beyond it: a known length ends the wait as soon
+// as it is met, so a slow answer (a password check on a loaded machine took more than bcQuiet) is waited
+// for without every step paying for it.
+const (
+	bcSlow  = 15 * time.Second
+	bcAfter = 200 * time.Millisecond
+)
+
+// bcExchange sends each step on one connection to d, each whole, and returns what d answered to each and
+// whether d closed the connection. A step waits bcQuiet for its reply, or, when want has its index, until
+// want[i] bytes came (at most bcSlow) and then bcAfter more (want[i] == 0: bcQuiet). It may run on any
+// goroutine.
+func bcExchange(d *daemon, steps []string, want []int) (replies []string, closed bool, err error) {
 	rc, err := dialRawErr(d)
 	if err != nil {
-		return "", false, err
+		return nil, false, err
 	}
 	defer rc.c.Close()
-	var all strings.Builder
-	for _, step := range steps {
-		rep := rc.exchange([]byte(step), wholeWrite, nil, bcQuiet)
-		all.Write(rep.data)
-		if rep.closed {
-			return all.String(), true, nil
+	buf := make([]byte, readBufSize)
+	for i, step := range steps {
+		if _, err := rc.c.Write([]byte(step)); err != nil {
+			return append(replies, ""), true, nil // closed by the server after the last step
+		}
+		need := 0
+		if i < len(want) {
+			need = want[i]
+		}
+		wait := bcQuiet
+		if need > 0 {
+			wait = bcSlow
+		}
+		_ = rc.c.SetReadDeadline(time.Now().Add(wait))
+		var got []byte
+		for {
+			n, err := rc.c.Read(buf)
+			got = append(got, buf[:n]...)
+			if need > 0 && len(got) >= need {
+				need = 0
+				_ = rc.c.SetReadDeadline(time.Now().Add(bcAfter))
+			}
+			if err != nil {
+				var ne net.Error
+				closed = !(errors.As(err, &ne) && ne.Timeout())
+				break
+			}
+		}
+		replies = append(replies, string(got))
+		if closed {
+			return replies, true, nil
 		}
 	}
-	return all.String(), false, nil
+	return replies, false, nil
 }
 
 // bcOutcome is what one server did with one case's steps.
 type bcOutcome struct {
-	reply  string
-	closed bool
-	err    error
+	replies []string
+	closed  bool
+	err     error
 }
 
-// bcCompareExchanges sends every case's steps to mc and lc, all at once (each case and server a connection
-// of its own: each step waits bcQuiet, so one at a time would take minutes, and t.Parallel would be held
-// to -parallel), then requires, in a subtest per case, the same replies, CAS zeroed, and the same close.
+// bcCompareExchanges sends every case's steps to mc, all at once (each case a connection of its own: each
+// step may wait bcQuiet, so one at a time would take minutes, and t.Parallel would be held to -parallel),
+// then to lc the same way, each step waiting for as many bytes as memcached sent; then requires, in a
+// subtest per case, the same replies, CAS zeroed, and the same close.
 func bcCompareExchanges(t *testing.T, mc, lc *daemon, cases []authCase) {
 	t.Helper()
 	out := make([][2]bcOutcome, len(cases))
-	var wg sync.WaitGroup
-	for c, tc := range cases {
-		for i, d := range []*daemon{mc, lc} {
+	for i, d := range []*daemon{mc, lc} {
+		var wg sync.WaitGroup
+		for c, tc := range cases {
+			var want []int
+			if i == 1 {
+				for _, r := range out[c][0].replies {
+					want = append(want, len(r))
+				}
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				o := &out[c][i]
-				o.reply, o.closed, o.err = bcExchange(d, tc.steps)
+				o.replies, o.closed, o.err = bcExchange(d, tc.steps, want)
 			}()
 		}
+		wg.Wait()
 	}
-	wg.Wait()
 	for c, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			want, got := out[c][0], out[c][1]
 			require.NoError(t, want.err, "memcached")
 			require.NoError(t, got.err, "leasecached")
-			assert.Equal(t, fmt.Sprintf("%q", bcNormalizeCAS(want.reply)), fmt.Sprintf("%q", bcNormalizeCAS(got.reply)),
+			assert.Equal(t, fmt.Sprintf("%q", bcNormalizeCAS(strings.Join(want.replies, ""))),
+				fmt.Sprintf("%q", bcNormalizeCAS(strings.Join(got.replies, ""))),
 				"replies (memcached, leasecached; CAS zeroed)")
 			assert.Equal(t, want.closed, got.closed, "connection closed (memcached, leasecached)")
 		})
 	}
 }
 
-// bcExchangeT is bcExchange on the test's goroutine, failing the test when d cannot be reached.
-func bcExchangeT(t *testing.T, d *daemon, steps []string) (string, bool) {
+// bcExchangeT is bcExchange on the test's goroutine, failing the test when d cannot be reached; the
+// replies are joined.
+func bcExchangeT(t *testing.T, d *daemon, steps []string, want []int) (string, bool) {
 	t.Helper()
-	reply, closed, err := bcExchange(d, steps)
+	replies, closed, err := bcExchange(d, steps, want)
 	require.NoError(t, err)
-	return reply, closed
+	return strings.Join(replies, ""), closed
 }
 
 // TestBinarySASLExchanges sends the same raw packets to memcached -S and leasecached -S and compares the
@@ -515,9 +562,13 @@ func TestBinarySASLExchanges(t *testing.T) {
 	// The same cases ran on both, so the authentication counters must agree.
 	t.Run("stats auth_cmds auth_errors", func(t *testing.T) {
 		var views [2]string
+		var want []int // leasecached waits for the authentication's reply as long as memcached's
 		for i, d := range []*daemon{mc, lc} {
-			got, _ := bcExchangeT(t, d, []string{good, pkt(bcOpStat, "", "", "")})
-			st := bcStats([]byte(got))
+			replies, _, err := bcExchange(d, []string{good, pkt(bcOpStat, "", "", "")}, want)
+			require.NoError(t, err)
+			require.Len(t, replies, 2, d.name)
+			want = []int{len(replies[0])}
+			st := bcStats([]byte(strings.Join(replies, "")))
 			views[i] = fmt.Sprintf("auth_cmds=%q auth_errors=%q", st["auth_cmds"], st["auth_errors"])
 		}
 		assert.Equal(t, views[0], views[1], "memcached, leasecached")
@@ -591,7 +642,7 @@ func TestBinarySASLReload(t *testing.T) {
 	held := map[*daemon]*rawConn{}
 	for _, d := range []*daemon{mc, lc} {
 		rc := dialRaw(t, d)
-		rep := rc.exchange([]byte(auth(bcSASLUser, bcSASLPassword)), wholeWrite, nil, bcQuiet)
+		rep := rc.exchange([]byte(auth(bcSASLUser, bcSASLPassword)), wholeWrite, []byte("Authenticated"), bcSlow)
 		require.Equal(t, "Authenticated", bcBody(t, rep.data), d.name)
 		held[d] = rc
 	}
@@ -605,7 +656,7 @@ func TestBinarySASLReload(t *testing.T) {
 	// leasecached's reload is asynchronous: poll it (bounded) until the new user authenticates.
 	deadline := time.Now().Add(authReloadWait)
 	for time.Now().Before(deadline) {
-		if got, _ := bcExchangeT(t, lc, []string{auth("dave", "new-pw")}); len(got) > bcHeaderLen && got[bcHeaderLen:] == "Authenticated" {
+		if got, _ := bcExchangeT(t, lc, []string{auth("dave", "new-pw")}, nil); len(got) > bcHeaderLen && got[bcHeaderLen:] == "Authenticated" {
 			break
 		}
 	}
@@ -615,7 +666,7 @@ func TestBinarySASLReload(t *testing.T) {
 		{"kept user after", []string{auth(bcSASLUser2, bcSASLPassword2), get}},
 	})
 	for _, d := range []*daemon{mc, lc} {
-		rep := held[d].exchange([]byte(get), wholeWrite, nil, bcQuiet)
+		rep := held[d].exchange([]byte(get), wholeWrite, []byte("Not found"), bcSlow)
 		assert.Equal(t, "Not found", bcBody(t, rep.data), "%s: authenticated before the reload, still", d.name)
 	}
 }
