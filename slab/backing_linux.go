@@ -156,26 +156,18 @@ func fileSize(f *os.File) (int64, error) {
 }
 
 // mapShared maps n bytes of f, from its start, at an address aligned to hugePageSize: a pair of pages of a
-// live copy can then move onto one huge page (Arena.Collapse). The address space is reserved oversized,
-// without memory, and the file mapped over its aligned part.
+// live copy can then move onto one huge page (Arena.Collapse). The address space is reserved aligned,
+// without memory, and the file mapped over it.
 func mapShared(f *os.File, n int) ([]byte, error) {
-	pageMask := uintptr(unix.Getpagesize() - 1)
-	r, err := unix.MmapPtr(-1, 0, nil, uintptr(n+hugePageSize), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_NORESERVE)
+	r, err := mapAnonAligned(n, unix.PROT_NONE, unix.MAP_NORESERVE)
 	if err != nil {
 		return nil, fmt.Errorf("slab: reserving address space for %s: %w", f.Name(), err)
 	}
-	lead := (hugePageSize - uintptr(r)%hugePageSize) % hugePageSize
-	at := unsafe.Add(r, lead)
+	at := unsafe.Pointer(unsafe.SliceData(r))
 	p, err := unix.MmapPtr(int(f.Fd()), 0, at, uintptr(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_NORESERVE|unix.MAP_FIXED)
 	if err != nil {
-		_ = unix.MunmapPtr(r, uintptr(n+hugePageSize))
+		unmapBytes(r)
 		return nil, fmt.Errorf("slab: mapping %s: %w", f.Name(), err)
-	}
-	if lead > 0 {
-		_ = unix.MunmapPtr(r, lead)
-	}
-	if end := (uintptr(n) + pageMask) &^ pageMask; lead+end < uintptr(n+hugePageSize) {
-		_ = unix.MunmapPtr(unsafe.Add(at, end), uintptr(n+hugePageSize)-lead-end)
 	}
 	return unsafe.Slice((*byte)(p), n), nil
 }

@@ -135,17 +135,14 @@ func (al *Allocator) EndDrain(to int) error {
 		return fmt.Errorf("slab: draining page %d counts %d used chunks but holds none", d.page, d.used)
 	}
 	al.drain = drainState{page: noDrain}
+	var refused error
+	if to >= 0 && to != d.class && al.arena.clearForClass(d.page) != nil {
+		to, refused = -1, ErrPageRefused
+	}
 	if to < 0 {
 		al.owned--
 		al.arena.releasePage(d.page)
-		return nil
-	}
-	if to != d.class {
-		if err := al.arena.clearForClass(d.page); err != nil {
-			al.owned--
-			al.arena.releasePage(d.page)
-			return ErrPageRefused
-		}
+		return refused
 	}
 	al.arena.setClass(d.page, uint8(to), al.owner)
 	ts := &al.cls[to]

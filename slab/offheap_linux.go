@@ -63,15 +63,21 @@ func mapTable(n int) ([]byte, error) {
 	return r[:n:n], nil
 }
 
-// mapAligned maps n zeroed bytes, rounded up to whole base pages, starting on a hugePageSize boundary. It
-// maps hugePageSize more and unmaps the misaligned ends: the kernel aligns an anonymous mapping only to the
-// base page.
+// mapAligned maps n zeroed bytes, rounded up to whole base pages, starting on a hugePageSize boundary.
 func mapAligned(n int) ([]byte, error) {
-	b, err := mapBytes(n + hugePageSize)
+	return mapAnonAligned(n, unix.PROT_READ|unix.PROT_WRITE, 0)
+}
+
+// mapAnonAligned maps n bytes of anonymous memory with prot and the extra flags, rounded up to whole base
+// pages, starting on a hugePageSize boundary. It maps hugePageSize more and unmaps the misaligned ends: the
+// kernel aligns an anonymous mapping only to the base page.
+func mapAnonAligned(n, prot, flags int) ([]byte, error) {
+	p, err := unix.MmapPtr(-1, 0, nil, uintptr(n+hugePageSize), prot, unix.MAP_PRIVATE|unix.MAP_ANON|flags)
 	if err != nil {
 		return nil, err
 	}
-	lead := int((hugePageSize - uintptr(unsafe.Pointer(unsafe.SliceData(b)))%hugePageSize) % hugePageSize)
+	b := unsafe.Slice((*byte)(p), n+hugePageSize)
+	lead := int((hugePageSize - uintptr(p)%hugePageSize) % hugePageSize)
 	if lead > 0 {
 		unmapBytes(b[:lead:lead])
 	}
