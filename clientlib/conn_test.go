@@ -86,8 +86,7 @@ func TestContextInterruptsAndKeepsConnectionInStep(t *testing.T) {
 func TestPoolLimitMakesCallersWait(t *testing.T) {
 	srv := stallingServer(t)
 	c := newTestClient(t, Config{MaxOpenPerAddr: 1}, srv.addr())
-	hold, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
+	hold, cancel := context.WithTimeout(context.Background(), 10*time.Second) // cancelled below
 	done := make(chan error, 1)
 	go func() { _, err := c.Get(hold, "slow"); done <- err }()
 	waitFor(t, time.Second, func() bool { return srv.accepted.Load() == 1 })
@@ -100,6 +99,7 @@ func TestPoolLimitMakesCallersWait(t *testing.T) {
 	if n := srv.accepted.Load(); n != 1 {
 		t.Fatalf("opened %d connections with MaxOpenPerAddr 1", n)
 	}
+	cancel() // the first caller leaves, freeing the slot
 	<-done
 	// Once the slot frees, a waiting caller proceeds.
 	if _, err := c.Get(context.Background(), "fast"); !errors.Is(err, ErrCacheMiss) {
@@ -119,7 +119,8 @@ func TestServerTimeoutEjects(t *testing.T) {
 		}
 	}
 	good := stallingServer(t)
-	c := newTestClient(t, Config{Timeout: 50 * time.Millisecond, FailureLimit: 2, RetryInterval: 100 * time.Millisecond},
+	// Timeout bounds the healthy requests too: 500 ms leaves a loaded machine room.
+	c := newTestClient(t, Config{Timeout: 500 * time.Millisecond, FailureLimit: 2, RetryInterval: 100 * time.Millisecond},
 		bad.addr(), good.addr())
 	// Find a key that lives on the bad server.
 	var key string
@@ -151,7 +152,7 @@ func TestServerTimeoutEjects(t *testing.T) {
 	}
 	// The prober's "version" is answered once the server behaves again.
 	silent.Store(false)
-	waitFor(t, 2*time.Second, func() bool { return !c.Stats().Servers[0].Ejected })
+	waitFor(t, 5*time.Second, func() bool { return !c.Stats().Servers[0].Ejected })
 	if a, _ := c.ServerFor(key); a != bad.addr() {
 		t.Fatalf("server not put back: key maps to %s", a)
 	}

@@ -2,6 +2,7 @@ package clientlib
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // fakeServer is a scripted in-test server for the lease commands: it lets a test decide each
@@ -146,6 +148,23 @@ func valueBlock(key, data string) string {
 
 func lvalueBlock(key string, token uint64, stale string) string {
 	return fmt.Sprintf("LVALUE %s %d 0 %d\r\n%s\r\n", key, token, len(stale), stale)
+}
+
+// warm dials every server of c and learns what it speaks, with time to spare, so that a test's short
+// deadline bounds only the requests it is about: a first dial and probe under -race on a loaded machine
+// can take longer than such a deadline.
+func warm(t *testing.T, c *Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, srv := range c.serverSnapshot() {
+		if _, err := c.capabilities(ctx, srv); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func newTestClient(t *testing.T, cfg Config, addrs ...string) *Client {

@@ -90,7 +90,7 @@ func TestGetOrFillStateMachine(t *testing.T) {
 			name:     "deadline expires during hot-miss wait",
 			leaseGet: func(n int64, k string) string { return lvalueBlock(k, hotMissToken, "") },
 			opts:     FillOptions{MaxWait: 10 * time.Second},
-			timeout:  80 * time.Millisecond,
+			timeout:  400 * time.Millisecond, // half of it bounds each lease-get (GetOrFill)
 			wantErr:  context.DeadlineExceeded,
 			wantGets: -1,
 		},
@@ -221,6 +221,7 @@ func TestGetOrFillStateMachine(t *testing.T) {
 			srv := newFakeServer(t)
 			srv.leaseGet, srv.leaseSet = tc.leaseGet, tc.leaseSet
 			c := newTestClient(t, Config{MaxValueSize: 1024}, srv.addr())
+			warm(t, c)
 			var fills atomic.Int64
 			fill := func(ctx context.Context, k string) ([]byte, error) {
 				n := fills.Add(1)
@@ -245,9 +246,9 @@ func TestGetOrFillStateMachine(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
+					<-start
 					ctx, cancel := context.WithTimeout(context.Background(), timeout)
 					defer cancel()
-					<-start
 					opts := tc.opts
 					v, err := c.GetOrFill(ctx, key, fill, &opts)
 					outs[i] = out{v, err}
@@ -270,7 +271,7 @@ func TestGetOrFillStateMachine(t *testing.T) {
 				}
 			}
 			// Background work (a StaleWhileRefresh fill) may still be running: wait for it, bounded.
-			waitFor(t, time.Second, func() bool { return int64(len(srv.setsSeen())) >= int64(len(tc.wantSets)) })
+			waitFor(t, 5*time.Second, func() bool { return int64(len(srv.setsSeen())) >= int64(len(tc.wantSets)) })
 			if got := fills.Load(); got != tc.wantFills {
 				t.Errorf("fills = %d, want %d", got, tc.wantFills)
 			}
@@ -323,18 +324,19 @@ func TestGetOrFillCallerLeavesFillStillCached(t *testing.T) {
 	srv := newFakeServer(t)
 	srv.leaseGet = func(n int64, k string) string { return lvalueBlock(k, 9, "") }
 	c := newTestClient(t, Config{}, srv.addr())
+	warm(t, c)
 	fill := func(ctx context.Context, k string) ([]byte, error) {
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(time.Second)
 		return []byte("v"), nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond) // half for the lease-get
 	defer cancel()
 	if _, err := c.GetOrFill(ctx, "k", fill, nil); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want deadline exceeded", err)
 	}
-	waitFor(t, 2*time.Second, func() bool { return len(srv.setsSeen()) == 1 })
-	if got := srv.setsSeen(); got[0] != "k 9 v" {
-		t.Fatalf("lease-set = %q", got)
+	waitFor(t, 5*time.Second, func() bool { return len(srv.setsSeen()) == 1 })
+	if got := srv.setsSeen(); len(got) != 1 || got[0] != "k 9 v" {
+		t.Fatalf("lease-set = %q, want one of the filled value", got)
 	}
 }
 

@@ -377,8 +377,10 @@ func testServerKilled(t *testing.T, start func(testing.TB) *proc) {
 			if err != nil || string(it.Value) != k {
 				t.Fatalf("key %s on surviving %s: %v %v", k, a, it, err)
 			}
-			if el := time.Since(start); el > 200*time.Millisecond {
-				t.Fatalf("request to a healthy server took %v", el)
+			// One that waited on the dead server would have taken its Timeout (500 ms); a loaded machine
+			// under -race can take a few hundred ms for anything.
+			if el := time.Since(start); el >= 500*time.Millisecond {
+				t.Fatalf("request to a healthy server took %v: as long as a request to the dead one", el)
 			}
 		}
 	}
@@ -426,15 +428,16 @@ func TestGetOrFillFailuresAgainstServer(t *testing.T) {
 		if r, err := c.LeaseGet(ctx, "held"); err != nil || r.Status != clientlib.LeaseGranted {
 			t.Fatalf("taking the lease: %+v %v", r, err)
 		}
-		wctx, wcancel := context.WithTimeout(ctx, 150*time.Millisecond)
+		// Half the deadline bounds each lease-get (GetOrFill): a second leaves a loaded machine room.
+		wctx, wcancel := context.WithTimeout(ctx, time.Second)
 		defer wcancel()
 		start := time.Now()
 		_, err := c.GetOrFill(wctx, "held", never, &clientlib.FillOptions{MaxWait: 5 * time.Second, Fallback: clientlib.FallbackError})
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("GetOrFill = %v, want the caller's deadline", err)
 		}
-		if d := time.Since(start); d > time.Second {
-			t.Fatalf("returned %v after a 150 ms deadline", d)
+		if d := time.Since(start); d > 3*time.Second {
+			t.Fatalf("returned %v after a 1 s deadline (the wait is up to 5 s)", d)
 		}
 		if c.Stats().HotMissWaits == 0 {
 			t.Fatal("no hot-miss wait counted")
