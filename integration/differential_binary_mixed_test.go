@@ -213,7 +213,7 @@ func TestBinaryConnLimit(t *testing.T) {
 			}
 			time.Sleep(connLimitWait)
 			for i, rc := range conns {
-				rep := rc.exchange(binSentinelReq, wholeWrite, binSentinelReply, connLimitWait)
+				rep := rc.exchange(binSentinelReq, wholeWrite, binSentinelReply, defaultReplyTimeout) // see TestConnLimit
 				switch {
 				case bytes.Equal(rep.data, binSentinelReply):
 					usable++

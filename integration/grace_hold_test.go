@@ -88,7 +88,7 @@ func TestHoldOverTheWire(t *testing.T) {
 	// A parked multi-key get, with a request pipelined behind it: answered in order once the refill lands.
 	p := dialRaw(t, d)
 	require.NoError(t, p.write([]byte("get other k\r\nmn\r\n"), wholeWrite, 5*time.Second))
-	time.Sleep(200 * time.Millisecond)
+	waitStat(t, writer, "hold_waiting", "1") // k parked before the set, or the set would not be what fills it
 	assert.Equal(t, "STORED\r\n", ask(t, writer, "set k 0 0 2\r\nv1\r\n"))
 	rep := readUntil(p.c, []byte("MN\r\n"))
 	// "other" missed (and this read took its lease), then k, then the pipelined mn.
@@ -99,6 +99,7 @@ func TestHoldOverTheWire(t *testing.T) {
 	assert.Equal(t, "END\r\n", ask(t, refiller, "get k\r\n"))
 	q := dialRaw(t, d)
 	require.NoError(t, q.write([]byte("get k\r\n"), wholeWrite, 5*time.Second))
+	waitStat(t, writer, "hold_waiting", "1")
 	assertNoReply(t, q, 300*time.Millisecond)
 	assert.Equal(t, "NOT_FOUND\r\n", ask(t, writer, "delete k\r\n"))
 	_ = q.c.SetReadDeadline(time.Now().Add(10 * time.Second))

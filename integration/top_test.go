@@ -128,7 +128,17 @@ func (v *topView) wait(t *testing.T) int {
 	case <-time.After(topWait):
 		t.Fatalf("top did not exit within %v", topWait)
 	}
-	time.Sleep(50 * time.Millisecond) // the reader takes what was written last
+	// The reader takes what was written last: wait until the terminal holds nothing unread and what the
+	// view drew has stopped growing.
+	last := -1
+	for deadline := time.Now().Add(topWait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		unread, err := unix.IoctlGetInt(int(v.master.Fd()), unix.TIOCINQ)
+		n := len(v.output())
+		if err == nil && unread == 0 && n == last {
+			break
+		}
+		last = n
+	}
 	return v.cmd.ProcessState.ExitCode()
 }
 

@@ -454,31 +454,37 @@ func TestTLSConnectionLimitConcurrent(t *testing.T) {
 	cfg, err := ts.certs.ClientConfig(nil)
 	require.NoError(t, err)
 	var served, refused atomic.Int32
-	var wg sync.WaitGroup
-	start := make(chan struct{})
+	var wg, tried sync.WaitGroup
+	start, allTried := make(chan struct{}), make(chan struct{})
 	for range clients {
 		wg.Add(1)
+		tried.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
 			c, err := dialTLS(ts.tlsAddr, cfg)
 			if err != nil {
+				t.Errorf("dial: %v", err)
+				tried.Done()
 				return
 			}
 			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 			_, _ = io.WriteString(c, "mn\r\n")
 			got, _ := bufio.NewReader(c).ReadString('\n')
+			tried.Done()
 			switch got {
 			case "MN\r\n":
 				served.Add(1)
-				time.Sleep(500 * time.Millisecond) // keep the slot while the others try
+				<-allTried // keep the slot until every other client has had its answer
 			case string(tooManyConns):
 				refused.Add(1)
 			}
 		}()
 	}
 	close(start)
+	tried.Wait()
+	close(allTried)
 	wg.Wait()
 	assert.LessOrEqual(t, served.Load(), int32(limit))
 	assert.Equal(t, int32(clients), served.Load()+refused.Load(), "every client served or told why not")
