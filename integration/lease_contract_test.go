@@ -23,10 +23,11 @@ import (
 //
 // The hot-miss token is written literally as 1.
 
-// Windows the contract tests run the daemon with: short, so the timing rules cost about a second each.
+// Windows the contract tests run the daemon with: short, so the timing rules cost a few seconds each, and
+// long enough that a check inside a window has a second to spare on a loaded machine.
 const (
-	contractLeaseWindow = time.Second
-	contractStaleWindow = 2 * time.Second
+	contractLeaseWindow = 2 * time.Second
+	contractStaleWindow = 3 * time.Second
 	// clockResolution is the granularity of item exptimes and of the stale window's end: a deadline of
 	// "now + n s" falls anywhere in (n-1, n] real seconds.
 	clockResolution = time.Second
@@ -481,8 +482,9 @@ func timingCases() []leaseCase {
 	lapse := contractLeaseWindow + timingSlack
 	half := contractLeaseWindow / 2
 	// After a delete the stale value lives until now+window on the 1-s clock: at least window-1s, at
-	// most window.
+	// most window. It is asked for in the middle of the first.
 	staleGone := contractStaleWindow + timingSlack
+	staleStill := (contractStaleWindow - clockResolution) / 2
 	return []leaseCase{
 		{"after the lease window lapses a new token is granted and the old one refused", []leaseStep{
 			on(lget("$ka"), lvalue("$ka", "$T1", 0, "")+end),
@@ -510,9 +512,8 @@ func timingCases() []leaseCase {
 		{"stale value after delete lasts for the stale window only", []leaseStep{
 			on(setCmd("$ka", 8, 0, "deleted"), stored),
 			on("delete $ka\r\n", "DELETED\r\n"),
-			{sleep: contractStaleWindow - clockResolution - timingSlack, send: lget("$ka"),
-				want: lvalue("$ka", "$T1", 8, "deleted") + end},
-			{sleep: staleGone - (contractStaleWindow - clockResolution - timingSlack), conn: 1, send: lget("$ka"),
+			{sleep: staleStill, send: lget("$ka"), want: lvalue("$ka", "$T1", 8, "deleted") + end},
+			{sleep: staleGone - staleStill, conn: 1, send: lget("$ka"),
 				want: lvalue("$ka", "$T2", 0, "") + end},
 		}},
 	}
