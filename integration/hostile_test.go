@@ -58,9 +58,12 @@ const (
 	hostileCheckMaxRounds = 12000
 	// hostileWorkers is how many rows of a shared group run at once.
 	hostileWorkers = 6
-	// hostileOpenWait is how long the reply to a row that leaves a request open is read: either
-	// server closing the connection ends it sooner, waiting that long ends it with <timeout>.
-	hostileOpenWait = 300 * time.Millisecond
+	// hostileOpenWait is how long memcached's reply to a row that leaves a request open is read: its
+	// closing the connection ends it sooner, waiting that long ends it with <timeout>. leasecached, built
+	// with -race when the tests are and sharing the machine with the rest of the suite, gets
+	// hostileOpenWaitLC: a late byte of its reply must not read as a different transcript.
+	hostileOpenWait   = 300 * time.Millisecond
+	hostileOpenWaitLC = time.Second
 	// hostileResetSettle is the pause between a half-written request and the reset, so that the server
 	// has read what was sent before the RST arrives (Linux discards unread data on a RST).
 	hostileResetSettle = 30 * time.Millisecond
@@ -85,7 +88,7 @@ type hostileProbe struct {
 	chunk int
 	// open: the row leaves a request unfinished (a line that never ends, a data block still owed)
 	// or ends by closing the connection, so no sentinel is sent and each transcript is read until the
-	// server closes or for hostileOpenWait.
+	// server closes or for hostileOpenWait (hostileOpenWaitLC for leasecached).
 	open bool
 	// setup (reset rows) is sent whole, with the sentinel, before the half-written request.
 	setup string
@@ -174,9 +177,9 @@ func runHostileProbe(t *testing.T, mc, lc *daemon, p hostileProbe, prefix string
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		want = hostileTranscript(mc, p, prefix)
+		want = hostileTranscript(mc, p, prefix, hostileOpenWait)
 	}()
-	got = hostileTranscript(lc, p, prefix)
+	got = hostileTranscript(lc, p, prefix, hostileOpenWaitLC)
 	wg.Wait()
 	where := fmt.Sprintf("probe %q (sent %s)", p.name, p.how)
 	if os.Getenv(dumpEnv) != "" {
@@ -194,10 +197,10 @@ func runHostileProbe(t *testing.T, mc, lc *daemon, p hostileProbe, prefix string
 }
 
 // hostileTranscript is one daemon's normalised transcript of a row.
-func hostileTranscript(d *daemon, p hostileProbe, prefix string) string {
+func hostileTranscript(d *daemon, p hostileProbe, prefix string, openWait time.Duration) string {
 	sr := scriptRun{steps: p.steps, mode: p.how, prefix: prefix, chunk: p.chunk}
 	if p.open {
-		sr.noSentinel, sr.timeout = true, hostileOpenWait
+		sr.noSentinel, sr.timeout = true, openWait
 	}
 	var out []byte
 	if p.partial != "" {
