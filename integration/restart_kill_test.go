@@ -27,15 +27,31 @@ const (
 	killKeysPerWriter = 1500 // keys each writer owns (no two writers share a key)
 	killNumericEvery  = 5    // every fifth key holds a number (incr)
 	killMaxBatch      = 48   // the most requests a pipelining writer sends before reading replies
-	killRounds        = 3
-	killMaxOps        = 2_000_000 // bounds a writer's requests in one round (it is stopped by the kill)
+	// killRounds is make test's; make restart-soak sets killRoundsEnv.
+	killRounds = 3
+	killMaxOps = 2_000_000 // bounds a writer's requests in one round (it is stopped by the kill)
 	// killMinRun and killMaxRun bound how long the load runs before SIGKILL.
 	killMinRun, killMaxRun = 300 * time.Millisecond, 1500 * time.Millisecond
 	// killMaxValue bounds a string value; an append that would pass it is a set instead.
 	killMaxValue = 16 << 10
 	// restartSeedEnv fixes the seed of the randomised restart tests, to replay a failure.
 	restartSeedEnv = "LEASECACHED_RESTART_SEED"
+	// killRoundsEnv sets the kill -9 tests' rounds instead of killRounds (make restart-soak).
+	killRoundsEnv = "LEASECACHED_KILL_ROUNDS"
 )
+
+// killRoundsFor is how many rounds the kill -9 tests run: killRoundsEnv, or killRounds.
+func killRoundsFor(t testing.TB) int {
+	t.Helper()
+	s := os.Getenv(killRoundsEnv)
+	if s == "" {
+		return killRounds
+	}
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err, killRoundsEnv)
+	require.Positive(t, n, killRoundsEnv)
+	return n
+}
 
 // restartSeed is the seed a randomised restart test uses: restartSeedEnv, or the clock. The test logs it.
 func restartSeed(t testing.TB) int64 {
@@ -233,12 +249,12 @@ func (w *killWriter) run(c *rsConn, stop <-chan struct{}) {
 
 // TestRestartAfterKillDuringWrites kills the server with SIGKILL at a random moment of a write-heavy load
 // (set, add, append, incr, delete over pipelined and one-at-a-time connections), starts it on the same
-// directory, and checks every key against the model; killRounds times, each round going on from what the
+// directory, and checks every key against the model; killRounds times (killRoundsFor), each round going on from what the
 // previous one recovered. Unchanged keys keep their CAS unique; a key written after a restart gets one
 // larger than every one seen before that restart.
 func TestRestartAfterKillDuringWrites(t *testing.T) {
 	requireRestart(t)
-	killDuringWrites(t, killRounds, func(dir string) *daemon { return startOnDir(t, dir) },
+	killDuringWrites(t, killRoundsFor(t), func(dir string) *daemon { return startOnDir(t, dir) },
 		func(d *daemon) { stopDaemon(t, d, stopKill) })
 }
 
@@ -248,7 +264,7 @@ func TestRestartAfterKillDuringWrites(t *testing.T) {
 func TestRestartAfterKillDuringWritesLive(t *testing.T) {
 	requireRestart(t)
 	live := liveArgs(t)
-	killDuringWrites(t, killRounds, func(dir string) *daemon { return startOnDir(t, dir, append(live, "--data-sync", "1s")...) },
+	killDuringWrites(t, killRoundsFor(t), func(dir string) *daemon { return startOnDir(t, dir, append(live, "--data-sync", "1s")...) },
 		func(d *daemon) { stopDaemon(t, d, stopKill) })
 }
 
