@@ -1,0 +1,63 @@
+package shard
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// liveCopyRoot is a root for a data directory's live copy on tmpfs, removed after the test (which skips
+// without a tmpfs at /dev/shm).
+func liveCopyRoot(t *testing.T) string {
+	t.Helper()
+	var st unix.Statfs_t
+	if unix.Statfs("/dev/shm", &st) != nil || st.Type != unix.TMPFS_MAGIC {
+		t.Skip("no tmpfs at /dev/shm")
+	}
+	root, err := os.MkdirTemp("/dev/shm", "lc-shard-live-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(root) })
+	return root
+}
+
+// reboot stands for a machine reboot after a clean stop of s: tmpfs is emptied, so the next start on dir
+// finds only what the syncs wrote into it (restart.md rules 9-11).
+func reboot(t *testing.T, s *Store, root string) {
+	t.Helper()
+	s.Close() // a clean stop syncs
+	copies, err := filepath.Glob(filepath.Join(root, "leasecached-*"))
+	require.NoError(t, err)
+	require.Len(t, copies, 1, "the live copy")
+	require.NoError(t, os.RemoveAll(copies[0]))
+}
+
+// Every change a restart from DIR must see reaches it through a marked block (rule 10), changes made in
+// place included: a deleted item kept as a stale value changes its state byte where it is, and a clean
+// stop followed by a reboot must not bring it back as a live item.
+func TestLiveCopyDeleteReachesDir(t *testing.T) {
+	root, dir, c := liveCopyRoot(t), t.TempDir(), newClock()
+	cfg := Config{MemoryLimit: 64 << 20, DataLive: root}
+	s := persistStore(t, dir, c, cfg)
+	for i := range 200 {
+		require.Equal(t, Stored, s.Store(ModeSet, key(i), 0, 0, pattern(100, i), 0))
+	}
+	s.persist.sync() // the items reach DIR
+	for i := range 100 {
+		require.Equal(t, Deleted, s.Delete(key(i)))
+	}
+	reboot(t, s, root)
+
+	s = persistStore(t, dir, c, cfg)
+	for i := range 200 {
+		v, _, ok := s.Get(nil, key(i))
+		if i < 100 {
+			require.False(t, ok, "key %d: deleted before the clean stop, back after the reboot", i)
+			continue
+		}
+		require.True(t, ok, "key %d", i)
+		require.Equal(t, pattern(100, i), v, "key %d", i)
+	}
+}
