@@ -91,6 +91,8 @@ func (sh *shard) rescue(r, head slab.Ref, id int, now int64) bool {
 	}
 	nb := sh.chunk(nu)
 	copy(nb, sh.chunk(r)) // same class, same size: header, key, value, bits and links alike
+	// Every chunk written here is marked for a live copy's sync (SetSum, Wrote): the copy, and the links
+	// rewritten in place, or DIR keeps chains that lead to freed chunks (restart.md rule 10).
 	if r == head {
 		sh.al.SetSum(nu, sh.al.Sum(r))
 		h := Hash(itemKey(nb))
@@ -103,16 +105,21 @@ func (sh *shard) rescue(r, head slab.Ref, id int, now int64) bool {
 			for pr := readRef(nb[chainOff(nb):]); pr != slab.NilRef; {
 				pb := sh.chunk(pr)
 				writeRef(pb[offPartHead:], nu)
+				sh.al.Wrote(pr)
 				pr = readRef(pb[offPartNext:])
 			}
 		}
 	} else {
+		sh.al.Wrote(nu)
 		// r is a part: rewrite the link that names it, the head's or the previous part's.
+		holder := head
 		link := hb[chainOff(hb):]
 		for readRef(link) != r {
-			link = sh.chunk(readRef(link))[offPartNext:]
+			holder = readRef(link)
+			link = sh.chunk(holder)[offPartNext:]
 		}
 		writeRef(link, nu)
+		sh.al.Wrote(holder)
 	}
 	sh.al.Free(r)
 	sh.cls[id].rescued++

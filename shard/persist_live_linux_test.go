@@ -1,6 +1,8 @@
 package shard
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -59,5 +61,54 @@ func TestLiveCopyDeleteReachesDir(t *testing.T) {
 		}
 		require.True(t, ok, "key %d", i)
 		require.Equal(t, pattern(100, i), v, "key %d", i)
+	}
+}
+
+// A page move rewrites chunks where they are (the parts of a rescued head, a rescued part's link), and a
+// rescued chunk is a copy nothing else marks: all of it must reach DIR, or a reboot after a clean stop
+// finds broken chains and drops the items. TestDrainPageMovesChainedItems's moves, with a live copy.
+func TestLiveCopyPageMoveReachesDir(t *testing.T) {
+	const vlen = 700_000 // a head in the largest class and one part in a smaller one
+	for _, tc := range []struct {
+		name       string
+		head, part bool // whose pages move
+	}{
+		{"the heads' page", true, false},
+		{"the parts' page", false, true},
+		{"both", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, dir, c := liveCopyRoot(t), t.TempDir(), newClock()
+			cfg := Config{MemoryLimit: 32 << 20, Shards: 1, DataLive: root}
+			s := persistStore(t, dir, c, cfg)
+			hot := func(i int) []byte { return fmt.Appendf(nil, "hot:%d", i) }
+			for i := range 4 {
+				require.Equal(t, Stored, s.Store(ModeSet, hot(i), 0, 0, pattern(vlen, i), 0))
+				require.Equal(t, Stored, s.Store(ModeSet, fmt.Appendf(nil, "cold:%d", i), 0, 0, pattern(vlen, -i), 0))
+				mustGet(t, s, string(hot(i)))
+			}
+			sh := &s.shards[0]
+			head := refOf(s, hot(0))
+			sh.mu.Lock()
+			b := sh.chunk(head)
+			part := readRef(b[chainOff(b):])
+			sh.mu.Unlock()
+			s.persist.sync() // the items reach DIR where they were first stored
+			if tc.head {
+				drainTo(t, s, head.Page(), 0)
+			}
+			if tc.part {
+				drainTo(t, s, part.Page(), 0)
+			}
+			require.Positive(t, s.Stats().SlabRescues)
+			reboot(t, s, root)
+
+			s = persistStore(t, dir, c, cfg)
+			for i := range 4 {
+				v, _, ok := s.Get(nil, hot(i))
+				require.True(t, ok, "%s: moved before the clean stop, gone after the reboot", hot(i))
+				require.True(t, bytes.Equal(v, pattern(vlen, i)), "%s intact", hot(i))
+			}
+		})
 	}
 }
