@@ -317,21 +317,22 @@ func (l *live) punch(id uint32) {
 // syncs them. It takes the marks first, then lets every chunk owner finish what it is writing (quiesce:
 // a block its owner marked before the marks were taken is then whole in memory), then copies. Pages
 // punched since the last sync are punched in the directory's files first, so that a page taken again
-// is not left with what it held before. A block that cannot be written is marked again, for the next
-// sync.
+// is not left with what it held before. The punched pages are taken after the marks: a page punched,
+// taken again and written between the two would otherwise have its new blocks copied by this sync and
+// punched by the next. A block that cannot be written is marked again, for the next sync.
 func (b *Backing) syncLive(itemsSize, sumsSize int64) error {
 	l := b.live
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
-	l.mu.Lock()
-	punched := l.punched
-	l.punched = nil
-	l.mu.Unlock()
 	itemsTaken := l.take(0, itemsSize>>blockShift)
 	sumsTaken := l.take(itemsMarks, sumsSize>>blockShift)
 	if b.quiesce != nil {
 		b.quiesce()
 	}
+	l.mu.Lock()
+	punched := l.punched
+	l.punched = nil
+	l.mu.Unlock()
 	var errs []error
 	for _, id := range punched {
 		if err := errors.Join(punchFile(l.items, int64(id)*PageSize, PageSize),

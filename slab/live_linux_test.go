@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -114,68 +116,121 @@ func openLiveBacking(t *testing.T, dir, root string, c *Classes) (*Backing, *All
 // files are byte for byte the live copy.
 func TestLiveCopySync(t *testing.T) {
 	root := liveRoot(t)
-	c := DefaultClasses()
-	classes := []int{0, 3, 10, c.Count() / 2, c.Largest()}
-	noise := make([]byte, 2*PageSize)
-	for i := range noise {
-		noise[i] = byte(i*131 + i>>9)
-	}
 	for seed := range uint64(3) {
 		t.Run("seed", func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(seed, 1))
-			b, al := openLiveBacking(t, t.TempDir(), root, c)
+			w := newLiveWriter(seed)
+			b, al := openLiveBacking(t, t.TempDir(), root, w.c)
 			defer b.Close()
-			held := map[Ref]bool{}
 			for round := range 12 {
-				for range 1 + rng.IntN(200) {
-					switch op := rng.IntN(10); {
-					case op < 6:
-						r, ok := al.Alloc(classes[rng.IntN(len(classes))])
-						if !ok {
-							continue
-						}
-						chunk := al.Chunk(r)
-						copy(chunk, noise[rng.IntN(PageSize):])
-						chunk[StateOffset] = 1 // in use
-						if rng.IntN(3) == 0 {
-							al.Wrote(r) // a part
-						} else {
-							al.SetSum(r, rng.Uint32()|1)
-						}
-						held[r] = true
-					case op < 9:
-						for r := range held {
-							al.Free(r)
-							delete(held, r)
-							break
-						}
-					default:
-						// Empty a page of ours and move it to another class, or give it back.
-						for r := range held {
-							p := r.Page()
-							for q := range held {
-								if q.Page() == p {
-									al.Free(q)
-									delete(held, q)
-								}
-							}
-							if rng.IntN(2) == 0 {
-								require.NoError(t, al.ReleasePage(p))
-							} else {
-								to := classes[rng.IntN(len(classes))]
-								if to == al.ClassOf(MakeRef(p, 0)) {
-									to = classes[(slices.Index(classes, to)+1)%len(classes)]
-								}
-								require.NoError(t, al.MovePage(p, to))
-							}
-							break
-						}
-					}
+				for range 1 + w.rng.IntN(200) {
+					w.op(t, al)
 				}
 				require.NoError(t, b.Sync())
 				requireDiskIsLive(t, b, "after sync "+string(rune('0'+round%10)))
 			}
 		})
+	}
+}
+
+// TestLiveCopySyncWhileWriting is TestLiveCopySync with the syncs running while the owner writes, as the
+// server's do: the owner works under a lock that quiesce waits for (the shard lock). Once the writes stop,
+// one more sync must leave the directory's files byte for byte the live copy: a block changed after a
+// sync took its mark is copied by the next one, and a page punched and taken again is not punched after
+// its new blocks were copied.
+func TestLiveCopySyncWhileWriting(t *testing.T) {
+	root := liveRoot(t)
+	w := newLiveWriter(7)
+	b, al := openLiveBacking(t, t.TempDir(), root, w.c)
+	defer b.Close()
+	var mu sync.Mutex
+	b.SetQuiesce(func() { mu.Lock(); mu.Unlock() })
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 2_000_000 && !stop.Load(); i++ {
+			func() {
+				mu.Lock()
+				defer mu.Unlock() // a failed require ends the goroutine: quiesce must not wait forever
+				w.op(t, al)
+			}()
+		}
+	}()
+	syncs := 0
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); syncs++ {
+		require.NoError(t, b.Sync())
+	}
+	stop.Store(true)
+	<-done
+	require.NoError(t, b.Sync())
+	requireDiskIsLive(t, b, fmt.Sprintf("after %d syncs while writing, and one more", syncs))
+}
+
+// liveWriter makes random writes through an allocator on a live copy: items sealed, parts written, chunks
+// freed, pages emptied and moved to another class or released.
+type liveWriter struct {
+	rng     *rand.Rand
+	c       *Classes
+	classes []int
+	noise   []byte
+	held    map[Ref]bool
+}
+
+func newLiveWriter(seed uint64) *liveWriter {
+	c := DefaultClasses()
+	w := &liveWriter{rng: rand.New(rand.NewPCG(seed, 1)), c: c, classes: []int{0, 3, 10, c.Count() / 2, c.Largest()},
+		noise: make([]byte, 2*PageSize), held: map[Ref]bool{}}
+	for i := range w.noise {
+		w.noise[i] = byte(i*131 + i>>9)
+	}
+	return w
+}
+
+// op makes one random write.
+func (w *liveWriter) op(t *testing.T, al *Allocator) {
+	rng, held, classes := w.rng, w.held, w.classes
+	switch op := rng.IntN(10); {
+	case op < 6:
+		r, ok := al.Alloc(classes[rng.IntN(len(classes))])
+		if !ok {
+			return
+		}
+		chunk := al.Chunk(r)
+		copy(chunk, w.noise[rng.IntN(PageSize):])
+		chunk[StateOffset] = 1 // in use
+		if rng.IntN(3) == 0 {
+			al.Wrote(r) // a part
+		} else {
+			al.SetSum(r, rng.Uint32()|1)
+		}
+		held[r] = true
+	case op < 9:
+		for r := range held {
+			al.Free(r)
+			delete(held, r)
+			break
+		}
+	default:
+		// Empty a page of ours and move it to another class, or give it back.
+		for r := range held {
+			p := r.Page()
+			for q := range held {
+				if q.Page() == p {
+					al.Free(q)
+					delete(held, q)
+				}
+			}
+			if rng.IntN(2) == 0 {
+				require.NoError(t, al.ReleasePage(p))
+			} else {
+				to := classes[rng.IntN(len(classes))]
+				if to == al.ClassOf(MakeRef(p, 0)) {
+					to = classes[(slices.Index(classes, to)+1)%len(classes)]
+				}
+				require.NoError(t, al.MovePage(p, to))
+			}
+			break
+		}
 	}
 }
 
