@@ -186,6 +186,13 @@ func (b *Backing) page(id uint32, fresh bool) (mem, sums []byte, err error) {
 	if b.itemsMem == nil {
 		return nil, nil, errBackingClosed
 	}
+	if fresh {
+		// The record's block before the files grow: once they reach past the page, every start reads its
+		// record, and clears it when no shard adopts the page; on a full tmpfs even a read of a hole faults.
+		if err := reserve(b.meta, headerBytes+int64(id)*recordBytes, recordBytes); err != nil {
+			return nil, nil, err
+		}
+	}
 	if end := b.roundUp(int64(id+1) * PageSize); end > b.itemsSize {
 		if err := b.items.Truncate(end); err != nil {
 			return nil, nil, err

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
@@ -164,19 +165,36 @@ func TestBackingFullFileSystem(t *testing.T) {
 		b, _, err := OpenBacking(filepath.Join(root, "dir"), id, BackingOptions{})
 		require.NoError(t, err)
 		defer b.Close()
-		// Page 512's record is the first of the meta file's third block, a hole so far. The file system
-		// is left room for the page and its seals, not for that block.
+		// Page 512's record is the first of the meta file's third block, a hole so far, and the file
+		// system has no room for it.
 		const page = 512
 		fillFS(t, root)
-		filler := filepath.Join(root, "filler")
-		st, err := os.Stat(filler)
-		require.NoError(t, err)
-		require.NoError(t, os.Truncate(filler, st.Size()-PageSize-sumsSlot))
 		require.False(t, faults(func() {
 			if _, _, err = b.page(page, true); err == nil {
 				b.setRecord(page, encodeRecord(0, 0))
 			}
 		}), "recording a page taken on a full file system faulted")
 		require.ErrorIs(t, err, unix.ENOSPC)
+		// The files do not reach the page: no start reads its record, a hole that would fault on a full
+		// tmpfs even to be read.
+		assert.LessOrEqual(t, b.itemsSize, int64(page)*PageSize)
+		assert.LessOrEqual(t, b.sumsSize, int64(page)*sumsSlot)
+	})
+	t.Run("page after its record", func(t *testing.T) {
+		root := smallTmpfs(t, "4m")
+		b, _, err := OpenBacking(filepath.Join(root, "dir"), id, BackingOptions{})
+		require.NoError(t, err)
+		defer b.Close()
+		// Room for page 512's record block, not for the page: the files grow past the page, and the next
+		// start discards it (FinishAdopt: its record cleared) on a file system that may still be full.
+		const page = 512
+		fillFS(t, root)
+		filler := filepath.Join(root, "filler")
+		st, err := os.Stat(filler)
+		require.NoError(t, err)
+		require.NoError(t, os.Truncate(filler, st.Size()-4096))
+		require.False(t, faults(func() { _, _, err = b.page(page, true) }), "taking a page on a full file system faulted")
+		require.ErrorIs(t, err, unix.ENOSPC)
+		require.False(t, faults(func() { b.discard(page) }), "discarding a page never recorded faulted")
 	})
 }
