@@ -4,6 +4,7 @@ package slab
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -344,11 +345,12 @@ func (b *Backing) syncLive(itemsSize, sumsSize int64) error {
 	for _, f := range []struct {
 		disk  *os.File
 		size  int64
-		mem   []byte
+		src   liveFile
 		base  int64
 		taken []uint64
 		which int
-	}{{l.items, itemsSize, b.itemsMem, 0, itemsTaken, 0}, {l.sums, sumsSize, b.sumsMem, itemsMarks, sumsTaken, 1}} {
+	}{{l.items, itemsSize, liveFile{f: b.items, mem: b.itemsMem}, 0, itemsTaken, 0},
+		{l.sums, sumsSize, liveFile{f: b.sums, mem: b.sumsMem}, itemsMarks, sumsTaken, 1}} {
 		if st, err := f.disk.Stat(); err != nil || st.Size() < f.size {
 			if err := f.disk.Truncate(f.size); err != nil {
 				l.putBack(f.base, f.taken)
@@ -356,9 +358,11 @@ func (b *Backing) syncLive(itemsSize, sumsSize int64) error {
 				continue
 			}
 		}
-		errs = append(errs, l.copyTaken(f.disk, f.which, f.mem, f.base, f.taken))
+		src := &liveFile{f: f.src.f, mem: f.src.mem}
+		src.scan(f.size >> blockShift)
+		errs = append(errs, l.copyTaken(f.disk, f.which, src, f.base, f.taken))
 		if l.check[f.which] != nil {
-			errs = append(errs, l.copyChanged(f.disk, f.which, f.mem, f.base, f.taken))
+			errs = append(errs, l.copyChanged(f.disk, f.which, src, f.base, f.taken))
 		}
 	}
 	errs = append(errs, l.items.Sync(), l.sums.Sync(), b.meta.Sync())
@@ -393,9 +397,57 @@ func (l *live) putBack(base int64, taken []uint64) {
 	}
 }
 
-// copyTaken writes every block taken marked from mem to disk, a run of consecutive blocks in one write;
-// the blocks of a run that fails are marked again.
-func (l *live) copyTaken(disk *os.File, which int, mem []byte, base int64, taken []uint64) error {
+// liveFile is a live file, its mapping, and the runs of blocks it holds (scan).
+type liveFile struct {
+	f    *os.File
+	mem  []byte
+	data [][2]int64 // the runs [first, end) of blocks holding data, in order
+}
+
+// scan finds the runs of the first n blocks that the file holds, skipping its holes (pages punched out
+// of the live copy), with SEEK_DATA and SEEK_HOLE: a syscall or two a hole, once a sync. A hole must
+// not be read through the mapping, not even by a write(2) from it: on tmpfs the read allocates the page
+// again, zeros held until it is punched once more, and on a full tmpfs it fails. A page punched after
+// the scan is read all the same, once (the race the scan leaves open). Where the file system cannot
+// tell, every block is data.
+func (src *liveFile) scan(n int64) {
+	fd := int(src.f.Fd())
+	src.data = src.data[:0]
+	for pos, stop := int64(0), n<<blockShift; pos < stop; {
+		d, err := unix.Seek(fd, pos, unix.SEEK_DATA)
+		switch {
+		case err == unix.ENXIO: // holes from pos to the end of the file
+			return
+		case err != nil:
+			src.data = append(src.data, [2]int64{pos >> blockShift, n})
+			return
+		case d >= stop:
+			return
+		}
+		h, err := unix.Seek(fd, d, unix.SEEK_HOLE)
+		if err != nil {
+			h = stop
+		}
+		h = min(h, stop)
+		src.data = append(src.data, [2]int64{d >> blockShift, (h + 1<<blockShift - 1) >> blockShift})
+		pos = h
+	}
+}
+
+// dataRuns calls fn for each run [s, e) of blocks within [start, end) that the file holds (scan).
+func (src *liveFile) dataRuns(start, end int64, fn func(s, e int64)) {
+	i, _ := slices.BinarySearchFunc(src.data, start, func(r [2]int64, t int64) int { return cmp.Compare(r[1], t+1) })
+	for ; i < len(src.data) && src.data[i][0] < end; i++ {
+		if s, e := max(src.data[i][0], start), min(src.data[i][1], end); s < e {
+			fn(s, e)
+		}
+	}
+}
+
+// copyTaken writes every block taken marked from src to disk, a run of consecutive blocks in one write
+// (dataRuns: a block punched out of the live copy since it was marked is left to the punch that will be
+// made in disk); the blocks of a run that fails are marked again.
+func (l *live) copyTaken(disk *os.File, which int, src *liveFile, base int64, taken []uint64) error {
 	var errs []error
 	n := int64(len(taken)) << 6
 	for i := int64(0); i < n; {
@@ -411,14 +463,24 @@ func (l *live) copyTaken(disk *os.File, which int, mem []byte, base int64, taken
 		for i < n && taken[i>>6]&(1<<(i&63)) != 0 {
 			i++
 		}
-		if err := l.write(disk, which, mem[start<<blockShift:i<<blockShift], start<<blockShift); err != nil {
-			errs = append(errs, err)
-			for j := start; j < i; j++ {
-				atomic.OrUint64(&l.marks[(base+j)>>6], 1<<((base+j)&63))
+		src.dataRuns(start, i, func(s, e int64) {
+			if err := l.write(disk, which, src.mem[s<<blockShift:e<<blockShift], s<<blockShift); err != nil {
+				errs = append(errs, err)
+				l.remark(base, s, e)
 			}
-		}
+		})
 	}
 	return errors.Join(errs...)
+}
+
+// zeroBlock is what a hole reads as.
+var zeroBlock [1 << blockShift]byte
+
+// remark marks blocks [s, e) of the file whose marks start at base again, for the next sync.
+func (l *live) remark(base, s, e int64) {
+	for j := s; j < e; j++ {
+		atomic.OrUint64(&l.marks[(base+j)>>6], 1<<((base+j)&63))
+	}
 }
 
 // copyChanged writes the blocks of file which that check lists and the directory's file holds otherwise,
@@ -427,10 +489,11 @@ func (l *live) copyTaken(disk *os.File, which int, mem []byte, base int64, taken
 // costs" in doc/design/restart.md). It reads a run of blocks at a time, keeping none in the page cache.
 // The blocks taken were written already; a block that cannot be read stays listed, one that cannot be
 // written is marked for the next sync.
-func (l *live) copyChanged(disk *os.File, which int, mem []byte, base int64, taken []uint64) error {
+func (l *live) copyChanged(disk *os.File, which int, src *liveFile, base int64, taken []uint64) error {
 	const run = 256 // blocks read at once: 1 MiB
-	check := l.check[which]
+	check, mem := l.check[which], src.mem
 	set := func(w []uint64, i int64) bool { return i>>6 < int64(len(w)) && w[i>>6]&(1<<(i&63)) != 0 }
+	var data [run]bool                      // which blocks of the run the live file holds (dataRuns): the others read as zeros
 	buf, err := mapBytes(run << blockShift) // aligned, for O_DIRECT
 	if err != nil {
 		return err
@@ -447,21 +510,41 @@ func (l *live) copyChanged(disk *os.File, which int, mem []byte, base int64, tak
 			errs = append(errs, err)
 			continue
 		}
+		clear(data[:])
+		src.dataRuns(first, last, func(s, e int64) {
+			for i := s; i < e; i++ {
+				data[i-first] = true
+			}
+		})
+		stored := func(i int64) []byte { return buf[(i-first)<<blockShift : (i-first+1)<<blockShift] }
 		changed := func(i int64) bool {
-			return set(check, i) && !set(taken, i) &&
-				!bytes.Equal(mem[i<<blockShift:(i+1)<<blockShift], buf[(i-first)<<blockShift:(i-first+1)<<blockShift])
+			if !set(check, i) || set(taken, i) {
+				return false
+			}
+			if !data[i-first] {
+				return !bytes.Equal(stored(i), zeroBlock[:])
+			}
+			return !bytes.Equal(mem[i<<blockShift:(i+1)<<blockShift], stored(i))
 		}
 		for i := first; i < last; {
-			start := i
-			for i < last && changed(i) {
+			start, hole := i, !data[i-first]
+			for i < last && changed(i) && data[i-first] != hole {
 				i++
 			}
 			if i > start {
-				if err := l.write(disk, which, mem[start<<blockShift:i<<blockShift], start<<blockShift); err != nil {
+				var err error
+				if hole { // DIR holds what the live copy punched before the crash
+					err = punchFile(disk, start<<blockShift, (i-start)<<blockShift)
+				} else {
+					err = l.write(disk, which, mem[start<<blockShift:i<<blockShift], start<<blockShift)
+				}
+				switch {
+				case err != nil && hole:
 					errs = append(errs, err)
-					for j := start; j < i; j++ {
-						atomic.OrUint64(&l.marks[(base+j)>>6], 1<<((base+j)&63))
-					}
+					continue // still listed: a mark would not help, the copy skips holes
+				case err != nil:
+					errs = append(errs, err)
+					l.remark(base, start, i)
 				}
 			} else {
 				i++

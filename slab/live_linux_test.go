@@ -644,3 +644,68 @@ func TestLiveCopyCompare(t *testing.T) {
 		})
 	}
 }
+
+// TestLiveCopyCompareHoles: the first sync after a crash compares every block, and a page released before
+// the crash is a hole in the live copy that DIR may still hold. DIR's copy is emptied, and the hole is
+// never read through the mapping: on tmpfs such a read allocates the page, and on a full one it faults.
+func TestLiveCopyCompareHoles(t *testing.T) {
+	root := smallTmpfs(t, "32m")
+	c := DefaultClasses()
+	dir := t.TempDir()
+	b, al := openLiveBacking(t, dir, root, c)
+	byPage := map[uint32][]Ref{}
+	for range 16 {
+		r := writeChunk(t, al, c.Largest(), 7)
+		byPage[r.Page()] = append(byPage[r.Page()], r)
+	}
+	require.NoError(t, b.Sync()) // DIR holds every page
+	released := 0
+	for p, refs := range byPage {
+		if released == len(byPage)/2 {
+			break
+		}
+		for _, r := range refs {
+			al.Free(r)
+		}
+		require.NoError(t, al.ReleasePage(p)) // a hole in the live copy; DIR's copy waits for a sync
+		released++
+	}
+	crash(t, b) // the list of pages to punch in DIR is lost with the process
+	fillFS(t, root)
+	b, _ = openLiveBacking(t, dir, root, c)
+	defer b.Close()
+	var err error
+	require.False(t, faults(func() { err = b.Sync() }), "the first sync after a crash read a hole of a full tmpfs")
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(filepath.Join(root, "filler")))
+	requireDiskIsLive(t, b, "the first sync after a crash")
+}
+
+// TestLiveCopySyncSkipsPunched: blocks written, marked, then punched out of the live copy before the sync
+// (their page released) are not read back through the mapping to be copied: on tmpfs that read allocates
+// the page again, zeros held until the page is punched once more. DIR's copy is punched instead.
+func TestLiveCopySyncSkipsPunched(t *testing.T) {
+	root := liveRoot(t)
+	c := DefaultClasses()
+	b, al := openLiveBacking(t, t.TempDir(), root, c)
+	defer b.Close()
+	require.NoError(t, b.Sync())
+	r := writeChunk(t, al, c.Largest(), 7)
+	p := r.Page()
+	al.Free(r)
+	require.NoError(t, al.ReleasePage(p))
+	allocated := func() int64 {
+		var st unix.Stat_t
+		require.NoError(t, unix.Fstat(int(b.items.Fd()), &st))
+		return st.Blocks * 512
+	}
+	before := allocated()
+	require.NoError(t, b.Sync())
+	require.Equal(t, before, allocated(), "bytes of the live items file allocated, after the sync")
+	disk, err := os.ReadFile(filepath.Join(b.dir, "items"))
+	require.NoError(t, err)
+	if end := int64(p+1) * PageSize; int64(len(disk)) >= end {
+		require.False(t, slices.ContainsFunc(disk[int64(p)*PageSize:end], func(c byte) bool { return c != 0 }),
+			"DIR still holds the released page")
+	}
+}
