@@ -354,7 +354,7 @@ func (b *Backing) Sync() error {
 // every block again.
 func (b *Backing) Close() error {
 	var errs []error
-	if b.itemsMem != nil {
+	if b.itemsMem != nil && b.sumsMem != nil { // not after an open that failed between the two mappings
 		err := b.Sync()
 		if err == nil && b.live != nil {
 			le := binary.LittleEndian
