@@ -7,23 +7,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/leasecached/leasecached/internal/tmpfstest"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 )
-
-// liveCopyRoot is a root for a data directory's live copy on tmpfs, removed after the test (which skips
-// without a tmpfs at /dev/shm).
-func liveCopyRoot(t *testing.T) string {
-	t.Helper()
-	var st unix.Statfs_t
-	if unix.Statfs("/dev/shm", &st) != nil || st.Type != unix.TMPFS_MAGIC {
-		t.Skip("no tmpfs at /dev/shm")
-	}
-	root, err := os.MkdirTemp("/dev/shm", "lc-shard-live-")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(root) })
-	return root
-}
 
 // reboot stands for a machine reboot after a clean stop of s: tmpfs is emptied, so the next start on dir
 // finds only what the syncs wrote into it (restart.md rules 9-11).
@@ -40,7 +26,7 @@ func reboot(t *testing.T, s *Store, root string) {
 // place included: a deleted item kept as a stale value changes its state byte where it is, and a clean
 // stop followed by a reboot must not bring it back as a live item.
 func TestLiveCopyDeleteReachesDir(t *testing.T) {
-	root, dir, c := liveCopyRoot(t), t.TempDir(), newClock()
+	root, dir, c := tmpfstest.Dir(t, "lc-shard-live-"), t.TempDir(), newClock()
 	cfg := Config{MemoryLimit: 64 << 20, DataLive: root}
 	s := persistStore(t, dir, c, cfg)
 	for i := range 200 {
@@ -78,7 +64,7 @@ func TestLiveCopyPageMoveReachesDir(t *testing.T) {
 		{"both", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			root, dir, c := liveCopyRoot(t), t.TempDir(), newClock()
+			root, dir, c := tmpfstest.Dir(t, "lc-shard-live-"), t.TempDir(), newClock()
 			cfg := Config{MemoryLimit: 32 << 20, Shards: 1, DataLive: root}
 			s := persistStore(t, dir, c, cfg)
 			hot := func(i int) []byte { return fmt.Appendf(nil, "hot:%d", i) }

@@ -160,41 +160,44 @@ func TestBackingFullFileSystem(t *testing.T) {
 		}), "opening a data directory on a full file system faulted")
 		require.ErrorIs(t, err, unix.ENOSPC)
 	})
-	t.Run("record", func(t *testing.T) {
-		root := smallTmpfs(t, "4m")
-		b, _, err := OpenBacking(filepath.Join(root, "dir"), id, BackingOptions{})
-		require.NoError(t, err)
-		defer b.Close()
-		// Page 512's record is the first of the meta file's third block, a hole so far, and the file
-		// system has no room for it.
-		const page = 512
-		fillFS(t, root)
-		require.False(t, faults(func() {
-			if _, _, err = b.page(page, true); err == nil {
-				b.setRecord(page, encodeRecord(0, 0))
+	// Page 512's record is the first of the meta file's third block, a hole so far.
+	const page = 512
+	for _, tc := range []struct {
+		name  string
+		room  int64 // bytes the full file system is given back before the page is taken
+		check func(t *testing.T, b *Backing)
+	}{
+		{"no room for the record", 0, func(t *testing.T, b *Backing) {
+			// The files do not reach the page: no start reads its record, a hole that would fault on a
+			// full tmpfs even to be read.
+			assert.LessOrEqual(t, b.itemsSize, int64(page)*PageSize)
+			assert.LessOrEqual(t, b.sumsSize, int64(page)*sumsSlot)
+		}},
+		{"room for the record only", 4096, func(t *testing.T, b *Backing) {
+			// The files grow past the page, and the next start discards it (FinishAdopt: its record
+			// cleared) on a file system that may still be full.
+			require.False(t, faults(func() { b.discard(page) }), "discarding a page never recorded faulted")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := smallTmpfs(t, "4m")
+			b, _, err := OpenBacking(filepath.Join(root, "dir"), id, BackingOptions{})
+			require.NoError(t, err)
+			defer b.Close()
+			fillFS(t, root)
+			if tc.room > 0 {
+				filler := filepath.Join(root, "filler")
+				st, err := os.Stat(filler)
+				require.NoError(t, err)
+				require.NoError(t, os.Truncate(filler, st.Size()-tc.room))
 			}
-		}), "recording a page taken on a full file system faulted")
-		require.ErrorIs(t, err, unix.ENOSPC)
-		// The files do not reach the page: no start reads its record, a hole that would fault on a full
-		// tmpfs even to be read.
-		assert.LessOrEqual(t, b.itemsSize, int64(page)*PageSize)
-		assert.LessOrEqual(t, b.sumsSize, int64(page)*sumsSlot)
-	})
-	t.Run("page after its record", func(t *testing.T) {
-		root := smallTmpfs(t, "4m")
-		b, _, err := OpenBacking(filepath.Join(root, "dir"), id, BackingOptions{})
-		require.NoError(t, err)
-		defer b.Close()
-		// Room for page 512's record block, not for the page: the files grow past the page, and the next
-		// start discards it (FinishAdopt: its record cleared) on a file system that may still be full.
-		const page = 512
-		fillFS(t, root)
-		filler := filepath.Join(root, "filler")
-		st, err := os.Stat(filler)
-		require.NoError(t, err)
-		require.NoError(t, os.Truncate(filler, st.Size()-4096))
-		require.False(t, faults(func() { _, _, err = b.page(page, true) }), "taking a page on a full file system faulted")
-		require.ErrorIs(t, err, unix.ENOSPC)
-		require.False(t, faults(func() { b.discard(page) }), "discarding a page never recorded faulted")
-	})
+			require.False(t, faults(func() {
+				if _, _, err = b.page(page, true); err == nil {
+					b.setRecord(page, encodeRecord(0, 0))
+				}
+			}), "taking and recording a page on a full file system faulted")
+			require.ErrorIs(t, err, unix.ENOSPC)
+			tc.check(t, b)
+		})
+	}
 }

@@ -16,22 +16,13 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/leasecached/leasecached/internal/tmpfstest"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
 // liveRoot is a root for live copies on tmpfs, removed after the test; the test skips without tmpfs.
-func liveRoot(t testing.TB) string {
-	t.Helper()
-	var st unix.Statfs_t
-	if unix.Statfs("/dev/shm", &st) != nil || st.Type != unix.TMPFS_MAGIC {
-		t.Skip("no tmpfs at /dev/shm")
-	}
-	root, err := os.MkdirTemp("/dev/shm", "lc-live-test-")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(root) })
-	return root
-}
+func liveRoot(t testing.TB) string { return tmpfstest.Dir(t, "lc-live-test-") }
 
 // smallTmpfs mounts a tmpfs of size (mount's size=) for the test, which skips where it may not mount.
 func smallTmpfs(t *testing.T, size string) string {
