@@ -35,6 +35,7 @@ func (b *Backing) page(uint32, bool) (mem, sums []byte, err error) {
 	return nil, nil, errors.New("no data directory")
 }
 func (b *Backing) stored(uint32) []byte         { return nil }
+func (b *Backing) storedOnce(uint32) []byte     { return nil }
 func (b *Backing) discard(uint32)               {}
 func (b *Backing) punch(uint32)                 {}
 func (b *Backing) collapsible() (ok, huge bool) { return false, false }

@@ -236,6 +236,22 @@ func (b *Backing) loadPage(id uint32) error {
 		readInto(l.sums, b.sumsMem[int64(id)*sumsSlot:int64(id+1)*sumsSlot], int64(id)*sumsSlot))
 }
 
+// storedOnce is page id as stored, to be read once (StoredChunks, for a page no allocator adopts): while
+// a live copy is being made, a copy of the directory's page of its own rather than the live copy's,
+// where the page is not wanted and a full tmpfs could not hold it; otherwise stored's. Nil when it cannot
+// be read.
+func (b *Backing) storedOnce(id uint32) []byte {
+	l := b.live
+	if l == nil || !l.owed.Load() {
+		return b.stored(id)
+	}
+	p := make([]byte, PageSize)
+	if readInto(l.items, p, int64(id)*PageSize) != nil {
+		return nil
+	}
+	return p
+}
+
 // readInto fills p from f at off; past f's end p is left as it is (zeros).
 func readInto(f *os.File, p []byte, off int64) error {
 	if _, err := f.ReadAt(p, off); err != nil && err != io.EOF {

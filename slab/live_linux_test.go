@@ -544,6 +544,45 @@ func TestLiveCopyFullAtLoad(t *testing.T) {
 	}
 }
 
+// TestLiveCopyCountsUnadopted: a start that makes a live copy counts the items of the pages no shard
+// adopts (a smaller -m: StoredChunks) from the directory's files, without reading those pages into the
+// live copy, where nobody wants them and a full tmpfs has no room.
+func TestLiveCopyCountsUnadopted(t *testing.T) {
+	root := smallTmpfs(t, "4m")
+	c := DefaultClasses()
+	dir := t.TempDir()
+	plain, _, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{})
+	require.NoError(t, err)
+	a, err := NewBackedArena(16*PageSize, plain)
+	require.NoError(t, err)
+	al := NewAllocator(a, c, 0)
+	for range 4 * 2 { // two chunks a page of the largest class: 4 pages
+		r, ok := al.Alloc(c.Largest())
+		require.True(t, ok)
+		al.Chunk(r)[StateOffset] = 1
+	}
+	require.NoError(t, plain.Close())
+
+	b, _, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{Live: root})
+	require.NoError(t, err)
+	defer b.Close()
+	a, err = NewBackedArena(16*PageSize, b)
+	require.NoError(t, err)
+	al = NewAllocator(a, c, 0)
+	fillFS(t, root)
+	used := 0
+	require.False(t, faults(func() {
+		for _, rec := range b.Records() { // none adopted
+			al.StoredChunks(rec, func(chunk []byte) {
+				if chunk[StateOffset] != 0 {
+					used++
+				}
+			})
+		}
+	}), "counting the items of pages nobody adopts faulted")
+	require.Equal(t, 8, used)
+}
+
 // TestLiveRoom: --data-live auto keeps a live copy only on a tmpfs with room for the memory limit's pages
 // and their sums, counting what the directory's own live copy there already holds.
 func TestLiveRoom(t *testing.T) {

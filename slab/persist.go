@@ -99,8 +99,7 @@ func (al *Allocator) StoredChunks(rec PageRecord, fn func(b []byte)) {
 	if al.arena.back == nil || rec.Class < 0 || rec.Class >= len(al.cls) {
 		return
 	}
-	_ = al.arena.back.loadPage(rec.ID) // a page that cannot be read holds nothing to count
-	mem := al.arena.back.stored(rec.ID)
+	mem := al.arena.back.storedOnce(rec.ID) // nil: a page that cannot be read holds nothing to count
 	size := al.classes.Size(rec.Class)
 	for off := 0; off+size <= len(mem); off += size {
 		fn(mem[off : off+size : off+size])
