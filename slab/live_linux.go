@@ -374,11 +374,10 @@ func (b *Backing) syncLive(itemsSize, sumsSize int64) error {
 				continue
 			}
 		}
-		src := &liveFile{f: f.src.f, mem: f.src.mem}
-		src.scan(f.size >> blockShift)
-		errs = append(errs, l.copyTaken(f.disk, f.which, src, f.base, f.taken))
+		f.src.scan(f.size >> blockShift)
+		errs = append(errs, l.copyTaken(f.disk, f.which, &f.src, f.base, f.taken))
 		if l.check[f.which] != nil {
-			errs = append(errs, l.copyChanged(f.disk, f.which, src, f.base, f.taken))
+			errs = append(errs, l.copyChanged(f.disk, f.which, &f.src, f.base, f.taken))
 		}
 	}
 	errs = append(errs, l.items.Sync(), l.sums.Sync(), b.meta.Sync())
