@@ -500,11 +500,10 @@ func TestLiveCopySyncFailure(t *testing.T) {
 	requireDiskIsLive(t, b, "after a failed sync and a good one")
 }
 
-// TestLiveCopyFullAtLoad: a live copy made from a directory that holds more than the tmpfs has room for
-// keeps the pages it can reserve and gives the others back, where a store into one of them, or a free of
-// a chunk in it, would get SIGBUS.
-func TestLiveCopyFullAtLoad(t *testing.T) {
-	root := smallTmpfs(t, "4m")
+// liveCopyOfPages stores n pages of the largest class (two chunks each, in use) in a new data directory
+// without a live copy, then opens it with one under root: a live copy being made, nothing adopted yet.
+func liveCopyOfPages(t *testing.T, root string, n int) (*Backing, *Arena, *Allocator) {
+	t.Helper()
 	c := DefaultClasses()
 	dir := t.TempDir()
 	plain, _, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{})
@@ -512,7 +511,7 @@ func TestLiveCopyFullAtLoad(t *testing.T) {
 	a, err := NewBackedArena(16*PageSize, plain)
 	require.NoError(t, err)
 	al := NewAllocator(a, c, 0)
-	for range 8 * 2 { // two chunks a page of the largest class: 8 pages
+	for range n * 2 {
 		r, ok := al.Alloc(c.Largest())
 		require.True(t, ok)
 		al.Chunk(r)[StateOffset] = 1
@@ -521,10 +520,19 @@ func TestLiveCopyFullAtLoad(t *testing.T) {
 
 	b, _, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{Live: root})
 	require.NoError(t, err)
-	defer b.Close()
 	a, err = NewBackedArena(16*PageSize, b)
 	require.NoError(t, err)
-	al = NewAllocator(a, c, 0)
+	return b, a, NewAllocator(a, c, 0)
+}
+
+// TestLiveCopyFullAtLoad: a live copy made from a directory that holds more than the tmpfs has room for
+// keeps the pages it can reserve and gives the others back, where a store into one of them, or a free of
+// a chunk in it, would get SIGBUS.
+func TestLiveCopyFullAtLoad(t *testing.T) {
+	root := smallTmpfs(t, "4m")
+	b, a, al := liveCopyOfPages(t, root, 8)
+	defer b.Close()
+	c := al.Classes()
 	for _, rec := range b.Records() {
 		require.NoError(t, al.Adopt(rec.ID, rec.Class))
 	}
@@ -549,26 +557,8 @@ func TestLiveCopyFullAtLoad(t *testing.T) {
 // live copy, where nobody wants them and a full tmpfs has no room.
 func TestLiveCopyCountsUnadopted(t *testing.T) {
 	root := smallTmpfs(t, "4m")
-	c := DefaultClasses()
-	dir := t.TempDir()
-	plain, _, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{})
-	require.NoError(t, err)
-	a, err := NewBackedArena(16*PageSize, plain)
-	require.NoError(t, err)
-	al := NewAllocator(a, c, 0)
-	for range 4 * 2 { // two chunks a page of the largest class: 4 pages
-		r, ok := al.Alloc(c.Largest())
-		require.True(t, ok)
-		al.Chunk(r)[StateOffset] = 1
-	}
-	require.NoError(t, plain.Close())
-
-	b, _, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{Live: root})
-	require.NoError(t, err)
+	b, _, al := liveCopyOfPages(t, root, 4)
 	defer b.Close()
-	a, err = NewBackedArena(16*PageSize, b)
-	require.NoError(t, err)
-	al = NewAllocator(a, c, 0)
 	fillFS(t, root)
 	used := 0
 	require.False(t, faults(func() {
