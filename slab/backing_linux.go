@@ -189,7 +189,7 @@ func (b *Backing) page(id uint32, fresh bool) (mem, sums []byte, err error) {
 	if fresh {
 		// The record's block before the files grow: once they reach past the page, every start reads its
 		// record, and clears it when no shard adopts the page; on a full tmpfs even a read of a hole faults.
-		if err := reserve(b.meta, headerBytes+int64(id)*recordBytes, recordBytes); err != nil {
+		if err := b.reserveRecord(id); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -206,7 +206,7 @@ func (b *Backing) page(id uint32, fresh bool) (mem, sums []byte, err error) {
 		b.sumsSize = end
 	}
 	if fresh {
-		if err := b.reservePageLocked(id); err != nil {
+		if err := b.reserveBlocks(id); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -228,8 +228,17 @@ func (b *Backing) reservePage(id uint32) error {
 // hole of a full file system (a tmpfs live copy past its size, a full disk) gets SIGBUS; refused here,
 // the page is not used. The caller holds b.mu.
 func (b *Backing) reservePageLocked(id uint32) error {
-	return errors.Join(reserve(b.items, int64(id)*PageSize, PageSize), reserve(b.sums, int64(id)*sumsSlot, sumsSlot),
-		reserve(b.meta, headerBytes+int64(id)*recordBytes, recordBytes))
+	return errors.Join(b.reserveBlocks(id), b.reserveRecord(id))
+}
+
+// reserveBlocks allocates page id's blocks and its seals' (reservePageLocked).
+func (b *Backing) reserveBlocks(id uint32) error {
+	return errors.Join(reserve(b.items, int64(id)*PageSize, PageSize), reserve(b.sums, int64(id)*sumsSlot, sumsSlot))
+}
+
+// reserveRecord allocates page id's record in the meta file (reservePageLocked).
+func (b *Backing) reserveRecord(id uint32) error {
+	return reserve(b.meta, headerBytes+int64(id)*recordBytes, recordBytes)
 }
 
 // reserve allocates bytes [off, off+n) of f, where the file system can (ENOSPC when it is full).
