@@ -145,6 +145,11 @@ func TestRunReturnsNilAfterStop(t *testing.T) {
 // Every connection the server accepted is closed by Stop, also one accepted in the last moments: the
 // acceptor hands a new connection to a loop through the loop's task queue, and a loop that stops first
 // never opens it (the engine closes what is left in the queues: third_party/gnet/LEASECACHED.md, item 10).
+//
+// Each client sends a request before it reads: Linux may drop a handshake's last ACK when it arrives as
+// the listener closes (the child socket cannot take the listener's port, counted in ListenDrops), with no
+// reset, and the client then believes it is connected to nothing until it sends. The request gets it the
+// reset; a connection the server left open takes the request and never answers.
 func TestStopClosesConnectionsAcceptedDuringStop(t *testing.T) {
 	for round := range 8 {
 		s, _ := startRun(t, Config{Threads: 4})
@@ -179,10 +184,14 @@ func TestStopClosesConnectionsAcceptedDuringStop(t *testing.T) {
 		wg.Wait()
 		close(conns)
 		for c := range conns {
-			require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
-			_, err := io.ReadAll(c)
+			require.NoError(t, c.SetDeadline(time.Now().Add(5*time.Second)))
+			_, err := c.Write([]byte("version\r\n"))
+			if err == nil {
+				_, err = io.ReadAll(c)
+			}
 			c.Close()
-			if !errors.Is(err, syscall.ECONNRESET) { // reset in the backlog when the listener closed
+			// A reset: in the backlog when the listener closed, or the dropped handshake above.
+			if !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
 				require.NoError(t, err, "round %d: a connection outlived Stop", round)
 			}
 		}
