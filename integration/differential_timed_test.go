@@ -26,8 +26,8 @@ func TestDifferentialFlushAndExpiry(t *testing.T) {
 			"get $ka\r\n",
 		}},
 		{name: "relative expiry touch gat", wholeOnly: true, steps: []string{
-			"set $ka 0 1 1\r\na\r\nset $kb 0 1 1\r\nb\r\nset $kc 0 1 1\r\nc\r\nset $kd 0 100 1\r\nd\r\nset $ke 0 100 1\r\ne\r\n" +
-				"touch $kb 100\r\ngat 100 $kc\r\ntouch $kd 1\r\ngat 1 $ke\r\nget $ka $kb $kc $kd $ke\r\n",
+			"set $ka 0 2 1\r\na\r\nset $kb 0 2 1\r\nb\r\nset $kc 0 2 1\r\nc\r\nset $kd 0 100 1\r\nd\r\nset $ke 0 100 1\r\ne\r\n" +
+				"touch $kb 100\r\ngat 100 $kc\r\ntouch $kd 2\r\ngat 2 $ke\r\nget $ka $kb $kc $kd $ke\r\n",
 			sleepStep + "3s",
 			"get $ka $kb $kc $kd $ke\r\nadd $ka 0 0 1\r\nA\r\nincr $kd 1\r\n",
 		}},
