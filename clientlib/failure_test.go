@@ -205,7 +205,9 @@ func TestNegativeCache(t *testing.T) {
 				fills.Add(1)
 				return nil, clientlib.ErrNotFound
 			}
-			neg := &clientlib.FillOptions{NegativeTTL: time.Second}
+			// 2 s, not 1: an exptime of 1 set just before the server's clock ticks is over at once, before the
+			// reads below.
+			neg := &clientlib.FillOptions{NegativeTTL: 2 * time.Second}
 			_, err := a.GetOrFill(ctx, "user:404", notFound, neg)
 			require.ErrorIs(t, err, clientlib.ErrNotFound)
 			for _, c := range []*clientlib.Client{a, b, a, b} {

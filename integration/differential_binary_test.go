@@ -486,8 +486,9 @@ func binaryOwnPairCases() []binCase {
 		{name: "flush at an absolute time", steps: binOne(bStore(opSet, ka, "a", 0, 0), bFlushDelay(opFlush, uint32(time.Now().Add(-time.Hour).Unix())), bGet(opGet, ka),
 			bStore(opSet, kb, "b", 0, 0), bFlushDelay(opFlush, uint32(time.Now().Add(time.Hour).Unix())), bGet(opGet, kb),
 			bFlushDelay(opFlushQ, 0xffffffff), bGet(opGet, kb), bStore(opSet, kc, "c", 0, 0), bGet(opGet, kc))},
+		// Flush delay 3, exptime 2: see TestDifferentialFlushAndExpiry, "delayed flush_all".
 		{name: "flush delayed", wholeOnly: true, sleepBefore: map[int]time.Duration{1: 3500 * time.Millisecond}, steps: [][]binReq{
-			{bStore(opSet, ka, "a", 0, 0), bFlushDelay(opFlush, 2), bGet(opGet, ka), bStore(opSet, kb, "b", 0, 0), bFlushDelay(opFlushQ, 2)},
+			{bStore(opSet, ka, "a", 0, 0), bFlushDelay(opFlush, 3), bGet(opGet, ka), bStore(opSet, kb, "b", 0, 0), bFlushDelay(opFlushQ, 3)},
 			{bGet(opGet, ka), bGet(opGet, kb), bStore(opSet, kc, "c", 0, 0), bGet(opGet, kc)},
 		}},
 		// Own pair: for a value of 2^63 or more memcached's incr looks for a '-' past the item's data
@@ -496,8 +497,9 @@ func binaryOwnPairCases() []binCase {
 		{name: "incr wraps decr floors", steps: binOne(bStore(opSet, ka, "18446744073709551615", 0, 0), bArith(opIncrement, ka, 1, 0, 0),
 			bArith(opDecrement, ka, 5, 0, 0), bArith(opIncrement, kb, 0xffffffffffffffff, 0xffffffffffffffff, 0),
 			bArith(opIncrement, kb, 2, 0, 0), bStore(opSet, kc, "7", 0, 0), bArith(opIncrement, kc, 0xffffffffffffffff, 0, 0))},
+		// Flush delay 3, exptime 2: see TestDifferentialFlushAndExpiry, "delayed flush_all".
 		{name: "relative expiry", wholeOnly: true, sleepBefore: map[int]time.Duration{1: 3 * time.Second}, steps: [][]binReq{
-			{bStore(opSet, ka, "a", 0, 1), bStore(opSet, kb, "b", 0, 1), bStore(opSet, kc, "c", 0, 1), bStore(opSet, kd, "d", 0, 100),
+			{bStore(opSet, ka, "a", 0, 2), bStore(opSet, kb, "b", 0, 2), bStore(opSet, kc, "c", 0, 2), bStore(opSet, kd, "d", 0, 100),
 				bStore(opSet, kz, "z", 0, 100), bTouch(opTouch, kb, 100), bTouch(opGAT, kc, 100), bTouch(opTouch, kd, 1), bTouch(opGATQ, kz, 1),
 				bArith(opIncrement, "$kn", 1, 5, 1)},
 			{bGet(opGetK, ka), bGet(opGetK, kb), bGet(opGetK, kc), bGet(opGetK, kd), bGet(opGetK, kz), bGet(opGetK, "$kn"),
