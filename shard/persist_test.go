@@ -624,3 +624,83 @@ func TestDataSyncCounted(t *testing.T) {
 		}
 	})
 }
+
+// A process killed while a page move points a chained head's parts at the head's copy (drain.go rescue)
+// leaves two sealed heads, each named by some of the parts. The restart keeps the item, not neither head,
+// and points every part back at the head it keeps (restart.md rule 2).
+func TestRestartTornHeadRescue(t *testing.T) {
+	const vlen = 1_300_000 // a head and two parts
+	for _, tc := range []struct {
+		named    int  // how many parts the kill left naming the copy
+		otherCas bool // the old head has another CAS: no twin, and the item has no whole chain
+	}{{0, false}, {1, false}, {2, false}, {1, true}} {
+		named := tc.named
+		t.Run(fmt.Sprintf("%d of 2 parts moved, other CAS %v", named, tc.otherCas), func(t *testing.T) {
+			dir, c := t.TempDir(), newClock()
+			cfg := Config{MemoryLimit: 32 << 20, Shards: 1, MaxItemSize: 2 << 20}
+			s := persistStore(t, dir, c, cfg)
+			key := []byte("chained")
+			require.Equal(t, Stored, s.Store(ModeSet, key, 0, 0, pattern(vlen, 7), 0))
+			mustGet(t, s, string(key)) // visited: a page move keeps it
+			sh := &s.shards[0]
+			old := refOf(s, key)
+
+			sh.mu.Lock()
+			sh.drainPage(old.Page(), s.now())
+			img := crashImage(t, dir) // the kill: before EndDrain, the page is still the heads' class
+			require.NoError(t, sh.al.EndDrain(0))
+			sh.mu.Unlock()
+			fresh := refOf(s, key)
+			require.NotEqual(t, old, fresh, "the page move copied the head")
+
+			// Make the image what a kill after `named` back-pointers were rewritten leaves: the old head
+			// not yet freed (Free overwrote its CAS with a free-list link), the later parts still naming it.
+			sh.mu.Lock()
+			head := sh.chunk(fresh)
+			var parts []slab.Ref
+			for p := readRef(head[chainOff(head):]); p != slab.NilRef; p = readRef(sh.chunk(p)[offPartNext:]) {
+				parts = append(parts, p)
+			}
+			headCopy := append([]byte(nil), head...)
+			if tc.otherCas {
+				setItemCas(headCopy, itemCas(headCopy)+1)
+			}
+			sh.mu.Unlock()
+			require.Len(t, parts, 2)
+			items := filepath.Join(img, "items")
+			f, err := os.OpenFile(items, os.O_RDWR, 0)
+			require.NoError(t, err)
+			at := func(r slab.Ref) int64 { return int64(r.Page())*slab.PageSize + int64(r.Offset()) }
+			_, err = f.WriteAt(headCopy, at(old))
+			require.NoError(t, err)
+			for _, p := range parts[named:] {
+				var ref [8]byte
+				writeRef(ref[:], old)
+				_, err = f.WriteAt(ref[:], at(p)+offPartHead)
+				require.NoError(t, err)
+			}
+			require.NoError(t, f.Close())
+
+			s2 := persistStore(t, img, c, cfg)
+			if tc.otherCas {
+				miss(t, s2, string(key))
+				assert.EqualValues(t, 2, s2.RestartStats().Dropped)
+				return
+			}
+			v, _ := mustGet(t, s2, string(key))
+			require.True(t, bytes.Equal([]byte(v), pattern(vlen, 7)), "the value after the restart")
+			rs := s2.RestartStats()
+			assert.EqualValues(t, 1, rs.Loaded)
+			assert.EqualValues(t, 1, rs.Dropped, "the other head")
+			kept := refOf(s2, key)
+			sh2 := &s2.shards[0]
+			sh2.mu.Lock()
+			b := sh2.chunk(kept)
+			for p := readRef(b[chainOff(b):]); p != slab.NilRef; p = readRef(sh2.chunk(p)[offPartNext:]) {
+				assert.Equal(t, kept, readRef(sh2.chunk(p)[offPartHead:]), "part %d names the kept head", p)
+			}
+			sh2.mu.Unlock()
+			checkIndexInvariants(t, sh2)
+		})
+	}
+}

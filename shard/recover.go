@@ -1,6 +1,8 @@
 package shard
 
 import (
+	"bytes"
+
 	"github.com/leasecached/leasecached/slab"
 )
 
@@ -77,6 +79,7 @@ func (sh *shard) recoverItems(self int, now int64) (loaded, dropped int64, maxCa
 		if b[offState]&flagPinned != 0 { // written only when set: a write dirties a page the next sync writes
 			b[offState] &^= flagPinned
 		}
+		sh.ownParts(r, b)
 		markItem(r, true)
 		sh.account(r, +1)
 		loaded++
@@ -151,7 +154,8 @@ func (sh *shard) recoverHead(self int, r slab.Ref, b []byte, now int64, claimed 
 }
 
 // chainWhole checks a chained head's parts as valueReader will read them: each link names a part chunk of
-// this shard that points back at the head and is no other item's, and the parts hold exactly the value.
+// this shard that points back at the head (or its twin, twinOf) and is no other item's, and the parts hold
+// exactly the value.
 func (sh *shard) chainWhole(head slab.Ref, b []byte, vlen int, claimed func(slab.Ref) bool) bool {
 	if sh.al.ClassOf(head) != sh.st.classes.Largest() {
 		return false
@@ -166,11 +170,49 @@ func (sh *shard) chainWhole(head slab.Ref, b []byte, vlen int, claimed func(slab
 			return false
 		}
 		c := sh.chunk(r)
-		if c[offState] != kindPart || readRef(c[offPartHead:]) != head || len(c) <= partData {
+		if c[offState] != kindPart || len(c) <= partData {
+			return false
+		}
+		if back := readRef(c[offPartHead:]); back != head && !sh.twinOf(head, back, b) {
 			return false
 		}
 		rem -= len(c) - partData
 		r = readRef(c[offPartNext:])
 	}
 	return r == slab.NilRef
+}
+
+// twinOf says whether other, the head a part of head's chain points back at, is a copy of head (b): a page
+// move copies a chained head to a new chunk, then points its parts at the copy one at a time (drain.go
+// rescue), so a process killed in between leaves two sealed heads, each named by some of the parts
+// (restart.md rule 2). A head of the same class with b's CAS, layout, fields, key, chain and seal is the
+// same item; the seal, checked over the whole chain, says the value is whole.
+func (sh *shard) twinOf(head, other slab.Ref, b []byte) bool {
+	if other == head || !sh.al.Holds(other) || sh.al.ClassOf(other) != sh.al.ClassOf(head) {
+		return false
+	}
+	o := sh.chunk(other)
+	const kind = kindMask | flagChained | flagGhost
+	if o[offState]&kind != b[offState]&kind || o[offMeta]&metaLayout != b[offMeta]&metaLayout ||
+		itemCas(o) != itemCas(b) || o[offKlen] != b[offKlen] {
+		return false
+	}
+	end := dataOff(b) // within both chunks: recoverHead checked b's, and o has b's layout, key length and size
+	return bytes.Equal(o[offExp:end], b[offExp:end]) && sh.al.Sum(other) == sh.al.Sum(head)
+}
+
+// ownParts points every part of kept head r (b) back at r: a part that named r's twin (twinOf) would lead
+// a page move or eviction of the part to the twin, which the second pass frees.
+func (sh *shard) ownParts(r slab.Ref, b []byte) {
+	if !itemChained(b) {
+		return
+	}
+	for p := readRef(b[chainOff(b):]); p != slab.NilRef; {
+		c := sh.chunk(p)
+		if readRef(c[offPartHead:]) != r {
+			writeRef(c[offPartHead:], r)
+			sh.al.Wrote(p)
+		}
+		p = readRef(c[offPartNext:])
+	}
 }
