@@ -249,6 +249,35 @@ func reserve(f *os.File, off, n int64) error {
 	return nil
 }
 
+// zfsSuperMagic is ZFS's statfs type (ZFS_SUPER_MAGIC in OpenZFS; not in x/sys/unix).
+const zfsSuperMagic = 0x2fc12fc1
+
+// UnkeptReservations names path's file system when reserve's fallocate does not make later stores into
+// the reserved blocks safe there (see doc/design/restart.md, "File systems"): a copy-on-write file system
+// (btrfs, bcachefs) needs new space to write a block again, and ZFS reserves nothing. On those a full
+// file system can kill a server whose data directory's own files are mapped (--data-live off) with
+// SIGBUS. "" elsewhere, or when path cannot be examined.
+func UnkeptReservations(path string) string {
+	var st unix.Statfs_t
+	if unix.Statfs(path, &st) != nil {
+		return ""
+	}
+	return unkeptOn(int64(st.Type))
+}
+
+// unkeptOn is UnkeptReservations for a statfs type.
+func unkeptOn(magic int64) string {
+	switch magic {
+	case unix.BTRFS_SUPER_MAGIC:
+		return "btrfs"
+	case unix.BCACHEFS_SUPER_MAGIC:
+		return "bcachefs"
+	case zfsSuperMagic:
+		return "zfs"
+	}
+	return ""
+}
+
 // itemsPage is page id's memory in the items mapping (the caller checked it is inside the file).
 func (b *Backing) itemsPage(id uint32) []byte {
 	off := int(id) * PageSize

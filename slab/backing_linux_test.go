@@ -201,3 +201,23 @@ func TestBackingFullFileSystem(t *testing.T) {
 		})
 	}
 }
+
+// UnkeptReservations names the file systems where a reserved block may still need space when a store
+// writes it again, and nothing else; TempDir (ext4 or tmpfs here) is not one.
+func TestUnkeptReservations(t *testing.T) {
+	for _, tc := range []struct {
+		magic int64
+		want  string
+	}{
+		{unix.BTRFS_SUPER_MAGIC, "btrfs"},
+		{unix.BCACHEFS_SUPER_MAGIC, "bcachefs"},
+		{0x2fc12fc1, "zfs"},
+		{unix.EXT4_SUPER_MAGIC, ""},
+		{unix.TMPFS_MAGIC, ""},
+		{unix.XFS_SUPER_MAGIC, ""},
+	} {
+		assert.Equal(t, tc.want, unkeptOn(tc.magic), "magic %#x", tc.magic)
+	}
+	assert.Empty(t, UnkeptReservations(t.TempDir()))
+	assert.Empty(t, UnkeptReservations("/no/such/path"))
+}

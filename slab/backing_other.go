@@ -20,6 +20,9 @@ func (*live) mark(int, int, bool) {}
 // OnTmpfs is false: data directories need Linux.
 func OnTmpfs(string) bool { return false }
 
+// UnkeptReservations is "": data directories need Linux.
+func UnkeptReservations(string) string { return "" }
+
 // DefaultLiveRoot is where a data directory's live copy is kept on Linux.
 const DefaultLiveRoot = "/dev/shm"
 
