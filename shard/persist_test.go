@@ -654,7 +654,7 @@ func TestRestartTornHeadRescue(t *testing.T) {
 			require.NotEqual(t, old, fresh, "the page move copied the head")
 
 			// Make the image what a kill after `named` back-pointers were rewritten leaves: the old head
-			// not yet freed (Free overwrote its CAS with a free-list link), the later parts still naming it.
+			// not yet freed (the drain's Free cleared its state byte), the later parts still naming it.
 			sh.mu.Lock()
 			head := sh.chunk(fresh)
 			var parts []slab.Ref
