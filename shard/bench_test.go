@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"unsafe"
@@ -142,15 +143,19 @@ func benchParallelMix(b *testing.B, ownShards bool, setEvery int) {
 	})
 }
 
-// BenchmarkSetOverwriteDataDir is BenchmarkSetOverwrite with a data directory: the cost of sealing a
-// store (doc/design/restart.md), and proof that it allocates nothing.
+// BenchmarkSetOverwriteDataDir is BenchmarkSetOverwrite with a data directory, for the values of make
+// bench's rows: the cost of sealing a store (doc/design/restart.md), and proof that it allocates nothing.
 func BenchmarkSetOverwriteDataDir(b *testing.B) {
-	s := persistStore(b, b.TempDir(), nil, Config{MemoryLimit: 256 << 20})
-	k, v := key(42), pattern(100, 1)
-	s.Store(ModeSet, k, 0, 0, v, 0)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		s.Store(ModeSet, k, 0, 0, v, 0)
+	for _, n := range []int{100, 4096} {
+		b.Run(fmt.Sprintf("%dB", n), func(b *testing.B) {
+			s := persistStore(b, b.TempDir(), nil, Config{MemoryLimit: 256 << 20})
+			k, v := key(42), pattern(n, 1)
+			s.Store(ModeSet, k, 0, 0, v, 0)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				s.Store(ModeSet, k, 0, 0, v, 0)
+			}
+		})
 	}
 }

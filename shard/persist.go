@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/zeebo/xxh3"
 
 	"github.com/leasecached/leasecached/slab"
 )
@@ -111,11 +111,13 @@ func (sh *shard) prefetchNew(n int) {
 	}
 }
 
-// valueSum is the xxhash of the value of the item at head chunk b. A chained item's parts are read through
-// its links, which the caller has checked (recoverHead) or written.
+// valueSum is the XXH3 hash of the value of the item at head chunk b. A chained item's parts are read
+// through its links, which the caller has checked (recoverHead) or written. XXH3, not the index's xxhash:
+// every store hashes its whole value, and XXH3's vector code does a 4 KiB one in about a quarter of the
+// time (doc/design/restart.md, "What it costs").
 func (sh *shard) valueSum(b []byte) uint64 {
 	if !itemChained(b) {
-		return xxhash.Sum64(b[dataOff(b) : dataOff(b)+itemVlen(b)])
+		return xxh3.Hash(b[dataOff(b) : dataOff(b)+itemVlen(b)])
 	}
 	d := sh.sums
 	d.Reset()

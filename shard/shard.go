@@ -3,7 +3,7 @@ package shard
 import (
 	"sync/atomic"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/zeebo/xxh3"
 
 	"github.com/leasecached/leasecached/lease"
 	"github.com/leasecached/leasecached/slab"
@@ -58,7 +58,7 @@ type shard struct {
 	noGhost bool
 
 	// sums computes item seals in a data directory (persist.go); nil without one.
-	sums *xxhash.Digest
+	sums *xxh3.Hasher
 
 	reclaimCur    slab.Cursor
 	reclaimOldest []uint32  // per class: oldest store time seen in the current reclaimer pass
@@ -80,7 +80,7 @@ func (sh *shard) init(s *Store, self int, share int64) {
 	sh.al = slab.NewAllocator(s.arena, s.classes, 1)
 	sh.al.SetOwner(self)
 	if s.persist != nil {
-		sh.sums = xxhash.New()
+		sh.sums = xxh3.New()
 	}
 	sh.idx = newIndex(indexInitialSlots)
 	sh.idx.retire = sh.retireTable

@@ -20,7 +20,7 @@ import (
 const (
 	backingMagic = "LCDATA\x00\x01"
 	// backingVersion changes whenever what a page holds is read another way (shard's item layout or seal).
-	backingVersion = 3
+	backingVersion = 4
 	headerBytes    = 4096
 	recordBytes    = 8
 	// sumsSlot is each page's room in the sums file: a uint32 for every chunk the smallest class can cut,
