@@ -631,16 +631,23 @@ func TestDataSyncCounted(t *testing.T) {
 func TestRestartTornHeadRescue(t *testing.T) {
 	const vlen = 1_300_000 // a head and two parts
 	for _, tc := range []struct {
-		named    int  // how many parts the kill left naming the copy
-		otherCas bool // the old head has another CAS: no twin, and the item has no whole chain
-	}{{0, false}, {1, false}, {2, false}, {1, true}} {
+		named     int  // how many parts the kill left naming the copy
+		otherCas  bool // the old head has another CAS: no twin, and the item has no whole chain
+		copyFirst bool // the copy is in a page before the old head's, so the restart sees it first
+	}{{0, false, false}, {1, false, false}, {2, false, false}, {1, true, false}, {1, false, true}} {
 		named := tc.named
-		t.Run(fmt.Sprintf("%d of 2 parts moved, other CAS %v", named, tc.otherCas), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d of 2 parts moved, other CAS %v, copy first %v", named, tc.otherCas, tc.copyFirst), func(t *testing.T) {
 			dir, c := t.TempDir(), newClock()
-			cfg := Config{MemoryLimit: 32 << 20, Shards: 1, MaxItemSize: 2 << 20}
+			cfg := Config{MemoryLimit: 32 << 20, Shards: 1, MaxItemSize: 2 << 20, StaleWindow: -1}
 			s := persistStore(t, dir, c, cfg)
 			key := []byte("chained")
+			if tc.copyFirst { // a chained item's chunks, freed, in the first pages: the move takes its head's
+				require.Equal(t, Stored, s.Store(ModeSet, []byte("filler"), 0, 0, pattern(vlen, 8), 0))
+			}
 			require.Equal(t, Stored, s.Store(ModeSet, key, 0, 0, pattern(vlen, 7), 0))
+			if tc.copyFirst {
+				require.Equal(t, Deleted, s.Delete([]byte("filler")))
+			}
 			mustGet(t, s, string(key)) // visited: a page move keeps it
 			sh := &s.shards[0]
 			old := refOf(s, key)
@@ -652,6 +659,7 @@ func TestRestartTornHeadRescue(t *testing.T) {
 			sh.mu.Unlock()
 			fresh := refOf(s, key)
 			require.NotEqual(t, old, fresh, "the page move copied the head")
+			require.Equal(t, tc.copyFirst, fresh.Page() < old.Page(), "the copy's page comes first")
 
 			// Make the image what a kill after `named` back-pointers were rewritten leaves: the old head
 			// not yet freed (the drain's Free cleared its state byte), the later parts still naming it.
@@ -693,6 +701,11 @@ func TestRestartTornHeadRescue(t *testing.T) {
 			assert.EqualValues(t, 1, rs.Loaded)
 			assert.EqualValues(t, 1, rs.Dropped, "the other head")
 			kept := refOf(s2, key)
+			if tc.copyFirst {
+				assert.Equal(t, fresh, kept, "the head seen first is kept")
+			} else {
+				assert.Equal(t, old, kept, "the head seen first is kept")
+			}
 			sh2 := &s2.shards[0]
 			sh2.mu.Lock()
 			b := sh2.chunk(kept)
