@@ -184,7 +184,7 @@ func (sh *shard) chainWhole(head slab.Ref, b []byte, vlen int, claimed func(slab
 
 // twinOf says whether other, the head a part of head's chain points back at, is a copy of head (b): a page
 // move copies a chained head to a new chunk, then points its parts at the copy one at a time (drain.go
-// rescue), so a process killed in between leaves two sealed heads, each named by some of the parts
+// rescue), so a process killed in between leaves two sealed heads with the parts split between them
 // (restart.md rule 2). A head of the same class with b's CAS, layout, fields, key, chain and seal is the
 // same item; the seal, checked over the whole chain, says the value is whole.
 func (sh *shard) twinOf(head, other slab.Ref, b []byte) bool {

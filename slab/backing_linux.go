@@ -262,11 +262,11 @@ func UnkeptReservations(path string) string {
 	if unix.Statfs(path, &st) != nil {
 		return ""
 	}
-	return unkeptOn(int64(st.Type))
+	return unkeptOn(uint32(st.Type)) // a 32-bit magic number, in a field that is signed on some ports
 }
 
 // unkeptOn is UnkeptReservations for a statfs type.
-func unkeptOn(magic int64) string {
+func unkeptOn(magic uint32) string {
 	switch magic {
 	case unix.BTRFS_SUPER_MAGIC:
 		return "btrfs"

@@ -206,7 +206,7 @@ func TestBackingFullFileSystem(t *testing.T) {
 // writes it again, and nothing else; TempDir (ext4 or tmpfs here) is not one.
 func TestUnkeptReservations(t *testing.T) {
 	for _, tc := range []struct {
-		magic int64
+		magic uint32
 		want  string
 	}{
 		{unix.BTRFS_SUPER_MAGIC, "btrfs"},
