@@ -543,7 +543,7 @@ func (l *live) copyChanged(disk *os.File, which int, src *liveFile, base int64, 
 		}
 		for i := first; i < last; {
 			start, hole := i, !data[i-first]
-			for i < last && changed(i) && data[i-first] != hole {
+			for i < last && changed(i) && !data[i-first] == hole { // a run of changed blocks, all holes or none
 				i++
 			}
 			if i > start {

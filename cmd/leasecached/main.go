@@ -190,9 +190,11 @@ func serve(cfg server.Config, enableShutdown bool) error {
 		cfg.Logger.Warn(fmt.Sprintf("--data-dir %s: this -m has no room for %d stored pages: their %d items are dropped",
 			cfg.DataDir, rs.PagesLeft, rs.ItemsLeft))
 	}
-	if fs := slab.UnkeptReservations(cfg.DataDir); cfg.DataDir != "" && cfg.DataLive == "" && fs != "" {
-		cfg.Logger.Warn("--data-dir " + cfg.DataDir + " is on " + fs + ", where a full file system can stop the server " +
-			"(SIGBUS: a reserved block may still need space when it is written); keep a live copy on tmpfs (--data-live)")
+	if cfg.DataDir != "" && cfg.DataLive == "" { // DIR's own files are mapped
+		if fs := slab.UnkeptReservations(cfg.DataDir); fs != "" {
+			cfg.Logger.Warn("--data-dir " + cfg.DataDir + " is on " + fs + ", where a full file system can stop the server " +
+				"(SIGBUS: a reserved block may still need space when it is written); keep a live copy on tmpfs (--data-live)")
+		}
 	}
 	if cfg.DataLive != "" && !slab.OnTmpfs(cfg.DataLive) {
 		cfg.Logger.Warn("--data-live " + cfg.DataLive + " is not a tmpfs: the kernel writes the live copy back as it would --data-dir's files")
