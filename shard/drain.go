@@ -90,11 +90,11 @@ func (sh *shard) rescue(r, head slab.Ref, id int, now int64) bool {
 		return false
 	}
 	nb := sh.chunk(nu)
-	copy(nb, sh.chunk(r)) // same class, same size: header, key, value, bits and links alike
-	// Every chunk written here is marked for a live copy's sync (SetSum, Wrote): the copy, and the links
+	copy(nb, sh.chunk(r)) // same class, same size: header, key, value, seal, bits and links alike
+	// Every chunk written here is marked for a live copy's sync (Wrote): the copy, and the links
 	// rewritten in place, or DIR keeps chains that lead to freed chunks (restart.md rule 10).
+	sh.al.Wrote(nu)
 	if r == head {
-		sh.al.SetSum(nu, sh.al.Sum(r))
 		h := Hash(itemKey(nb))
 		slot, found := sh.idx.slotOf(h, r)
 		if !found {
@@ -110,7 +110,6 @@ func (sh *shard) rescue(r, head slab.Ref, id int, now int64) bool {
 			}
 		}
 	} else {
-		sh.al.Wrote(nu)
 		// r is a part: rewrite the link that names it, the head's or the previous part's.
 		holder := head
 		link := hb[chainOff(hb):]

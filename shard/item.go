@@ -25,6 +25,7 @@ import (
 //	.. vlen     1, 2 or 4 bytes (metaVlenMask says which)
 //	.. [next    ref, 8 bytes, only when chained]
 //	.. key, then value (no trailing \r\n)
+//	.. [seal    uint32, in a data directory: at the next multiple of 4 after the value (sealAt)]
 //
 // Why these choices (bytes per item measured with the benchmark's 14-byte
 // keys and 100-byte values, so every byte here is about 1% of an item):
@@ -49,7 +50,8 @@ import (
 //	16 head ref (so eviction scanning a part can find its item)
 //	24 data
 //
-// and the last part comes from the smallest class that fits its remainder.
+// and the last part comes from the smallest class that fits its remainder. A chained head's last
+// sealLen bytes are its seal's, with or without a data directory, so a chain's geometry is one.
 const (
 	offCas   = 0
 	offState = slab.StateOffset
@@ -62,6 +64,10 @@ const (
 	// headerMax is the largest header: every optional field, a 4-byte length, a chain link.
 	headerMax = headerFixed + 4 + 4 + 4 + chainLink
 	chainLink = 8 // next-part ref after the header of a chained head
+
+	// sealLen is an item's seal (shard/persist.go): it follows the value in the item's own chunk, whose
+	// bytes a store writes anyway, so sealing touches no other cache line (doc/design/restart.md rule 1).
+	sealLen = 4
 
 	offPartNext = 0
 	offPartHead = 16
@@ -252,6 +258,28 @@ func dataOff(b []byte) int { return keyOff(b) + itemKlen(b) }
 // itemBytes is the memory an item accounts for in stats (memcached "bytes"): header, key and value.
 func itemBytes(b []byte) int64 { return int64(dataOff(b) + itemVlen(b)) }
 
+// sealedLen is the chunk room an item of n bytes (header, key and value) takes with its seal: the seal is
+// 4-byte aligned (chunks are slab.ChunkAlign aligned), so that it can be stored atomically where a plain
+// store is not ordered (slab/seal_*.go).
+func sealedLen(n int) int { return (n+sealLen-1)&^(sealLen-1) + sealLen }
+
+// sealAt is where head chunk b keeps its seal: after the value (sealedLen), or at the end of a chained
+// head's chunk.
+func sealAt(b []byte) int {
+	if itemChained(b) {
+		return len(b) - sealLen
+	}
+	return sealedLen(dataOff(b)+itemVlen(b)) - sealLen
+}
+
+// valueEnd is where head chunk b's value bytes may end: its chunk's end, less a chained head's seal.
+func valueEnd(b []byte) int {
+	if itemChained(b) {
+		return len(b) - sealLen
+	}
+	return len(b)
+}
+
 // writeHeader fills a freshly allocated head chunk, whose state and layout allocItem set (flags, exp and
 // vlen must be the ones the layout was computed from), and sets the meta-protocol bits to meta.
 func writeHeader(b []byte, cas uint64, exp, now uint32, flags uint32, key []byte, vlen int, meta byte) {
@@ -298,7 +326,7 @@ func newValueReader(al *slab.Allocator, head []byte) valueReader {
 	if itemChained(head) {
 		r.next = readRef(head[chainOff(head):])
 	}
-	r.cur = head[off:min(len(head), off+vlen)]
+	r.cur = head[off:min(valueEnd(head), off+vlen)]
 	return r
 }
 
@@ -326,7 +354,7 @@ type valueWriter struct {
 }
 
 func newValueWriter(al *slab.Allocator, head []byte) valueWriter {
-	w := valueWriter{al: al, buf: head[dataOff(head):], next: slab.NilRef}
+	w := valueWriter{al: al, buf: head[dataOff(head):valueEnd(head)], next: slab.NilRef}
 	if itemChained(head) {
 		w.next = readRef(head[chainOff(head):])
 	}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/zeebo/xxh3"
 
@@ -14,7 +15,7 @@ import (
 // A data directory (Config.DataDir, doc/design/restart.md): item memory is a shared file mapping, so what
 // was stored survives the process, and a restart rebuilds the index from it. What this file adds to the
 // store:
-//   - Every item is sealed once whole: its chunk's seal (slab.SetSum) is a checksum of what a reader is
+//   - Every item is sealed once whole: its seal (sealAt, after the value) is a checksum of what a reader is
 //     given (key, value, flags, exptime, CAS, layout); mutate seals every item it links. Nothing sealed
 //     changes in place: a store, an incr, a touch or an md I writes the item to a new chunk, and the old
 //     one stays sealed until the new one is sealed and linked. A restart keeps only items whose seal
@@ -86,11 +87,13 @@ func (s *Store) RestartStats() RestartStats {
 		SyncedAt: p.syncedAt.Load()}
 }
 
-// seal marks the whole item at r (head chunk b, key hash h) as stored; without a data directory it does
-// nothing.
+// seal marks the whole item at r (head chunk b, key hash h) as stored, and its chunks as written for a
+// live copy's sync; without a data directory it does nothing. The seal is stored after every byte of the
+// item (slab.StoreSeal), so a process killed in between never leaves it over half-written bytes.
 func (sh *shard) seal(h uint64, r slab.Ref, b []byte) {
 	if sh.sums != nil {
-		sh.al.SetSum(r, sealOf(h, sh.valueSum(b), b))
+		slab.StoreSeal(itemSeal(b), sealOf(h, sh.valueSum(b), b))
+		sh.al.Wrote(r)
 		if itemChained(b) {
 			for part := readRef(b[chainOff(b):]); part != slab.NilRef; part = readRef(sh.al.Chunk(part)[offPartNext:]) {
 				sh.al.Wrote(part)
@@ -99,14 +102,27 @@ func (sh *shard) seal(h uint64, r slab.Ref, b []byte) {
 	}
 }
 
+// itemSeal is head chunk b's seal (sealAt), 4-byte aligned.
+func itemSeal(b []byte) *uint32 {
+	return (*uint32)(unsafe.Pointer(&b[sealAt(b)]))
+}
+
+// room is the chunk room an item of n bytes (header, key and value) takes: with its seal in a data
+// directory.
+func (sh *shard) room(n int) int {
+	if sh.sums != nil {
+		return sealedLen(n)
+	}
+	return n
+}
+
 // prefetchNew starts fetching the chunk a store of an n-byte item will take (the head of its class's free
-// list) and that chunk's seal: with a data directory a store writes a new chunk, whose lines, unlike
-// those of the item it replaces, nothing has fetched. Issued before the index probe, the misses overlap.
+// list): with a data directory a store writes a new chunk, whose lines, unlike those of the item it
+// replaces, nothing has fetched. Issued before the index probe, the misses overlap.
 func (sh *shard) prefetchNew(n int) {
-	if id, ok := sh.st.classes.For(n); ok {
-		if chunk, seal := sh.al.NextAddrs(id); chunk != 0 {
+	if id, ok := sh.st.classes.For(sh.room(n)); ok {
+		if chunk := sh.al.NextAddr(id); chunk != 0 {
 			prefetchItemSpan(chunk)
-			prefetch(seal)
 		}
 	}
 }

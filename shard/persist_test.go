@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/leasecached/leasecached/slab"
 	"github.com/stretchr/testify/assert"
@@ -50,7 +51,7 @@ func waitRestart(t testing.TB, s *Store) {
 func crashImage(t testing.TB, dir string) string {
 	t.Helper()
 	out := t.TempDir()
-	for _, name := range []string{"meta", "items", "sums"} {
+	for _, name := range []string{"meta", "items"} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(out, name), b, 0o600))
@@ -341,11 +342,11 @@ func TestRestartDamagedFiles(t *testing.T) {
 		zero     bool
 	}{
 		{file: "items"}, {file: "items"}, {file: "items"}, {file: "items"},
-		{file: "sums"}, {file: "sums"}, {file: "sums"},
+		{file: "items"}, {file: "items"}, {file: "items"},
 		{file: "meta", from: 4096, to: 4096 + 8*64}, {file: "meta", from: 4096, to: 4096 + 8*64}, // page records
 		{file: "meta", from: 64, to: 88},  // the CAS and flush marks
 		{file: "meta", from: 0, to: 4096}, // the header
-		{file: "sums", cut: true}, {file: "items", cut: true}, {file: "items", zero: true}, {file: "meta", zero: true},
+		{file: "items", cut: true}, {file: "items", zero: true}, {file: "meta", zero: true},
 	}
 	for i, tc := range cases {
 		t.Run(fmt.Sprint(i, tc.file), func(t *testing.T) {
@@ -448,7 +449,7 @@ func TestRestartMixedImages(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			mixed := t.TempDir()
 			pick := rand.New(rand.NewPCG(seed, 77))
-			for _, name := range []string{"meta", "items", "sums"} {
+			for _, name := range []string{"meta", "items"} {
 				a, err := os.ReadFile(filepath.Join(imgA, name))
 				require.NoError(t, err)
 				b, err := os.ReadFile(filepath.Join(imgB, name))
@@ -715,5 +716,54 @@ func TestRestartTornHeadRescue(t *testing.T) {
 			sh2.mu.Unlock()
 			checkIndexInvariants(t, sh2)
 		})
+	}
+}
+
+// TestSealPlacement: with a data directory every item's seal is in its own chunk, 4-byte aligned (so
+// that it can be stored atomically), after the value and within the chunk, or in the last 4 bytes of a
+// chained head, which no value byte reaches; it matches the item; and the value reads back exact.
+func TestSealPlacement(t *testing.T) {
+	s := persistStore(t, t.TempDir(), nil, Config{MaxItemSize: 2 << 20})
+	val := func(n int) []byte { return bytes.Repeat([]byte("0123456789abcdef"), n/16+1)[:n] }
+	for _, klen := range []int{1, 2, 3, 14, 250} {
+		for _, vlen := range []int{0, 1, 2, 3, 5, 100, 255, 256, 4093, 65535, 65536, slab.ChunkMax - 40, 700_000} {
+			for _, fe := range []struct {
+				flags uint32
+				exp   int64
+			}{{0, 0}, {1, 0}, {0, 3600}, {0xffffffff, 3600}} {
+				key := bytes.Repeat([]byte("k"), klen)
+				name := fmt.Sprintf("klen %d vlen %d flags %d exp %d", klen, vlen, fe.flags, fe.exp)
+				require.Equal(t, Stored, s.Store(ModeSet, key, fe.flags, fe.exp, val(vlen), 0), name)
+				h := Hash(key)
+				sh := s.shardOf(h)
+				sh.mu.Lock()
+				_, b := sh.find(h, key, s.now())
+				var (
+					at, end, size int
+					chained       bool
+					seal, want    uint32
+					got           []byte
+				)
+				if b != nil {
+					at, end, size, chained = sealAt(b), dataOff(b)+vlen, len(b), itemChained(b)
+					if at+sealLen <= size {
+						seal, want = *itemSeal(b), sealOf(h, sh.valueSum(b), b)
+					}
+					got = appendValue(sh.al, []byte{}, b)
+					assert.LessOrEqual(t, dataOff(b), valueEnd(b), name)
+					assert.Zero(t, uintptr(unsafe.Pointer(&b[at]))%4, "%s: seal not aligned", name)
+				}
+				sh.mu.Unlock()
+				require.NotNil(t, b, name)
+				require.LessOrEqual(t, at+sealLen, size, name)
+				if chained {
+					assert.Equal(t, size-sealLen, at, name)
+				} else {
+					assert.GreaterOrEqual(t, at, end, name)
+				}
+				assert.Equal(t, want, seal, name)
+				require.Equal(t, val(vlen), got, name)
+			}
+		}
 	}
 }

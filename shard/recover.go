@@ -129,7 +129,7 @@ func (sh *shard) recoverHead(self int, r slab.Ref, b []byte, now int64, claimed 
 		return 0, false
 	}
 	chained := st&flagChained != 0
-	if headerLen(b[offMeta], chained)+itemKlen(b) > len(b) {
+	if headerLen(b[offMeta], chained)+itemKlen(b) > valueEnd(b) {
 		return 0, false
 	}
 	vlen := itemVlen(b)
@@ -137,7 +137,7 @@ func (sh *shard) recoverHead(self int, r slab.Ref, b []byte, now int64, claimed 
 		return 0, false
 	}
 	if !chained {
-		if dataOff(b)+vlen > len(b) {
+		if sealedLen(dataOff(b)+vlen) > len(b) {
 			return 0, false
 		}
 	} else if !sh.chainWhole(r, b, vlen, claimed) {
@@ -147,7 +147,7 @@ func (sh *shard) recoverHead(self int, r slab.Ref, b []byte, now int64, claimed 
 	if sh.st.shardOf(h) != &sh.st.shards[self] {
 		return 0, false
 	}
-	if sh.al.Sum(r) != sealOf(h, sh.valueSum(b), b) {
+	if *itemSeal(b) != sealOf(h, sh.valueSum(b), b) {
 		return 0, false
 	}
 	return h, sh.st.dead(b, now) == causeNone
@@ -160,7 +160,7 @@ func (sh *shard) chainWhole(head slab.Ref, b []byte, vlen int, claimed func(slab
 	if sh.al.ClassOf(head) != sh.st.classes.Largest() {
 		return false
 	}
-	rem := vlen - (len(b) - dataOff(b))
+	rem := vlen - (valueEnd(b) - dataOff(b))
 	if rem <= 0 {
 		return false
 	}
@@ -198,7 +198,7 @@ func (sh *shard) twinOf(head, other slab.Ref, b []byte) bool {
 		return false
 	}
 	end := dataOff(b) // within both chunks: recoverHead checked b's, and o has b's layout, key length and size
-	return bytes.Equal(o[offExp:end], b[offExp:end]) && sh.al.Sum(other) == sh.al.Sum(head)
+	return bytes.Equal(o[offExp:end], b[offExp:end]) && *itemSeal(o) == *itemSeal(b)
 }
 
 // ownParts points every part of kept head r (b) back at r: a part that named r's twin (twinOf) would lead

@@ -169,7 +169,7 @@ func (sh *shard) freeHead(head slab.Ref, b []byte) {
 // On failure nothing stays allocated.
 func (sh *shard) allocItem(klen, vlen int, lay byte, now int64) (slab.Ref, []byte, bool) {
 	c := sh.st.classes
-	if id, ok := c.For(headerLen(lay, false) + klen + vlen); ok {
+	if id, ok := c.For(sh.room(headerLen(lay, false) + klen + vlen)); ok {
 		r, ok := sh.allocChunk(id, now)
 		if !ok {
 			return slab.NilRef, nil, false
@@ -189,7 +189,7 @@ func (sh *shard) allocItem(klen, vlen int, lay byte, now int64) (slab.Ref, []byt
 	hb[offMeta] = lay
 	link := hb[chainOff(hb):]
 	writeRef(link, slab.NilRef)
-	rem := vlen - (len(hb) - headerLen(lay, true) - klen)
+	rem := vlen - (valueEnd(hb) - headerLen(lay, true) - klen)
 	for rem > 0 {
 		n := min(rem, slab.ChunkMax-partData)
 		id, _ := c.For(partData + n)

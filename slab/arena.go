@@ -99,8 +99,6 @@ type segment struct {
 	// carved[i] is how far pages[i] has been carved, as its owner last reported it (markCarved); 0 while
 	// the page is not in use.
 	carved [segmentPages]atomic.Uint32
-	// sums[i] is pages[i]'s seals in a data directory (persist.go), nil without one.
-	sums [segmentPages][]byte
 	// read[i] is the last second an item in pages[i] was read (NoteRead), 0 for none; owned like the page.
 	read [segmentPages]uint32
 }
@@ -300,11 +298,11 @@ func (a *Arena) takePage() (uint32, bool) {
 	// The slot is the taker's alone from here on; mapping outside the lock keeps takers of other pages
 	// from waiting on a system call.
 	var (
-		mem, sums []byte
-		err       error
+		mem []byte
+		err error
 	)
 	if a.back != nil {
-		mem, sums, err = a.back.page(id, true)
+		mem, err = a.back.page(id, true)
 	} else {
 		mem, err = a.mapPage()
 	}
@@ -312,14 +310,13 @@ func (a *Arena) takePage() (uint32, bool) {
 		a.giveBack(id) // out of address space, memory or disk: the caller evicts, as on an exhausted budget
 		return 0, false
 	}
-	a.install(seg, id, mem, sums)
+	a.install(seg, id, mem)
 	return id, true
 }
 
-// install makes mem (and sums, in a data directory) the memory of page id, whose slot in seg is taken.
-func (a *Arena) install(seg *segment, id uint32, mem, sums []byte) {
+// install makes mem the memory of page id, whose slot in seg is taken.
+func (a *Arena) install(seg *segment, id uint32, mem []byte) {
 	seg.pages[id&segmentMask] = mem
-	seg.sums[id&segmentMask] = sums
 	seg.base[id&segmentMask].Store(unsafe.SliceData(mem))
 }
 
@@ -331,7 +328,6 @@ func (a *Arena) releasePage(id uint32) {
 	seg.pages[id&segmentMask] = nil
 	seg.base[id&segmentMask].Store(nil)
 	seg.carved[id&segmentMask].Store(0)
-	seg.sums[id&segmentMask] = nil
 	if a.back != nil {
 		a.back.discard(id)
 		a.col.punch(mem)

@@ -7,11 +7,10 @@ import (
 )
 
 // A data directory (--data-dir) keeps item memory in files, so that what was stored survives the process:
-// see doc/design/restart.md. The files, all mapped shared:
+// see doc/design/restart.md. The files, both mapped shared:
 //
 //	meta   headerBytes of header, then one 8-byte record per page id (recordAt)
-//	items  page id p at byte p*PageSize: the pages themselves, byte for byte
-//	sums   page id p at byte p*sumsSlot: one uint32 per chunk of the page, the item's seal (0: none)
+//	items  page id p at byte p*PageSize: the pages themselves, byte for byte (each item with its seal)
 //
 // The header's identity (format, page size, shard count, class table) must match for the pages to be
 // used again; its counters (the CAS high-water mark and flush_all's two marks) are rewritten in place. The
@@ -20,12 +19,11 @@ import (
 const (
 	backingMagic = "LCDATA\x00\x01"
 	// backingVersion changes whenever what a page holds is read another way (shard's item layout or seal).
-	backingVersion = 4
+	backingVersion = 5
 	headerBytes    = 4096
 	recordBytes    = 8
-	// sumsSlot is each page's room in the sums file: a uint32 for every chunk the smallest class can cut,
-	// whole base pages so that a page's slot can be punched out alone.
-	sumsSlot = (PageSize/MinChunk*4 + 4095) &^ 4095
+	// oldSums is the file where format 4 and earlier kept the seals, removed when found.
+	oldSums = "sums"
 
 	// Header offsets. The identity is hdrMagic..hdrIdentityEnd, checked by hdrIdentitySum.
 	hdrMagic       = 0
@@ -52,10 +50,10 @@ const (
 
 // BackingOptions are OpenBacking's choices.
 type BackingOptions struct {
-	// Huge advises the items and sums mappings onto transparent huge pages (-L).
+	// Huge advises the items mapping onto transparent huge pages (-L).
 	Huge bool
-	// Live is the directory (on tmpfs) under which the items and sums the server maps are kept, the data
-	// directory's own files being written from them at each Sync (live_linux.go); "": the server maps the
+	// Live is the directory (on tmpfs) under which the items file the server maps is kept, the data
+	// directory's own being written from it at each Sync (live_linux.go); "": the server maps the
 	// directory's files.
 	Live string
 }

@@ -21,15 +21,14 @@ import (
 // page ids are taken, and a page that is released is punched out of its files, so it costs neither disk
 // nor page cache and reads back as zeros. A mapping past a file's end is never touched.
 type Backing struct {
-	dir                 string
-	lock                *os.File // flock'ed for the Backing's life: one server per directory
-	meta, items, sums   *os.File
-	metaMem, itemsMem   []byte
-	sumsMem             []byte
-	mu                  sync.Mutex // guards growing the files
-	itemsSize, sumsSize int64
-	grow                int64 // the files grow to whole multiples of it: 1, or a huge page (huge in OpenBacking)
-	// live is the live copy (live_linux.go), nil when items and sums are the directory's own files.
+	dir               string
+	lock              *os.File // flock'ed for the Backing's life: one server per directory
+	meta, items       *os.File
+	metaMem, itemsMem []byte
+	mu                sync.Mutex // guards growing the files
+	itemsSize         int64
+	grow              int64 // the files grow to whole multiples of it: 1, or a huge page (huge in OpenBacking)
+	// live is the live copy (live_linux.go), nil when items is the directory's own file.
 	live *live
 	// quiesce returns once every chunk owner has finished what it was doing when it was called (SetQuiesce).
 	quiesce func()
@@ -40,7 +39,7 @@ var errBackingClosed = errors.New("slab: data directory closed")
 // OpenBacking locks dir (creating it) and maps its files. When the stored data can be used with id, reason
 // is ""; otherwise the files are emptied and reason says why (a fresh directory: "no stored data").
 //
-// With opt.Huge, the items and sums mappings are advised onto transparent huge pages (-L), and the files grow
+// With opt.Huge, the items mapping is advised onto transparent huge pages (-L), and the files grow
 // by whole huge pages, since the kernel maps a huge page of a file only where all of it is inside the
 // file; without, they are advised against them. A huge page is written back whole once any byte of it
 // changes (doc/design/restart.md, "What it costs").
@@ -74,17 +73,18 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	for _, f := range []struct {
 		name string
 		file **os.File
-	}{{"meta", &b.meta}, {"items", &b.items}, {"sums", &b.sums}} {
+	}{{"meta", &b.meta}, {"items", &b.items}} {
 		if *f.file, err = os.OpenFile(filepath.Join(dir, f.name), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
 			return b, "", err
 		}
 	}
+	_ = os.Remove(filepath.Join(dir, oldSums)) // a format 4 directory's: its data starts empty (identityMismatch)
 	metaLen := int64(headerBytes + recordBytes*MaxPages)
 	hdr := make([]byte, headerBytes)
 	n, _ := b.meta.ReadAt(hdr, 0)
 	reason = identityMismatch(hdr[:n], id)
 	if reason != "" {
-		for _, f := range []*os.File{b.meta, b.items, b.sums} {
+		for _, f := range []*os.File{b.meta, b.items} {
 			if err := f.Truncate(0); err != nil {
 				return b, "", err
 			}
@@ -116,15 +116,8 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	if b.itemsMem, err = mapShared(b.items, MaxPages*PageSize); err != nil {
 		return b, "", err
 	}
-	if b.sumsMem, err = mapShared(b.sums, MaxPages*sumsSlot); err != nil {
-		return b, "", err
-	}
 	_ = unix.Madvise(b.itemsMem, advice) // advice only: without it the pages are ordinary ones
-	_ = unix.Madvise(b.sumsMem, advice)
 	if b.itemsSize, err = fileSize(b.items); err != nil {
-		return b, "", err
-	}
-	if b.sumsSize, err = fileSize(b.sums); err != nil {
 		return b, "", err
 	}
 	return b, reason, nil
@@ -178,40 +171,33 @@ func (b *Backing) collapsible() (ok, huge bool) { return b.live != nil, b.grow =
 
 func (b *Backing) roundUp(n int64) int64 { return (n + b.grow - 1) / b.grow * b.grow }
 
-// page returns the memory of page id and its sums, growing the files to hold them. Its contents are what
-// was stored there: zeros for a page never used or released since.
-func (b *Backing) page(id uint32, fresh bool) (mem, sums []byte, err error) {
+// page returns the memory of page id, growing the items file to hold it. Its contents are what was stored
+// there: zeros for a page never used or released since.
+func (b *Backing) page(id uint32, fresh bool) (mem []byte, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.itemsMem == nil {
-		return nil, nil, errBackingClosed
+		return nil, errBackingClosed
 	}
 	if fresh {
-		// The record's block before the files grow: once they reach past the page, every start reads its
+		// The record's block before the file grows: once it reaches past the page, every start reads its
 		// record, and clears it when no shard adopts the page; on a full tmpfs even a read of a hole faults.
 		if err := b.reserveRecord(id); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	if end := b.roundUp(int64(id+1) * PageSize); end > b.itemsSize {
 		if err := b.items.Truncate(end); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		b.itemsSize = end
 	}
-	if end := b.roundUp(int64(id+1) * sumsSlot); end > b.sumsSize {
-		if err := b.sums.Truncate(end); err != nil {
-			return nil, nil, err
-		}
-		b.sumsSize = end
-	}
 	if fresh {
 		if err := b.reserveBlocks(id); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	soff := int(id) * sumsSlot
-	return b.itemsPage(id), b.sumsMem[soff : soff+sumsSlot : soff+sumsSlot], nil
+	return b.itemsPage(id), nil
 }
 
 // reservePage reserves page id's blocks in the files (an adopted page: Allocator.LoadPages).
@@ -224,16 +210,16 @@ func (b *Backing) reservePage(id uint32) error {
 	return b.reservePageLocked(id)
 }
 
-// reservePageLocked allocates page id's blocks, its seals' and its record's in the files: a store into a
+// reservePageLocked allocates page id's blocks and its record's in the files: a store into a
 // hole of a full file system (a tmpfs live copy past its size, a full disk) gets SIGBUS; refused here,
 // the page is not used. The caller holds b.mu.
 func (b *Backing) reservePageLocked(id uint32) error {
 	return errors.Join(b.reserveBlocks(id), b.reserveRecord(id))
 }
 
-// reserveBlocks allocates page id's blocks and its seals' (reservePageLocked).
+// reserveBlocks allocates page id's blocks (reservePageLocked).
 func (b *Backing) reserveBlocks(id uint32) error {
-	return errors.Join(reserve(b.items, int64(id)*PageSize, PageSize), reserve(b.sums, int64(id)*sumsSlot, sumsSlot))
+	return reserve(b.items, int64(id)*PageSize, PageSize)
 }
 
 // reserveRecord allocates page id's record in the meta file (reservePageLocked).
@@ -294,21 +280,18 @@ func (b *Backing) stored(id uint32) []byte {
 	return b.itemsPage(id)
 }
 
-// discard empties page id: its record, then its memory and sums, which read back as zeros and give their
+// discard empties page id: its record, then its memory, which reads back as zeros and give their
 // disk and page cache back.
 func (b *Backing) discard(id uint32) {
 	b.setRecord(id, 0)
 	b.punch(id)
 }
 
-// punch zeroes page id's memory and sums (a page that changes class: chunks of the old geometry must not
+// punch zeroes page id's memory (a page that changes class: chunks of the old geometry must not
 // be read as chunks of the new one).
 func (b *Backing) punch(id uint32) {
 	if punchFile(b.items, int64(id)*PageSize, PageSize) != nil {
 		clear(b.itemsMem[int(id)*PageSize : int(id+1)*PageSize]) // the zeros could not be written either
-	}
-	if punchFile(b.sums, int64(id)*sumsSlot, sumsSlot) != nil {
-		clear(b.sumsMem[int(id)*sumsSlot : int(id+1)*sumsSlot])
 	}
 	if b.live != nil {
 		b.live.punch(id)
@@ -324,7 +307,7 @@ func (b *Backing) setRecord(id uint32, v uint64) { atomic.StoreUint64(b.recordWo
 // Records lists the stored pages whose records are whole, in id order.
 func (b *Backing) Records() []PageRecord {
 	var out []PageRecord
-	last := min(b.itemsSize/PageSize, b.sumsSize/sumsSlot, MaxPages)
+	last := min(b.itemsSize/PageSize, MaxPages)
 	for id := uint32(0); int64(id) < last; id++ {
 		if class, owner, ok := decodeRecord(atomic.LoadUint64(b.recordWord(id))); ok {
 			out = append(out, PageRecord{ID: id, Class: int(class), Owner: int(owner)})
@@ -379,12 +362,12 @@ func (b *Backing) Sync() error {
 		return errBackingClosed
 	}
 	if b.live != nil {
-		itemsSize, sumsSize := b.itemsSize, b.sumsSize
-		b.mu.Unlock() // the files may grow meanwhile: what grows is marked, for the next Sync
-		return b.syncLive(itemsSize, sumsSize)
+		itemsSize := b.itemsSize
+		b.mu.Unlock() // the file may grow meanwhile: what grows is marked, for the next Sync
+		return b.syncLive(itemsSize)
 	}
 	defer b.mu.Unlock()
-	return errors.Join(b.items.Sync(), b.sums.Sync(), b.meta.Sync())
+	return errors.Join(b.items.Sync(), b.meta.Sync())
 }
 
 // Close syncs, unmaps and unlocks. Nothing may use the arena's pages afterwards. With a live copy, a
@@ -392,7 +375,7 @@ func (b *Backing) Sync() error {
 // every block again.
 func (b *Backing) Close() error {
 	var errs []error
-	if b.itemsMem != nil && b.sumsMem != nil { // not after an open that failed between the two mappings
+	if b.itemsMem != nil { // not after an open that failed before the mapping
 		err := b.Sync()
 		if err == nil && b.live != nil {
 			le := binary.LittleEndian
@@ -402,7 +385,7 @@ func (b *Backing) Close() error {
 		errs = append(errs, err)
 	}
 	b.mu.Lock()
-	for _, m := range []*[]byte{&b.metaMem, &b.itemsMem, &b.sumsMem} {
+	for _, m := range []*[]byte{&b.metaMem, &b.itemsMem} {
 		if *m != nil {
 			errs = append(errs, unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(*m)), uintptr(len(*m))))
 			*m = nil
@@ -413,7 +396,7 @@ func (b *Backing) Close() error {
 		errs = append(errs, b.live.close())
 		b.live = nil
 	}
-	for _, f := range []*os.File{b.meta, b.items, b.sums, b.lock} {
+	for _, f := range []*os.File{b.meta, b.items, b.lock} {
 		if f != nil {
 			errs = append(errs, f.Close())
 		}

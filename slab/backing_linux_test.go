@@ -67,7 +67,7 @@ func kernelMapsHugeFilePages(t *testing.T, dir string) bool {
 	return pmdMappedKiB(t, uintptr(unsafe.Pointer(&m[0]))) > 0
 }
 
-// TestBackingHugePages checks that with huge (-L) the item and seal files end up on huge pages where the
+// TestBackingHugePages checks that with huge (-L) the items file ends up on huge pages where the
 // kernel can map them for a file, and that without it they stay on ordinary pages.
 func TestBackingHugePages(t *testing.T) {
 	if !kernelMapsHugeFilePages(t, t.TempDir()) {
@@ -80,31 +80,26 @@ func TestBackingHugePages(t *testing.T) {
 			defer b.Close()
 			const pages = 6 // three huge pages of items
 			for id := range uint32(pages) {
-				mem, sums, err := b.page(id, true)
+				mem, err := b.page(id, true)
 				require.NoError(t, err)
 				for i := 0; i < len(mem); i += 4096 {
 					mem[i] = 1
 				}
-				for i := 0; i < len(sums); i += 4096 {
-					sums[i] = 1
-				}
 			}
 			items := pmdMappedKiB(t, uintptr(unsafe.Pointer(&b.itemsMem[0])))
-			sums := pmdMappedKiB(t, uintptr(unsafe.Pointer(&b.sumsMem[0])))
 			if !huge {
-				require.Zero(t, items+sums, "huge pages without -L")
+				require.Zero(t, items, "huge pages without -L")
 				return
 			}
 			// Some, not necessarily all: a huge page can be refused for want of free memory in one piece,
 			// and the kernel then uses ordinary pages. Without whole huge pages in the file there are none.
 			require.Positive(t, items, "items on huge pages (KiB)")
-			require.Positive(t, sums, "seals on huge pages (KiB)")
 		})
 	}
 }
 
-// TestNextAddrs checks the prefetch hint against the chunk and seal the next Alloc really uses.
-func TestNextAddrs(t *testing.T) {
+// TestNextAddr checks the prefetch hint against the chunk the next Alloc really uses.
+func TestNextAddr(t *testing.T) {
 	c := DefaultClasses()
 	plain, err := NewArena(4 * PageSize)
 	require.NoError(t, err)
@@ -112,8 +107,7 @@ func TestNextAddrs(t *testing.T) {
 	r, ok := pal.Alloc(3)
 	require.True(t, ok)
 	pal.Free(r)
-	chunk, seal := pal.NextAddrs(3)
-	require.Zero(t, chunk+seal, "no data directory: no hint")
+	require.Zero(t, pal.NextAddr(3), "no data directory: no hint")
 
 	b, _, err := OpenBacking(t.TempDir(), Identity{Shards: 1, Classes: c}, BackingOptions{})
 	require.NoError(t, err)
@@ -122,8 +116,7 @@ func TestNextAddrs(t *testing.T) {
 	require.NoError(t, err)
 	al := NewAllocator(a, c, 0)
 	for _, id := range []int{0, 3, c.Largest()} {
-		chunk, seal := al.NextAddrs(id)
-		require.Zero(t, chunk+seal, "class %d: empty free list", id)
+		require.Zero(t, al.NextAddr(id), "class %d: empty free list", id)
 		var refs []Ref
 		for range 5 {
 			r, ok := al.Alloc(id)
@@ -134,11 +127,10 @@ func TestNextAddrs(t *testing.T) {
 			al.Free(r)
 		}
 		for range 3 {
-			chunk, seal := al.NextAddrs(id)
+			chunk := al.NextAddr(id)
 			r, ok := al.Alloc(id)
 			require.True(t, ok)
 			require.Equal(t, uintptr(unsafe.Pointer(unsafe.SliceData(al.Chunk(r)))), chunk, "class %d chunk", id)
-			require.Equal(t, uintptr(unsafe.Pointer(al.sumAt(r))), seal, "class %d seal", id)
 		}
 	}
 }
@@ -171,7 +163,6 @@ func TestBackingFullFileSystem(t *testing.T) {
 			// The files do not reach the page: no start reads its record, a hole that would fault on a
 			// full tmpfs even to be read.
 			assert.LessOrEqual(t, b.itemsSize, int64(page)*PageSize)
-			assert.LessOrEqual(t, b.sumsSize, int64(page)*sumsSlot)
 		}},
 		{"room for the record only", 4096, func(t *testing.T, b *Backing) {
 			// The files grow past the page, and the next start discards it (FinishAdopt: its record
@@ -192,7 +183,7 @@ func TestBackingFullFileSystem(t *testing.T) {
 				require.NoError(t, os.Truncate(filler, st.Size()-tc.room))
 			}
 			require.False(t, faults(func() {
-				if _, _, err = b.page(page, true); err == nil {
+				if _, err = b.page(page, true); err == nil {
 					b.setRecord(page, encodeRecord(0, 0))
 				}
 			}), "taking and recording a page on a full file system faulted")

@@ -34,8 +34,8 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (*Backing, string,
 	return nil, "", errors.New("--data-dir needs Linux")
 }
 
-func (b *Backing) page(uint32, bool) (mem, sums []byte, err error) {
-	return nil, nil, errors.New("no data directory")
+func (b *Backing) page(uint32, bool) (mem []byte, err error) {
+	return nil, errors.New("no data directory")
 }
 func (b *Backing) stored(uint32) []byte         { return nil }
 func (b *Backing) storedOnce(uint32) []byte     { return nil }

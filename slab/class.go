@@ -68,9 +68,6 @@ type Classes struct {
 	// sizeOf is size indexed by a page's uint8 class: Allocator.Chunk, on every item access, looks sizes up
 	// here without a bounds check.
 	sizeOf [1 << 8]uint32
-	// recipOf is 2^40/size rounded up, by class: a chunk's number in its page is off*recipOf>>40 for any
-	// chunk offset off (an exact multiple of size below 2^20), without a division (Allocator.sumAt).
-	recipOf [1 << 8]uint64
 	// fineTop is the largest size of the ChunkAlign-spaced classes at the start of the table (0 when
 	// there are none): For computes the class of a size up to it instead of searching.
 	fineTop int
@@ -115,7 +112,6 @@ func NewClasses(minChunk, maxChunk int, factor float64) (*Classes, error) {
 	for i, s := range c.size {
 		c.perPage[i] = PageSize / s
 		c.sizeOf[i] = s
-		c.recipOf[i] = 1<<40/uint64(s) + 1
 	}
 	return c, nil
 }

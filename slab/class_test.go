@@ -111,25 +111,3 @@ func TestNewClassesErrors(t *testing.T) {
 		t.Errorf("finer factor refused: %v", err)
 	}
 }
-
-// TestChunkNumberReciprocal checks recipOf against a division for every chunk of every class of several
-// tables (down to the smallest chunk the table allows, and a factor that makes many classes).
-func TestChunkNumberReciprocal(t *testing.T) {
-	for _, tc := range []struct {
-		min, max int
-		factor   float64
-	}{{MinChunk, ChunkMax, GrowthFactor}, {LinkSize + ChunkAlign, PageSize, 1.07}, {ChunkAlign * 8, PageSize / 2, 2}} {
-		c, err := NewClasses(tc.min, tc.max, tc.factor)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for id := range c.Count() {
-			size := c.sizeOf[id]
-			for n := uint32(0); n < PageSize/size; n++ {
-				if got := uint64(n*size) * c.recipOf[id] >> 40; got != uint64(n) {
-					t.Fatalf("min %d factor %v class %d (size %d): chunk %d computed as %d", tc.min, tc.factor, id, size, n, got)
-				}
-			}
-		}
-	}
-}

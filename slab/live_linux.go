@@ -22,42 +22,41 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A live copy (--data-live, doc/design/restart.md "The live copy"): the items and sums files the server
-// maps are on tmpfs, in a directory of their own under the live root, and each sync copies the 4 KiB
-// blocks written since the last one into the data directory's files itself. The kernel then never writes
+// A live copy (--data-live, doc/design/restart.md "The live copy"): the items file the server maps is on
+// tmpfs, in a directory of their own under the live root, and each sync copies the 4 KiB
+// blocks written since the last one into the data directory's file itself. The kernel then never writes
 // back a page the server stores to, so no store faults on a write-protected page. The tmpfs files survive
 // the process (kill -9, the OOM killer), not a machine reboot: a start that finds no live copy of its
-// data directory copies the directory's files into a new one.
+// data directory copies the directory's file into a new one.
 //
-// Blocks are marked by the owner of the chunk after it wrote them (SetSum, Wrote, Free), with the owner's
+// Blocks are marked by the owner of the chunk after it wrote them (Wrote, Free), with the owner's
 // lock held; a sync takes the marks (each word swapped to 0), waits for every owner to leave what it is
 // doing (Backing.SetQuiesce), then copies the blocks, so a block marked after the marks were taken is
 // copied again at the next sync. A copy may catch an item half-written: the seal
 // rules that make a machine reboot safe (rule 1 and rule 9) make it whole or absent.
 type live struct {
 	dir    string   // this data directory's live directory, under the live root (--data-live)
-	items  *os.File // the data directory's own files, written by sync
-	sums   *os.File
-	direct [2]int // items and sums opened O_DIRECT (-1: the file system refuses it; sync writes through items, sums)
+	items  *os.File // the data directory's own items file, written by sync
+	direct int      // items opened O_DIRECT (-1: the file system refuses it; sync writes through items)
 	// owed is set while the live copy is being made from the directory's files (a start that found none):
 	// each adopted page is read in by its owner (Allocator.LoadPages) before it reads it, and the origin,
 	// which makes the copy usable by a later start, is written once all are in (LiveLoaded).
 	owed     atomic.Bool
 	instance uint64
 
-	// marks has one bit per 4 KiB block of the items file, then one per block of the sums file (sumsMarks
-	// on); anonymous memory the kernel backs as bits are set.
+	// marks has one bit per 4 KiB block of the items file; anonymous memory the kernel backs as bits are
+	// set.
 	marks []uint64
 
 	mu      sync.Mutex // guards punched
 	punched []uint32   // pages punched in the live files since the last sync, to punch in the directory's
 
 	syncMu sync.Mutex // one sync at a time; guards check
-	// check has a bit for each block of the items and the sums file (as large as they were at the start)
-	// that the directory's files may lack, after a start that found the live copy of a server that did
+	// check has a bit for each block of the items file (as large as it was at the start) that the
+	// directory's file may lack, after a start that found the live copy of a server that did
 	// not stop cleanly: a sync reads those blocks from the directory and writes the ones that differ
 	// (copyChanged). nil when there are none left.
-	check [2][]uint64
+	check []uint64
 	// written counts the bytes syncs wrote into the directory's files.
 	written atomic.Int64
 }
@@ -68,8 +67,7 @@ const DefaultLiveRoot = "/dev/shm"
 const (
 	blockShift = 12
 	itemsMarks = MaxPages * PageSize >> blockShift // bits for the items file
-	sumsMarks  = MaxPages * sumsSlot >> blockShift
-	liveOrigin = "origin" // in a live directory: the data directory's path and its instance
+	liveOrigin = "origin"                          // in a live directory: the data directory's path and its instance
 	livePrefix = "leasecached-"
 )
 
@@ -84,8 +82,7 @@ func liveDirFor(root, dir string) (string, error) {
 }
 
 // LiveRoom says why root cannot hold the live copy of data directory dir for a memory limit of
-// memoryLimit bytes (nil: it can): it is not a tmpfs, or it has less room than the items and sums of that
-// many pages, counting what dir's live copy there already holds. The limit bounds the pages a store takes
+// memoryLimit bytes (nil: it can): it is not a tmpfs, or it has less room than that many pages, counting what dir's live copy there already holds. The limit bounds the pages a store takes
 // (-m counts items and more), so a tmpfs with this room is never what makes a page refused.
 func LiveRoom(root, dir string, memoryLimit int64) error {
 	var st unix.Statfs_t
@@ -96,14 +93,12 @@ func LiveRoom(root, dir string, memoryLimit int64) error {
 		return fmt.Errorf("%s is not a tmpfs", root)
 	}
 	pages := (memoryLimit + PageSize - 1) / PageSize
-	need := pages * (PageSize + sumsSlot)
+	need := pages * PageSize
 	have := int64(st.Bavail) * st.Bsize
 	if d, err := liveDirFor(root, dir); err == nil {
-		for _, name := range []string{"items", "sums"} {
-			var fst unix.Stat_t
-			if unix.Stat(filepath.Join(d, name), &fst) == nil {
-				have += fst.Blocks * 512
-			}
+		var fst unix.Stat_t
+		if unix.Stat(filepath.Join(d, "items"), &fst) == nil {
+			have += fst.Blocks * 512
 		}
 	}
 	if have < need {
@@ -156,10 +151,10 @@ func newInstance() uint64 {
 	return binary.LittleEndian.Uint64(b[:]) | 1
 }
 
-// openLive makes b's items and sums the live copy's, under root. usable says whether the stored data in
-// b's directory is used (OpenBacking's reason was ""). The directory's files are b.items and b.sums when
-// openLive is called; it keeps them for sync and opens the live ones in their place. A new live copy is
-// made as large as the directory's files and filled page by page later (owed), so that the listener need
+// openLive makes b's items file the live copy's, under root. usable says whether the stored data in b's
+// directory is used (OpenBacking's reason was ""). The directory's file is b.items when openLive is
+// called; it keeps it for sync and opens the live one in its place. A new live copy is made as large as
+// the directory's file and filled page by page later (owed), so that the listener need
 // not wait for it.
 func (b *Backing) openLive(root string, usable bool) error {
 	if err := os.MkdirAll(root, 0o700); err != nil {
@@ -170,8 +165,8 @@ func (b *Backing) openLive(root string, usable bool) error {
 	if err != nil {
 		return err
 	}
-	l := &live{dir: dir, items: b.items, sums: b.sums, direct: [2]int{-1, -1}}
-	b.items, b.sums, b.live = nil, nil, l
+	l := &live{dir: dir, items: b.items, direct: -1}
+	b.items, b.live = nil, l
 	le := binary.LittleEndian
 	instance := le.Uint64(b.metaMem[hdrInstance:])
 	origin, _ := os.ReadFile(filepath.Join(dir, liveOrigin))
@@ -185,34 +180,27 @@ func (b *Backing) openLive(root string, usable bool) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	for _, f := range []struct {
-		name string
-		disk *os.File
-		into **os.File
-	}{{"items", l.items, &b.items}, {"sums", l.sums, &b.sums}} {
-		if *f.into, err = os.OpenFile(filepath.Join(dir, f.name), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+	_ = os.Remove(filepath.Join(dir, oldSums))
+	if b.items, err = os.OpenFile(filepath.Join(dir, "items"), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+		return err
+	}
+	if !found {
+		st, err := l.items.Stat()
+		if err != nil {
 			return err
 		}
-		if !found {
-			st, err := f.disk.Stat()
-			if err != nil {
-				return err
-			}
-			if err := errors.Join((*f.into).Truncate(0), (*f.into).Truncate(st.Size())); err != nil {
-				return err
-			}
+		if err := errors.Join(b.items.Truncate(0), b.items.Truncate(st.Size())); err != nil {
+			return err
 		}
 	}
 	l.instance = instance
 	if !found {
 		l.owed.Store(true)
 	}
-	for i, f := range []*os.File{l.items, l.sums} {
-		if fd, err := unix.Open(f.Name(), unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0); err == nil {
-			l.direct[i] = fd
-		}
+	if fd, err := unix.Open(l.items.Name(), unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0); err == nil {
+		l.direct = fd
 	}
-	m, err := mapBytes((itemsMarks + sumsMarks) / 8)
+	m, err := mapBytes(itemsMarks / 8)
 	if err != nil {
 		return err
 	}
@@ -226,14 +214,13 @@ func (b *Backing) openLive(root string, usable bool) error {
 	return nil
 }
 
-// loadPage reads page id of the directory's files into the live copy, while the copy is owed.
+// loadPage reads page id of the directory's file into the live copy, while the copy is owed.
 func (b *Backing) loadPage(id uint32) error {
 	l := b.live
 	if l == nil || !l.owed.Load() {
 		return nil
 	}
-	return errors.Join(readInto(l.items, b.itemsMem[int64(id)*PageSize:int64(id+1)*PageSize], int64(id)*PageSize),
-		readInto(l.sums, b.sumsMem[int64(id)*sumsSlot:int64(id+1)*sumsSlot], int64(id)*sumsSlot))
+	return readInto(l.items, b.itemsMem[int64(id)*PageSize:int64(id+1)*PageSize], int64(id)*PageSize)
 }
 
 // storedOnce is page id as stored, to be read once (StoredChunks, for a page no allocator adopts): while
@@ -276,25 +263,19 @@ func (l *live) originText(dir string, instance uint64) string {
 	return dir + "\n" + strconv.FormatUint(instance, 16) + "\n"
 }
 
-// markAllLive marks every block of the live files (called before they are shared).
+// markAllLive marks every block of the live file (called before it is shared).
 func (b *Backing) markAllLive() {
-	st1, err1 := b.items.Stat()
-	st2, err2 := b.sums.Stat()
-	if err1 != nil || err2 != nil {
-		return
+	if st, err := b.items.Stat(); err == nil {
+		setBits(b.live.marks, 0, st.Size()>>blockShift)
 	}
-	setBits(b.live.marks, 0, st1.Size()>>blockShift)
-	setBits(b.live.marks, itemsMarks, itemsMarks+st2.Size()>>blockShift)
 }
 
-// checkAllLive lists every block of the live files for the next sync to compare with the directory's.
+// checkAllLive lists every block of the live file for the next sync to compare with the directory's.
 func (b *Backing) checkAllLive() {
-	for i, f := range []*os.File{b.items, b.sums} {
-		if st, err := f.Stat(); err == nil {
-			n := st.Size() >> blockShift
-			b.live.check[i] = make([]uint64, (n+63)>>6)
-			setBits(b.live.check[i], 0, n)
-		}
+	if st, err := b.items.Stat(); err == nil {
+		n := st.Size() >> blockShift
+		b.live.check = make([]uint64, (n+63)>>6)
+		setBits(b.live.check, 0, n)
 	}
 }
 
@@ -304,14 +285,10 @@ func setBits(w []uint64, from, to int64) {
 	}
 }
 
-// mark records that bytes [off, off+n) of the items file (or, with sums, of the sums file) were written.
-// Only a word whose bits are not all set yet is written, so that a block stored to again and again
-// costs a load.
-func (l *live) mark(off, n int, sums bool) {
+// mark records that bytes [off, off+n) of the items file were written. Only a word whose bits are not all
+// set yet is written, so that a block stored to again and again costs a load.
+func (l *live) mark(off, n int) {
 	first, last := off>>blockShift, (off+n-1)>>blockShift
-	if sums {
-		first, last = first+itemsMarks, last+itemsMarks
-	}
 	for first <= last {
 		w := first >> 6
 		hi := min(last, w<<6|63)
@@ -323,26 +300,25 @@ func (l *live) mark(off, n int, sums bool) {
 	}
 }
 
-// punched records that page id was punched out of the live files.
+// punched records that page id was punched out of the live file.
 func (l *live) punch(id uint32) {
 	l.mu.Lock()
 	l.punched = append(l.punched, id)
 	l.mu.Unlock()
 }
 
-// syncLive copies what was written to the live files since the last sync into the directory's files and
-// syncs them. It takes the marks first, then lets every chunk owner finish what it is writing (quiesce:
+// syncLive copies what was written to the live file since the last sync into the directory's file and
+// syncs it (and meta). It takes the marks first, then lets every chunk owner finish what it is writing (quiesce:
 // a block its owner marked before the marks were taken is then whole in memory), then copies. Pages
-// punched since the last sync are punched in the directory's files first, so that a page taken again
+// punched since the last sync are punched in the directory's file first, so that a page taken again
 // is not left with what it held before. The punched pages are taken after the marks: a page punched,
 // taken again and written between the two would otherwise have its new blocks copied by this sync and
 // punched by the next. A block that cannot be written is marked again, for the next sync.
-func (b *Backing) syncLive(itemsSize, sumsSize int64) error {
+func (b *Backing) syncLive(size int64) error {
 	l := b.live
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
-	itemsTaken := l.take(0, itemsSize>>blockShift)
-	sumsTaken := l.take(itemsMarks, sumsSize>>blockShift)
+	taken := l.take(size >> blockShift)
 	if b.quiesce != nil {
 		b.quiesce()
 	}
@@ -352,51 +328,40 @@ func (b *Backing) syncLive(itemsSize, sumsSize int64) error {
 	l.mu.Unlock()
 	var errs []error
 	for _, id := range punched {
-		if err := errors.Join(punchFile(l.items, int64(id)*PageSize, PageSize),
-			punchFile(l.sums, int64(id)*sumsSlot, sumsSlot)); err != nil {
+		if err := punchFile(l.items, int64(id)*PageSize, PageSize); err != nil {
 			errs = append(errs, err)
 			l.punch(id) // again at the next sync
 		}
 	}
-	for _, f := range []struct {
-		disk  *os.File
-		size  int64
-		src   liveFile
-		base  int64
-		taken []uint64
-		which int
-	}{{l.items, itemsSize, liveFile{f: b.items, mem: b.itemsMem}, 0, itemsTaken, 0},
-		{l.sums, sumsSize, liveFile{f: b.sums, mem: b.sumsMem}, itemsMarks, sumsTaken, 1}} {
-		if st, err := f.disk.Stat(); err != nil || st.Size() < f.size {
-			if err := f.disk.Truncate(f.size); err != nil {
-				l.putBack(f.base, f.taken)
-				errs = append(errs, err)
-				continue
-			}
-		}
-		f.src.scan(f.size >> blockShift)
-		errs = append(errs, l.copyTaken(f.disk, f.which, &f.src, f.base, f.taken))
-		if l.check[f.which] != nil {
-			errs = append(errs, l.copyChanged(f.disk, f.which, &f.src, f.base, f.taken))
+	if st, err := l.items.Stat(); err != nil || st.Size() < size {
+		if err := l.items.Truncate(size); err != nil {
+			l.putBack(taken)
+			return errors.Join(append(errs, err, b.meta.Sync())...)
 		}
 	}
-	errs = append(errs, l.items.Sync(), l.sums.Sync(), b.meta.Sync())
+	src := liveFile{f: b.items, mem: b.itemsMem}
+	src.scan(size >> blockShift)
+	errs = append(errs, l.copyTaken(&src, taken))
+	if l.check != nil {
+		errs = append(errs, l.copyChanged(&src, taken))
+	}
+	errs = append(errs, l.items.Sync(), b.meta.Sync())
 	return errors.Join(errs...)
 }
 
-// take takes the marks of blocks 0..n of a file (their bits from base on, base a multiple of 64): the
-// words holding them, swapped to 0. Bits past n (a file that grew since its size was read) are put back.
-func (l *live) take(base, n int64) []uint64 {
+// take takes the marks of blocks 0..n of the items file: the words holding them, swapped to 0. Bits past
+// n (a file that grew since its size was read) are put back.
+func (l *live) take(n int64) []uint64 {
 	taken := make([]uint64, (n+63)>>6)
 	for i := range taken {
-		if p := &l.marks[base>>6+int64(i)]; atomic.LoadUint64(p) != 0 {
+		if p := &l.marks[i]; atomic.LoadUint64(p) != 0 {
 			taken[i] = atomic.SwapUint64(p, 0)
 		}
 	}
 	if rest := n & 63; rest != 0 {
 		last := &taken[len(taken)-1]
 		if over := *last &^ (1<<rest - 1); over != 0 {
-			atomic.OrUint64(&l.marks[base>>6+int64(len(taken)-1)], over)
+			atomic.OrUint64(&l.marks[len(taken)-1], over)
 			*last &^= over
 		}
 	}
@@ -404,10 +369,10 @@ func (l *live) take(base, n int64) []uint64 {
 }
 
 // putBack marks again the blocks of taken.
-func (l *live) putBack(base int64, taken []uint64) {
+func (l *live) putBack(taken []uint64) {
 	for i, v := range taken {
 		if v != 0 {
-			atomic.OrUint64(&l.marks[base>>6+int64(i)], v)
+			atomic.OrUint64(&l.marks[i], v)
 		}
 	}
 }
@@ -459,10 +424,10 @@ func (src *liveFile) dataRuns(start, end int64, fn func(s, e int64)) {
 	}
 }
 
-// copyTaken writes every block taken marked from src to disk, a run of consecutive blocks in one write
-// (dataRuns: a block punched out of the live copy since it was marked is left to the punch that will be
-// made in disk); the blocks of a run that fails are marked again.
-func (l *live) copyTaken(disk *os.File, which int, src *liveFile, base int64, taken []uint64) error {
+// copyTaken writes every block taken marked from src to the directory's file, a run of consecutive
+// blocks in one write (dataRuns: a block punched out of the live copy since it was marked is left to the
+// punch that will be made in the directory); the blocks of a run that fails are marked again.
+func (l *live) copyTaken(src *liveFile, taken []uint64) error {
 	var errs []error
 	n := int64(len(taken)) << 6
 	for i := int64(0); i < n; {
@@ -479,9 +444,9 @@ func (l *live) copyTaken(disk *os.File, which int, src *liveFile, base int64, ta
 			i++
 		}
 		src.dataRuns(start, i, func(s, e int64) {
-			if err := l.write(disk, which, src.mem[s<<blockShift:e<<blockShift], s<<blockShift); err != nil {
+			if err := l.write(src.mem[s<<blockShift:e<<blockShift], s<<blockShift); err != nil {
 				errs = append(errs, err)
-				l.remark(base, s, e)
+				l.remark(s, e)
 			}
 		})
 	}
@@ -491,22 +456,22 @@ func (l *live) copyTaken(disk *os.File, which int, src *liveFile, base int64, ta
 // zeroBlock is what a hole reads as.
 var zeroBlock [1 << blockShift]byte
 
-// remark marks blocks [s, e) of the file whose marks start at base again, for the next sync.
-func (l *live) remark(base, s, e int64) {
+// remark marks blocks [s, e) again, for the next sync.
+func (l *live) remark(s, e int64) {
 	for j := s; j < e; j++ {
-		atomic.OrUint64(&l.marks[(base+j)>>6], 1<<((base+j)&63))
+		atomic.OrUint64(&l.marks[j>>6], 1<<(j&63))
 	}
 }
 
-// copyChanged writes the blocks of file which that check lists and the directory's file holds otherwise,
+// copyChanged writes the blocks that check lists and the directory's file holds otherwise,
 // and takes them off the list: after a crash most of the directory is what the live copy holds, and
 // reading it back writes nothing that did not change (it costs more CPU than writing it all: "What it
 // costs" in doc/design/restart.md). It reads a run of blocks at a time, keeping none in the page cache.
 // The blocks taken were written already; a block that cannot be read stays listed, one that cannot be
 // written is marked for the next sync.
-func (l *live) copyChanged(disk *os.File, which int, src *liveFile, base int64, taken []uint64) error {
+func (l *live) copyChanged(src *liveFile, taken []uint64) error {
 	const run = 256 // blocks read at once: 1 MiB
-	check, mem := l.check[which], src.mem
+	check, mem, disk := l.check, src.mem, l.items
 	set := func(w []uint64, i int64) bool { return i>>6 < int64(len(w)) && w[i>>6]&(1<<(i&63)) != 0 }
 	var data [run]bool                      // which blocks of the run the live file holds (dataRuns): the others read as zeros
 	buf, err := mapBytes(run << blockShift) // aligned, for O_DIRECT
@@ -521,7 +486,7 @@ func (l *live) copyChanged(disk *os.File, which int, src *liveFile, base int64, 
 		if !slices.ContainsFunc(check[first>>6:(last+63)>>6], func(w uint64) bool { return w != 0 }) {
 			continue
 		}
-		if err := l.read(disk, which, buf[:(last-first)<<blockShift], first<<blockShift); err != nil {
+		if err := l.read(buf[:(last-first)<<blockShift], first<<blockShift); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -551,7 +516,7 @@ func (l *live) copyChanged(disk *os.File, which int, src *liveFile, base int64, 
 				if hole { // DIR holds what the live copy punched before the crash
 					err = punchFile(disk, start<<blockShift, (i-start)<<blockShift)
 				} else {
-					err = l.write(disk, which, mem[start<<blockShift:i<<blockShift], start<<blockShift)
+					err = l.write(mem[start<<blockShift:i<<blockShift], start<<blockShift)
 				}
 				switch {
 				case err != nil && hole:
@@ -559,7 +524,7 @@ func (l *live) copyChanged(disk *os.File, which int, src *liveFile, base int64, 
 					continue // still listed: a mark would not help, the copy skips holes
 				case err != nil:
 					errs = append(errs, err)
-					l.remark(base, start, i)
+					l.remark(start, i)
 				}
 			} else {
 				i++
@@ -570,15 +535,16 @@ func (l *live) copyChanged(disk *os.File, which int, src *liveFile, base int64, 
 		}
 	}
 	if !slices.ContainsFunc(check, func(w uint64) bool { return w != 0 }) {
-		l.check[which] = nil
+		l.check = nil
 	}
 	return errors.Join(errs...)
 }
 
-// read fills p from disk at off, zeros past its end: O_DIRECT where the file system takes it, as write,
-// else through the page cache, from which it is dropped again.
-func (l *live) read(disk *os.File, which int, p []byte, off int64) error {
-	if fd := l.direct[which]; fd >= 0 {
+// read fills p from the directory's file at off, zeros past its end: O_DIRECT where the file system takes
+// it, as write, else through the page cache, from which it is dropped again.
+func (l *live) read(p []byte, off int64) error {
+	disk := l.items
+	if fd := l.direct; fd >= 0 {
 		n := 0
 		for n < len(p) {
 			m, err := unix.Pread(fd, p[n:], off+int64(n))
@@ -607,15 +573,17 @@ func (l *live) read(disk *os.File, which int, p []byte, off int64) error {
 	return err
 }
 
-// write writes p at off in disk: O_DIRECT where the file system takes it (nothing is copied through
-// the page cache, which would hold a second copy of every block), buffered where it does not.
-func (l *live) write(disk *os.File, which int, p []byte, off int64) error {
-	if fd := l.direct[which]; fd >= 0 {
+// write writes p at off in the directory's file: O_DIRECT where the file system takes it (nothing is
+// copied through the page cache, which would hold a second copy of every block), buffered where it does
+// not.
+func (l *live) write(p []byte, off int64) error {
+	disk := l.items
+	if fd := l.direct; fd >= 0 {
 		for len(p) > 0 {
 			n, err := unix.Pwrite(fd, p, off)
 			if err == unix.EINVAL && n <= 0 {
 				_ = unix.Close(fd)
-				l.direct[which] = -1
+				l.direct = -1
 				break
 			}
 			if err != nil {
@@ -636,19 +604,15 @@ func (l *live) write(disk *os.File, which int, p []byte, off int64) error {
 // close releases the live copy's own resources; the files stay, for the next start.
 func (l *live) close() error {
 	var errs []error
-	for i, fd := range l.direct {
-		if fd >= 0 {
-			errs = append(errs, unix.Close(fd))
-			l.direct[i] = -1
-		}
+	if l.direct >= 0 {
+		errs = append(errs, unix.Close(l.direct))
+		l.direct = -1
 	}
 	if l.marks != nil {
 		errs = append(errs, unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(l.marks)), uintptr(len(l.marks)*8)))
 		l.marks = nil
 	}
-	for _, f := range []*os.File{l.items, l.sums} {
-		errs = append(errs, f.Close())
-	}
+	errs = append(errs, l.items.Close())
 	return errors.Join(errs...)
 }
 

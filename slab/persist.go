@@ -3,93 +3,44 @@ package slab
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"unsafe"
 )
 
-// Seals and adoption: the arena's side of a data directory (doc/design/restart.md). The owner of a chunk
-// seals an item once it is whole (SetSum with a non-zero value computed over what it stored). A restart
-// keeps only items whose seal matches, so an item being written when the process died is never taken for
-// a whole one. Free leaves the seal alone: the chunk's free state byte says it holds nothing, and a seal
-// left over cannot match an item written there later, whose CAS differs (clearing it cost a cache miss
-// a store).
+// Adoption and marks: the arena's side of a data directory (doc/design/restart.md). The owner of a chunk
+// seals an item once it is whole (a checksum in the item's own chunk, StoreSeal, shard/persist.go). A
+// restart keeps only items whose seal matches, so an item being written when the process died is never
+// taken for a whole one. Free leaves the chunk's bytes alone: its free state byte says it holds nothing,
+// and a seal left over cannot match an item written there later, whose CAS differs.
 
 // SetOwner names this allocator in its data directory's page records (the shard's index); call it before
 // the first Alloc.
 func (al *Allocator) SetOwner(owner int) { al.owner = uint8(owner) }
 
-// sumAt is where chunk r's seal lives: a page's seals are indexed by chunk number.
-func (al *Allocator) sumAt(r Ref) *uint32 {
-	id := r.Page() & (MaxPages - 1)
-	seg := al.arena.dir[id>>segmentShift].Load()
-	return al.sealIn(seg, id&segmentMask, r.Offset())
-}
-
-// sealIn is where the seal of the chunk at offset off of page i of seg lives.
-func (al *Allocator) sealIn(seg *segment, i, off uint32) *uint32 {
-	return (*uint32)(unsafe.Pointer(&seg.sums[i][al.sealOffset(seg, i, off)]))
-}
-
-// sealOffset is where in its page's sums the seal of the chunk at offset off of page i of seg is: the
-// chunk's number, times 4.
-func (al *Allocator) sealOffset(seg *segment, i, off uint32) int {
-	return int(uint64(off)*al.classes.recipOf[seg.class[i]]>>40) * 4
-}
-
-// NextAddrs is where the next Alloc(id) will write when it takes a chunk from the free list: the chunk's
-// address and its seal's, for a prefetch; 0, 0 when the free list is empty or there is no data directory.
-// One directory load serves both.
-func (al *Allocator) NextAddrs(id int) (chunk, seal uintptr) {
+// NextAddr is where the next Alloc(id) will write when it takes a chunk from the free list, for a
+// prefetch; 0 when the free list is empty or there is no data directory.
+func (al *Allocator) NextAddr(id int) uintptr {
 	r := al.cls[id].free
 	if r == NilRef || al.arena.back == nil {
-		return 0, 0
+		return 0
 	}
 	p := r.Page() & (MaxPages - 1)
 	seg := al.arena.dir[p>>segmentShift].Load()
-	i := p & segmentMask
-	return uintptr(unsafe.Pointer(unsafe.SliceData(seg.pages[i]))) + uintptr(r.Offset()),
-		uintptr(unsafe.Pointer(al.sealIn(seg, i, r.Offset())))
+	return uintptr(unsafe.Pointer(unsafe.SliceData(seg.pages[p&segmentMask]))) + uintptr(r.Offset())
 }
 
-// SetSum stores chunk r's seal (0: none) in the data directory; without one it does nothing. The store is
-// ordered after the item's own bytes (storeSeal), so a process killed in between never leaves a seal over
-// half-written bytes.
-func (al *Allocator) SetSum(r Ref, v uint32) {
-	b := al.arena.back
-	if b == nil {
-		return
-	}
-	id := r.Page() & (MaxPages - 1)
-	seg, i := al.arena.dir[id>>segmentShift].Load(), id&segmentMask
-	sealOff := al.sealOffset(seg, i, r.Offset())
-	storeSeal((*uint32)(unsafe.Pointer(&seg.sums[i][sealOff])), v)
-	if l := b.live; l != nil {
-		l.mark(int(id)*sumsSlot+sealOff, 4, true)
-		l.mark(int(id)*PageSize+int(r.Offset()), int(al.classes.sizeOf[seg.class[i]]), false)
-	}
-}
-
-// Wrote tells a data directory's live copy that chunk r was written (SetSum does for the chunk it seals):
-// the parts of a chained item. Without a live copy it does nothing.
+// Wrote tells a data directory's live copy that chunk r was written: a sealed item's chunks, a head
+// changed in place. Without a live copy it does nothing.
 func (al *Allocator) Wrote(r Ref) {
 	if b := al.arena.back; b != nil && b.live != nil {
-		b.live.mark(int(r.Page())*PageSize+int(r.Offset()), int(al.classes.sizeOf[al.arena.classOf(r.Page())]), false)
+		b.live.mark(int(r.Page())*PageSize+int(r.Offset()), int(al.classes.sizeOf[al.arena.classOf(r.Page())]))
 	}
 }
 
 // linked tells a data directory's live copy that chunk r's free-list link or state byte changed.
 func (a *Arena) linked(r Ref) {
 	if a.back != nil && a.back.live != nil {
-		a.back.live.mark(int(r.Page())*PageSize+int(r.Offset()), StateOffset+1, false)
+		a.back.live.mark(int(r.Page())*PageSize+int(r.Offset()), StateOffset+1)
 	}
-}
-
-// Sum is chunk r's seal, 0 without a data directory.
-func (al *Allocator) Sum(r Ref) uint32 {
-	if al.arena.back == nil {
-		return 0
-	}
-	return atomic.LoadUint32(al.sumAt(r))
 }
 
 // StoredChunks calls fn with each chunk of stored page rec as its class in al's table lays them out, for
@@ -177,7 +128,7 @@ func (a *Arena) adopt(id uint32, class, owner uint8) error {
 	a.inUseNow.Store(int64(a.inUse))
 	a.next = max(a.next, id+1)
 	a.mu.Unlock()
-	mem, sums, err := a.back.page(id, false) // reserved by the owner's LoadPages
+	mem, err := a.back.page(id, false) // reserved by the owner's LoadPages
 	if err != nil {
 		a.mu.Lock()
 		a.inUse--
@@ -188,7 +139,7 @@ func (a *Arena) adopt(id uint32, class, owner uint8) error {
 	seg.class[id&segmentMask] = class
 	seg.owner[id&segmentMask] = owner
 	a.back.setRecord(id, encodeRecord(class, owner))
-	a.install(seg, id, mem, sums)
+	a.install(seg, id, mem)
 	return nil
 }
 

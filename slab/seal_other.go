@@ -4,6 +4,6 @@ package slab
 
 import "sync/atomic"
 
-// storeSeal stores a seal after every store before it: a release store, since other processors may make
+// StoreSeal stores a seal (shard/persist.go) after every store before it: a release store, since other processors may make
 // plain stores visible out of order.
-func storeSeal(p *uint32, v uint32) { atomic.StoreUint32(p, v) }
+func StoreSeal(p *uint32, v uint32) { atomic.StoreUint32(p, v) }
