@@ -4,6 +4,7 @@ package slab
 
 import (
 	"bufio"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -211,4 +212,51 @@ func TestUnkeptReservations(t *testing.T) {
 	}
 	assert.Empty(t, UnkeptReservations(t.TempDir()))
 	assert.Empty(t, UnkeptReservations("/no/such/path"))
+}
+
+// TestBackingOlderFormat: a directory of format 4, which kept the seals in a sums file of their own,
+// starts empty, saying why, and the sums file is removed (nothing would read or free it again), in the
+// directory and in its live copy.
+func TestBackingOlderFormat(t *testing.T) {
+	id := Identity{Shards: 1, Classes: DefaultClasses()}
+	for _, live := range []bool{false, true} {
+		t.Run(map[bool]string{false: "mapped", true: "live copy"}[live], func(t *testing.T) {
+			dir := t.TempDir()
+			opt := BackingOptions{}
+			if live {
+				opt.Live = liveRoot(t)
+			}
+			b, _, err := OpenBacking(dir, id, opt)
+			require.NoError(t, err)
+			require.NoError(t, b.Close())
+			meta := filepath.Join(dir, "meta")
+			f, err := os.OpenFile(meta, os.O_RDWR, 0)
+			require.NoError(t, err)
+			hdr := make([]byte, headerBytes)
+			_, err = f.ReadAt(hdr, 0)
+			require.NoError(t, err)
+			binary.LittleEndian.PutUint32(hdr[hdrVersion:], 4)
+			binary.LittleEndian.PutUint64(hdr[hdrIdentitySum:], identitySum(hdr))
+			_, err = f.WriteAt(hdr, 0)
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+			sums := []string{filepath.Join(dir, oldSums)}
+			if live {
+				d, err := liveDirFor(opt.Live, dir)
+				require.NoError(t, err)
+				sums = append(sums, filepath.Join(d, oldSums))
+			}
+			for _, p := range sums {
+				require.NoError(t, os.WriteFile(p, make([]byte, 8192), 0o600))
+			}
+
+			b, reason, err := OpenBacking(dir, id, opt)
+			require.NoError(t, err)
+			defer b.Close()
+			assert.Equal(t, "stored format version 4, this build reads 5", reason)
+			for _, p := range sums {
+				assert.NoFileExists(t, p)
+			}
+		})
+	}
 }

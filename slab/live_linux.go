@@ -180,7 +180,6 @@ func (b *Backing) openLive(root string, usable bool) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	_ = os.Remove(filepath.Join(dir, oldSums))
 	if b.items, err = os.OpenFile(filepath.Join(dir, "items"), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
 		return err
 	}
