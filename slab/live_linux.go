@@ -23,11 +23,11 @@ import (
 )
 
 // A live copy (--data-live, doc/design/restart.md "The live copy"): the items file the server maps is on
-// tmpfs, in a directory of their own under the live root, and each sync copies the 4 KiB
-// blocks written since the last one into the data directory's file itself. The kernel then never writes
-// back a page the server stores to, so no store faults on a write-protected page. The tmpfs files survive
-// the process (kill -9, the OOM killer), not a machine reboot: a start that finds no live copy of its
-// data directory copies the directory's file into a new one.
+// tmpfs, in a directory of its own under the live root, and each sync copies the 4 KiB blocks written
+// since the last one into the data directory's file itself. The kernel then never writes back a page the
+// server stores to, so no store faults on a write-protected page. The tmpfs file survives the process
+// (kill -9, the OOM killer), not a machine reboot: a start that finds no live copy of its data directory
+// copies the directory's file into a new one.
 //
 // Blocks are marked by the owner of the chunk after it wrote them (Wrote, Free), with the owner's
 // lock held; a sync takes the marks (each word swapped to 0), waits for every owner to leave what it is
@@ -82,8 +82,9 @@ func liveDirFor(root, dir string) (string, error) {
 }
 
 // LiveRoom says why root cannot hold the live copy of data directory dir for a memory limit of
-// memoryLimit bytes (nil: it can): it is not a tmpfs, or it has less room than that many pages, counting what dir's live copy there already holds. The limit bounds the pages a store takes
-// (-m counts items and more), so a tmpfs with this room is never what makes a page refused.
+// memoryLimit bytes (nil: it can): it is not a tmpfs, or it has less room than that many pages, counting
+// what dir's live copy there already holds. The limit bounds the pages a store takes (-m counts items and
+// more), so a tmpfs with this room is never what makes a page refused.
 func LiveRoom(root, dir string, memoryLimit int64) error {
 	var st unix.Statfs_t
 	if err := unix.Statfs(root, &st); err != nil {
@@ -332,18 +333,23 @@ func (b *Backing) syncLive(size int64) error {
 			l.punch(id) // again at the next sync
 		}
 	}
+	grown := true
 	if st, err := l.items.Stat(); err != nil || st.Size() < size {
 		if err := l.items.Truncate(size); err != nil {
 			l.putBack(taken)
-			return errors.Join(append(errs, err, b.meta.Sync())...)
+			errs = append(errs, err)
+			grown = false
 		}
 	}
-	src := liveFile{f: b.items, mem: b.itemsMem}
-	src.scan(size >> blockShift)
-	errs = append(errs, l.copyTaken(&src, taken))
-	if l.check != nil {
-		errs = append(errs, l.copyChanged(&src, taken))
+	if grown {
+		src := liveFile{f: b.items, mem: b.itemsMem}
+		src.scan(size >> blockShift)
+		errs = append(errs, l.copyTaken(&src, taken))
+		if l.check != nil {
+			errs = append(errs, l.copyChanged(&src, taken))
+		}
 	}
+	// The punches above are made durable even when nothing could be copied.
 	errs = append(errs, l.items.Sync(), b.meta.Sync())
 	return errors.Join(errs...)
 }
