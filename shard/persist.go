@@ -92,7 +92,7 @@ func (s *Store) RestartStats() RestartStats {
 // item (slab.StoreSeal), so a process killed in between never leaves it over half-written bytes.
 func (sh *shard) seal(h uint64, r slab.Ref, b []byte) {
 	if sh.sums != nil {
-		slab.StoreSeal(itemSeal(b), sealOf(h, sh.valueSum(b), b))
+		slab.StoreSeal(itemSeal(b), sh.sealFor(h, b))
 		sh.al.Wrote(r)
 		if itemChained(b) {
 			for part := readRef(b[chainOff(b):]); part != slab.NilRef; part = readRef(sh.al.Chunk(part)[offPartNext:]) {
@@ -145,16 +145,22 @@ func (sh *shard) valueSum(b []byte) uint64 {
 }
 
 // sealOf is the seal of the item at head chunk b whose key hashes to h (Hash) and whose value hashes to v
-// (valueSum): never 0, which means "no seal". The key's hash is the one the index uses, so neither a store
-// nor the rebuild hashes a key twice; the header's fields are mixed in arithmetically (a streaming hash
-// with the fields written first cost twice as much).
-func sealOf(h, v uint64, b []byte) uint32 {
+// (valueSum), under the directory's seal key: never 0, which means "no seal". The key's hash is the one
+// the index uses, so neither a store nor the rebuild hashes a key twice; the header's fields are mixed in
+// arithmetically (a streaming hash with the fields written first cost twice as much). The seal key goes
+// into the last mix, so that no one who does not know it can compute a seal: a client's value can hold
+// the bytes of an item, and a page read with another class's geometry puts chunk starts inside values
+// (slab.Backing.SealKey).
+func sealOf(h, v, key uint64, b []byte) uint32 {
 	fields := uint64(itemFlags(b))<<32 | uint64(itemVlen(b))
 	shape := uint64(b[offMeta]&(metaLayout|metaKeyBinary)) | uint64(b[offKlen])<<8 | uint64(b[offState]&flagChained)<<16
-	h = mix64(h ^ mix64(v+0xD6E8FEB86659FD93) ^ mix64(itemCas(b)) ^ mix64(uint64(itemExp(b))<<24^shape) ^
+	h = mix64(h ^ key ^ mix64(v+0xD6E8FEB86659FD93) ^ mix64(itemCas(b)) ^ mix64(uint64(itemExp(b))<<24^shape) ^
 		mix64(fields+0x9E3779B97F4A7C15))
 	return max(uint32(h)^uint32(h>>32), 1)
 }
+
+// sealFor is the seal item b (key hash h) must carry in this shard's directory.
+func (sh *shard) sealFor(h uint64, b []byte) uint32 { return sealOf(h, sh.valueSum(b), sh.sealKey, b) }
 
 // mix64 is a 64-bit finaliser (splitmix64's): every input bit changes about half the output bits.
 func mix64(x uint64) uint64 {

@@ -16,6 +16,7 @@ import (
 	"github.com/leasecached/leasecached/slab"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/zeebo/xxh3"
 )
 
 // persistStore opens a store on dir with the test clock c (nil: a new one).
@@ -747,7 +748,7 @@ func TestSealPlacement(t *testing.T) {
 				if b != nil {
 					at, end, size, chained = sealAt(b), dataOff(b)+vlen, len(b), itemChained(b)
 					if at+sealLen <= size {
-						seal, want = *itemSeal(b), sealOf(h, sh.valueSum(b), b)
+						seal, want = *itemSeal(b), sh.sealFor(h, b)
 					}
 					got = appendValue(sh.al, []byte{}, b)
 					assert.LessOrEqual(t, dataOff(b), valueEnd(b), name)
@@ -766,4 +767,50 @@ func TestSealPlacement(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRestartForgedItem: a client's value can hold the bytes of a whole item, seal included, and a page
+// read with another class's geometry (its record newer than its contents after a reboot that follows a
+// page move, rule 9) has chunk starts inside values. The directory's seal key keeps such an item out:
+// the client could not compute its seal. The test plants, in a value, an item for another key sealed as
+// anyone could without the key, gives the value's page the smallest class's record, and restarts.
+func TestRestartForgedItem(t *testing.T) {
+	dir := t.TempDir()
+	c := newClock()
+	s := persistStore(t, dir, c, Config{Shards: 1})
+	set(t, s, "small", "") // a page of the smallest class, whose record the value's page will get
+	const vlen = 600
+	require.Equal(t, Stored, s.Store(ModeSet, []byte("probe"), 0, 0, make([]byte, vlen), 0))
+	probe, small := refOf(s, []byte("probe")), refOf(s, []byte("small"))
+	sh := &s.shards[0]
+	size, tiny := s.classes.Size(sh.al.ClassOf(probe)), s.classes.Size(sh.al.ClassOf(small))
+	require.Zero(t, sh.al.ClassOf(small))
+	require.NotEqual(t, probe.Page(), small.Page())
+
+	// The next chunk of probe's class is the one after it (a fresh page is carved in order): where the
+	// planted value starts, and the first chunk start of the smallest class inside it.
+	key := []byte("attacker")
+	start := int(probe.Offset()) + size + headerLen(layoutOf(0, 0, vlen), false) + len(key)
+	at := (start + tiny - 1) / tiny * tiny
+	forged := make([]byte, tiny)
+	forged[offState], forged[offMeta] = kindHead, layoutOf(0, 0, 4)
+	writeHeader(forged, 1, 0, uint32(c.now()), 0, []byte("victim"), 4, 0)
+	copy(forged[dataOff(forged):], "evil")
+	*itemSeal(forged) = sealOf(Hash([]byte("victim")), xxh3.Hash([]byte("evil")), 0, forged) // no key known
+	value := make([]byte, vlen)
+	copy(value[at-start:], forged)
+	require.Equal(t, Stored, s.Store(ModeSet, key, 0, 0, value, 0))
+	require.Equal(t, probe+slab.Ref(size), refOf(s, key), "the value is not where the test planned it")
+	s.Close()
+
+	meta := filepath.Join(dir, "meta")
+	b, err := os.ReadFile(meta)
+	require.NoError(t, err)
+	const records = 4096 // the header's size: the page records follow it
+	copy(b[records+8*int(probe.Page()):], b[records+8*int(small.Page()):records+8*int(small.Page())+8])
+	require.NoError(t, os.WriteFile(meta, b, 0o600))
+
+	s2 := persistStore(t, dir, c, Config{Shards: 1})
+	mustGet(t, s2, "small")
+	miss(t, s2, "victim")
 }

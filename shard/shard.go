@@ -57,8 +57,10 @@ type shard struct {
 	// as stale values.
 	noGhost bool
 
-	// sums computes item seals in a data directory (persist.go); nil without one.
-	sums *xxh3.Hasher
+	// sums computes item seals in a data directory (persist.go); nil without one. sealKey is the
+	// directory's (slab.Backing.SealKey), mixed into every seal.
+	sums    *xxh3.Hasher
+	sealKey uint64
 
 	reclaimCur    slab.Cursor
 	reclaimOldest []uint32  // per class: oldest store time seen in the current reclaimer pass
@@ -72,7 +74,7 @@ type shard struct {
 	// (TestShardLayout). Go places the shards' slice at a line boundary, or 8 bytes past one when it puts
 	// its allocation header first, so each shard's lock and the fields every find writes are on one line,
 	// which holds nothing else of any other shard but the previous one's padding.
-	_ [56]byte
+	_ [48]byte
 }
 
 func (sh *shard) init(s *Store, self int, share int64) {
@@ -81,6 +83,7 @@ func (sh *shard) init(s *Store, self int, share int64) {
 	sh.al.SetOwner(self)
 	if s.persist != nil {
 		sh.sums = xxh3.New()
+		sh.sealKey = s.persist.back.SealKey()
 	}
 	sh.idx = newIndex(indexInitialSlots)
 	sh.idx.retire = sh.retireTable

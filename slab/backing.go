@@ -1,6 +1,7 @@
 package slab
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
@@ -43,6 +44,8 @@ const (
 	// the directory's files hold everything the live copy does (a clean stop), 0 while the server runs.
 	hdrInstance = 104
 	hdrClean    = 112
+	// hdrSealKey is a random key drawn when the header is written, mixed into every seal (SealKey).
+	hdrSealKey = 120
 
 	// A page record: recInUse in its first byte, then the class, the owner, and a check byte.
 	recInUse = 0xA5
@@ -91,6 +94,9 @@ func writeIdentity(hdr []byte, id Identity) {
 	le.PutUint64(hdr[hdrClassHash:], classHash(id.Classes))
 	le.PutUint64(hdr[hdrIdentitySum:], identitySum(hdr))
 	le.PutUint64(hdr[hdrFlushCheck:], flushCheck(0, 0))
+	var key [8]byte
+	_, _ = rand.Read(key[:]) // never fails on Linux (crypto/rand)
+	copy(hdr[hdrSealKey:], key[:])
 }
 
 // flushCheck is the check word of flush_all's marks: any change to one of them changes it.

@@ -18,7 +18,7 @@ import (
 
 // Backing is a data directory's files, mapped (backing.go has the layout). Each file is mapped whole, for
 // every page id a Ref can name, once: the mappings reserve address space only, a file grows (ftruncate) as
-// page ids are taken, and a page that is released is punched out of its files, so it costs neither disk
+// page ids are taken, and a page that is released is punched out of items, so it costs neither disk
 // nor page cache and reads back as zeros. A mapping past a file's end is never touched.
 type Backing struct {
 	dir               string
@@ -317,6 +317,18 @@ func (b *Backing) Records() []PageRecord {
 }
 
 func (b *Backing) counter(off int) *uint64 { return (*uint64)(unsafe.Pointer(&b.metaMem[off])) }
+
+// SealKey is the directory's seal key, drawn when it was last emptied, for its owner to mix into every
+// seal: a seal is in the item's chunk, next to bytes a client chose, and a page read with another class's
+// geometry (its record newer than its contents after a reboot, rule 9) puts chunk starts inside values,
+// so a seal that anyone could compute would let a client's value pass for an item of any key. A damaged
+// key only drops items: no seal matches. doc/design/restart.md rule 1.
+func (b *Backing) SealKey() uint64 {
+	if b == nil || len(b.metaMem) < headerBytes {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(b.metaMem[hdrSealKey:])
+}
 
 // CasHigh is the stored CAS high-water mark: every CAS handed out before the stop was below it. Of its two
 // copies the larger counts (one cut short by a kill, or damaged, is then harmless).

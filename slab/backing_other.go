@@ -15,7 +15,7 @@ type Backing struct {
 
 type live struct{ owed atomic.Bool }
 
-func (*live) mark(int, int, bool) {}
+func (*live) mark(int, int) {}
 
 // OnTmpfs is false: data directories need Linux.
 func OnTmpfs(string) bool { return false }
@@ -45,6 +45,7 @@ func (b *Backing) collapsible() (ok, huge bool) { return false, false }
 func (b *Backing) setRecord(uint32, uint64)     {}
 func (b *Backing) Records() []PageRecord        { return nil }
 func (b *Backing) CasHigh() uint64              { return 0 }
+func (b *Backing) SealKey() uint64              { return 0 }
 func (b *Backing) SetCasHigh(uint64)            {}
 func (b *Backing) SyncHeader() error            { return nil }
 func (b *Backing) SyncNames()                   {}
