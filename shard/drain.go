@@ -89,8 +89,17 @@ func (sh *shard) rescue(r, head slab.Ref, id int, now int64) bool {
 	if !ok {
 		return false
 	}
-	nb := sh.chunk(nu)
-	copy(nb, sh.chunk(r)) // same class, same size: header, key, value, seal, bits and links alike
+	// Same class, same size: header, key, value, seal, bits and links alike; a head's seal last, as a
+	// store's (restart.md rule 1), since copy writes its bytes in no set order.
+	nb, ob := sh.chunk(nu), sh.chunk(r)
+	if r == head && sh.sums != nil {
+		at := sealAt(ob)
+		copy(nb[:at], ob[:at])
+		copy(nb[at+sealLen:], ob[at+sealLen:])
+		slab.StoreSeal(itemSeal(nb), *itemSeal(ob))
+	} else {
+		copy(nb, ob)
+	}
 	// Every chunk written here is marked for a live copy's sync (Wrote): the copy, and the links
 	// rewritten in place, or DIR keeps chains that lead to freed chunks (restart.md rule 10).
 	sh.al.Wrote(nu)

@@ -41,7 +41,8 @@ import (
 //   - Lengths and presence bits fit in the meta byte next to memcached's
 //     meta flags, so the layout costs no byte of its own.
 //
-// An item whose header+key+value exceeds slab.ChunkMax is a chain: the head
+// An item whose header+key+value (and seal, in a data directory: sealedLen)
+// exceeds slab.ChunkMax is a chain: the head
 // chunk (largest class) holds the header, key and first part of the value
 // and the ref of the next part; each part chunk holds
 //
