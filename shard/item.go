@@ -264,11 +264,11 @@ func itemBytes(b []byte) int64 { return int64(dataOff(b) + itemVlen(b)) }
 // store is not ordered (slab/seal_*.go).
 func sealedLen(n int) int { return (n+sealLen-1)&^(sealLen-1) + sealLen }
 
-// sealAt is where head chunk b keeps its seal: after the value (sealedLen), or at the end of a chained
-// head's chunk.
+// sealAt is where head chunk b keeps its seal: after the value (sealedLen), or where a chained head's
+// value bytes end (valueEnd).
 func sealAt(b []byte) int {
 	if itemChained(b) {
-		return len(b) - sealLen
+		return valueEnd(b)
 	}
 	return sealedLen(dataOff(b)+itemVlen(b)) - sealLen
 }

@@ -323,12 +323,7 @@ func (b *Backing) counter(off int) *uint64 { return (*uint64)(unsafe.Pointer(&b.
 // geometry (its record newer than its contents after a reboot, rule 9) puts chunk starts inside values,
 // so a seal that anyone could compute would let a client's value pass for an item of any key. A damaged
 // key only drops items: no seal matches. doc/design/restart.md rule 1.
-func (b *Backing) SealKey() uint64 {
-	if b == nil || len(b.metaMem) < headerBytes {
-		return 0
-	}
-	return binary.LittleEndian.Uint64(b.metaMem[hdrSealKey:])
-}
+func (b *Backing) SealKey() uint64 { return binary.LittleEndian.Uint64(b.metaMem[hdrSealKey:]) }
 
 // CasHigh is the stored CAS high-water mark: every CAS handed out before the stop was below it. Of its two
 // copies the larger counts (one cut short by a kill, or damaged, is then harmless).
