@@ -206,6 +206,9 @@ func valueFields(b []byte) (flags uint32, vlen, data int) {
 // vlenMasks[w] keeps the bytes of a length field of width code w (metaVlenMask) from a four-byte read.
 var vlenMasks = [4]uint32{0xff, 0xffff, 0xffffffff, 0xffffffff}
 
+// Any chunk holds a four-byte read of the length field whatever its meta byte (valueFields, sealOf).
+const _ = uint(slab.MinChunk - (headerMax - chainLink))
+
 func itemKlen(b []byte) int          { return int(b[offKlen]) }
 func itemChained(b []byte) bool      { return b[offState]&flagChained != 0 }
 func itemMeta(b []byte) byte         { return b[offMeta] & metaProtoMask }

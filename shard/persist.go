@@ -92,7 +92,8 @@ func (s *Store) RestartStats() RestartStats {
 // item (slab.StoreSeal), so a process killed in between never leaves it over half-written bytes.
 func (sh *shard) seal(h uint64, r slab.Ref, b []byte) {
 	if sh.sums != nil {
-		slab.StoreSeal(itemSeal(b), sh.sealFor(h, b))
+		at, seal := sh.sealFor(h, b)
+		slab.StoreSeal(sealPtr(b, at), seal)
 		sh.al.Wrote(r)
 		if itemChained(b) {
 			for part := readRef(b[chainOff(b):]); part != slab.NilRef; part = readRef(sh.al.Chunk(part)[offPartNext:]) {
@@ -103,9 +104,10 @@ func (sh *shard) seal(h uint64, r slab.Ref, b []byte) {
 }
 
 // itemSeal is head chunk b's seal (sealAt), 4-byte aligned.
-func itemSeal(b []byte) *uint32 {
-	return (*uint32)(unsafe.Pointer(&b[sealAt(b)]))
-}
+func itemSeal(b []byte) *uint32 { return sealPtr(b, sealAt(b)) }
+
+// sealPtr is the seal at offset at of head chunk b (sealAt or sealOf's at).
+func sealPtr(b []byte, at int) *uint32 { return (*uint32)(unsafe.Pointer(&b[at:][:sealLen][0])) }
 
 // room is the chunk room an item of n bytes (header, key and value) takes: with its seal in a data
 // directory.
@@ -127,40 +129,56 @@ func (sh *shard) prefetchNew(n int) {
 	}
 }
 
-// valueSum is the XXH3 hash of the value of the item at head chunk b. A chained item's parts are read
-// through its links, which the caller has checked (recoverHead) or written. XXH3, not the index's xxhash:
-// every store hashes its whole value, and XXH3's vector code does a 4 KiB one in about a quarter of the
-// time (doc/design/restart.md, "What it costs").
-func (sh *shard) valueSum(b []byte) uint64 {
-	if !itemChained(b) {
-		return xxh3.Hash(b[dataOff(b) : dataOff(b)+itemVlen(b)])
-	}
-	d := sh.sums
-	d.Reset()
-	r := newValueReader(sh.al, b)
-	for s := r.segment(); s != nil; s = r.segment() {
-		_, _ = d.Write(s)
-	}
-	return d.Sum64()
-}
-
-// sealOf is the seal of the item at head chunk b whose key hashes to h (Hash) and whose value hashes to v
-// (valueSum), under the directory's seal key: never 0, which means "no seal". The key's hash is the one
-// the index uses, so neither a store nor the rebuild hashes a key twice; the header's fields are mixed in
-// arithmetically (a streaming hash with the fields written first cost twice as much). The seal key goes
-// into the last mix, so that no one who does not know it can compute a seal: a client's value can hold
-// the bytes of an item, and a page read with another class's geometry puts chunk starts inside values
+// sealOf is the seal head chunk b must carry, and where it is kept (sealAt), for an item whose key hashes
+// to h (Hash) under the directory's seal key key: never 0, which means "no seal". It reads b's header once
+// (a store seals every item it writes; reading each field through its accessor cost a quarter of the
+// seal). A chained item's parts are read through its links (al), which the caller has checked
+// (recoverHead) or written, and hashed with d.
+//
+// The value is hashed with XXH3, not the index's xxhash: its vector code does a 4 KiB value in about a
+// quarter of the time (doc/design/restart.md, "What it costs"). The key's hash is the one the index uses,
+// so neither a store nor the rebuild hashes a key twice; the header's fields are mixed in arithmetically
+// (a streaming hash with the fields written first cost twice as much). The seal key goes into the last
+// mix, so that no one who does not know it can compute a seal: a client's value can hold the bytes of an
+// item, and a page read with another class's geometry puts chunk starts inside values
 // (slab.Backing.SealKey).
-func sealOf(h, v, key uint64, b []byte) uint32 {
-	fields := uint64(itemFlags(b))<<32 | uint64(itemVlen(b))
-	shape := uint64(b[offMeta]&(metaLayout|metaKeyBinary)) | uint64(b[offKlen])<<8 | uint64(b[offState]&flagChained)<<16
-	h = mix64(h ^ key ^ mix64(v+0xD6E8FEB86659FD93) ^ mix64(itemCas(b)) ^ mix64(uint64(itemExp(b))<<24^shape) ^
+func sealOf(h, key uint64, b []byte, al *slab.Allocator, d *xxh3.Hasher) (at int, seal uint32) {
+	m, st := b[offMeta], b[offState]
+	var exp, flags uint32
+	if m&metaHasExp != 0 {
+		exp = le.Uint32(b[offExp:])
+	}
+	o := offFlagsOf(m)
+	if m&metaHasFlags != 0 {
+		flags = le.Uint32(b[o:])
+		o += 4
+	}
+	vlen := int(le.Uint32(b[o:]) & vlenMasks[m>>metaVlenShift&3]) // see valueFields
+	var v uint64
+	if st&flagChained == 0 {
+		data := int(keyOffsets[m]) + int(b[offKlen])
+		v = xxh3.Hash(b[data : data+vlen])
+		at = sealedLen(data+vlen) - sealLen
+	} else {
+		d.Reset()
+		r := newValueReader(al, b)
+		for s := r.segment(); s != nil; s = r.segment() {
+			_, _ = d.Write(s)
+		}
+		v = d.Sum64()
+		at = valueEnd(b)
+	}
+	fields := uint64(flags)<<32 | uint64(vlen)
+	shape := uint64(m&(metaLayout|metaKeyBinary)) | uint64(b[offKlen])<<8 | uint64(st&flagChained)<<16
+	h = mix64(h ^ key ^ mix64(v+0xD6E8FEB86659FD93) ^ mix64(le.Uint64(b[offCas:])) ^ mix64(uint64(exp)<<24^shape) ^
 		mix64(fields+0x9E3779B97F4A7C15))
-	return max(uint32(h)^uint32(h>>32), 1)
+	return at, max(uint32(h)^uint32(h>>32), 1)
 }
 
-// sealFor is the seal item b (key hash h) must carry in this shard's directory.
-func (sh *shard) sealFor(h uint64, b []byte) uint32 { return sealOf(h, sh.valueSum(b), sh.sealKey, b) }
+// sealFor is sealOf in this shard's directory.
+func (sh *shard) sealFor(h uint64, b []byte) (at int, seal uint32) {
+	return sealOf(h, sh.sealKey, b, sh.al, sh.sums)
+}
 
 // mix64 is a 64-bit finaliser (splitmix64's): every input bit changes about half the output bits.
 func mix64(x uint64) uint64 {

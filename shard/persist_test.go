@@ -16,7 +16,6 @@ import (
 	"github.com/leasecached/leasecached/slab"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/zeebo/xxh3"
 )
 
 // persistStore opens a store on dir with the test clock c (nil: a new one).
@@ -748,7 +747,10 @@ func TestSealPlacement(t *testing.T) {
 				if b != nil {
 					at, end, size, chained = sealAt(b), dataOff(b)+vlen, len(b), itemChained(b)
 					if at+sealLen <= size {
-						seal, want = *itemSeal(b), sh.sealFor(h, b)
+						var wantAt int
+						wantAt, want = sh.sealFor(h, b)
+						seal = *itemSeal(b)
+						assert.Equal(t, at, wantAt, "%s: sealOf and sealAt disagree", name)
 					}
 					got = appendValue(sh.al, []byte{}, b)
 					assert.LessOrEqual(t, dataOff(b), valueEnd(b), name)
@@ -796,7 +798,7 @@ func TestRestartForgedItem(t *testing.T) {
 	forged[offState], forged[offMeta] = kindHead, layoutOf(0, 0, 4)
 	writeHeader(forged, 1, 0, uint32(c.now()), 0, []byte("victim"), 4, 0)
 	copy(forged[dataOff(forged):], "evil")
-	*itemSeal(forged) = sealOf(Hash([]byte("victim")), xxh3.Hash([]byte("evil")), 0, forged) // no key known
+	_, *itemSeal(forged) = sealOf(Hash([]byte("victim")), 0, forged, nil, nil) // no key known
 	value := make([]byte, vlen)
 	copy(value[at-start:], forged)
 	require.Equal(t, Stored, s.Store(ModeSet, key, 0, 0, value, 0))

@@ -147,7 +147,7 @@ func (sh *shard) recoverHead(self int, r slab.Ref, b []byte, now int64, claimed 
 	if sh.st.shardOf(h) != &sh.st.shards[self] {
 		return 0, false
 	}
-	if *itemSeal(b) != sh.sealFor(h, b) {
+	if at, seal := sh.sealFor(h, b); *sealPtr(b, at) != seal {
 		return 0, false
 	}
 	return h, sh.st.dead(b, now) == causeNone
