@@ -23,7 +23,7 @@ TEST_DEPS := memcached nutcracker \
 	python3-pymemcache python3-memcache libcache-memcached-perl libcache-memcached-fast-perl \
 	php-cli php-memcached libmemcached-tools nodejs npm openssl \
 	ruby ruby-dalli python3-pylibmc sasl2-bin libsasl2-modules-db systemd prometheus buildah \
-	e2fsprogs mount
+	e2fsprogs xfsprogs btrfs-progs mount
 
 .PHONY: all build run test test-deps vet fmt-check unit fuzz-smoke bench clean static image
 

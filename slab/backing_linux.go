@@ -88,6 +88,7 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 			if err := f.Truncate(0); err != nil {
 				return b, "", err
 			}
+			noCow(f)
 		}
 	}
 	if err := b.meta.Truncate(metaLen); err != nil {
@@ -235,20 +236,52 @@ func reserve(f *os.File, off, n int64) error {
 	return nil
 }
 
+// fsNoCowFl is FS_NOCOW_FL (linux/fs.h; not in x/sys/unix): chattr's C, "write the file's blocks in place".
+const fsNoCowFl = 0x00800000
+
+// noCow asks a copy-on-write file system to write empty file f's blocks in place (btrfs: the flag only
+// takes on an empty file), so that a block reserve allocated needs no new space when a store writes it
+// again, and a full file system cannot fault a store into a mapped file (UnkeptReservations). Elsewhere
+// the request fails and changes nothing; btrfs then keeps no checksum of the file's blocks, which the
+// seals and the page records' check bytes stand in for.
+func noCow(f *os.File) {
+	flags, err := unix.IoctlGetUint32(int(f.Fd()), unix.FS_IOC_GETFLAGS)
+	if err == nil && flags&fsNoCowFl == 0 {
+		_ = unix.IoctlSetPointerInt(int(f.Fd()), unix.FS_IOC_SETFLAGS, int(flags|fsNoCowFl))
+	}
+}
+
+// isNoCow says whether the file at path has its blocks written in place (noCow took).
+func isNoCow(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	flags, err := unix.IoctlGetUint32(int(f.Fd()), unix.FS_IOC_GETFLAGS)
+	return err == nil && flags&fsNoCowFl != 0
+}
+
 // zfsSuperMagic is ZFS's statfs type (ZFS_SUPER_MAGIC in OpenZFS; not in x/sys/unix).
 const zfsSuperMagic = 0x2fc12fc1
 
-// UnkeptReservations names path's file system when reserve's fallocate does not make later stores into
-// the reserved blocks safe there (see doc/design/restart.md, "File systems"): a copy-on-write file system
-// (btrfs, bcachefs) needs new space to write a block again, and ZFS reserves nothing. On those a full
-// file system can kill a server whose data directory's own files are mapped (--data-live off) with
-// SIGBUS. "" elsewhere, or when path cannot be examined.
-func UnkeptReservations(path string) string {
+// UnkeptReservations names data directory dir's file system when reserve's fallocate does not make
+// later stores into the reserved blocks of a file the server maps safe there (see doc/design/restart.md,
+// "File systems"): on those a full file system can kill the server with SIGBUS. The mapped files are
+// meta, and items unless live (a live copy's sync writes items with write, which fails with ENOSPC). A
+// copy-on-write file system needs new space to write a block again: bcachefs; btrfs unless the files
+// were made nocow (noCow: a directory started empty by a build before it keeps its files as they are);
+// ZFS reserves nothing. "" elsewhere, or when dir cannot be examined.
+func UnkeptReservations(dir string, live bool) string {
 	var st unix.Statfs_t
-	if unix.Statfs(path, &st) != nil {
+	if unix.Statfs(dir, &st) != nil {
 		return ""
 	}
-	return unkeptOn(uint32(st.Type)) // a 32-bit magic number, in a field that is signed on some ports
+	fs := unkeptOn(uint32(st.Type)) // a 32-bit magic number, in a field that is signed on some ports
+	if fs == "btrfs" && isNoCow(filepath.Join(dir, "meta")) && (live || isNoCow(filepath.Join(dir, "items"))) {
+		return ""
+	}
+	return fs
 }
 
 // unkeptOn is UnkeptReservations for a statfs type.

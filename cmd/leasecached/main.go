@@ -190,10 +190,17 @@ func serve(cfg server.Config, enableShutdown bool) error {
 		cfg.Logger.Warn(fmt.Sprintf("--data-dir %s: this -m has no room for %d stored pages: their %d items are dropped",
 			cfg.DataDir, rs.PagesLeft, rs.ItemsLeft))
 	}
-	if cfg.DataDir != "" && cfg.DataLive == "" { // DIR's own files are mapped
-		if fs := slab.UnkeptReservations(cfg.DataDir); fs != "" {
+	if cfg.DataDir != "" {
+		if fs := slab.UnkeptReservations(cfg.DataDir, cfg.DataLive != ""); fs != "" {
+			hint := ""
+			switch {
+			case fs == "btrfs":
+				hint = "; its files were made copy-on-write by an older leasecached: started on an empty directory, they are made nocow"
+			case cfg.DataLive == "":
+				hint = "; with a live copy on tmpfs (--data-live) only its small meta file is"
+			}
 			cfg.Logger.Warn("--data-dir " + cfg.DataDir + " is on " + fs + ", where a full file system can stop the server " +
-				"(SIGBUS: a reserved block may still need space when it is written); keep a live copy on tmpfs (--data-live)")
+				"(SIGBUS: a reserved block may still need space when it is written)" + hint)
 		}
 	}
 	if cfg.DataLive != "" && !slab.OnTmpfs(cfg.DataLive) {
