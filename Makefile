@@ -18,7 +18,8 @@ SUDO     := $(if $(filter 0,$(shell id -u)),,sudo)
 # (deploy/deploy_test.go); prometheus, for promtool, which checks a scrape of --metrics-listen
 # (integration/metrics_test.go); buildah, which builds deploy/Containerfile's image without a daemon
 # (deploy/image_test.go); e2fsprogs and mount, which the machine-reboot test makes and mounts an ext4
-# image with (integration/restart_reboot_test.go).
+# image with (integration/restart_reboot_test.go), and xfsprogs and btrfs-progs, with which a data
+# directory is filled to the last block on XFS and btrfs (slab/backing_linux_test.go, TestBackingFullDisk).
 TEST_DEPS := memcached nutcracker \
 	python3-pymemcache python3-memcache libcache-memcached-perl libcache-memcached-fast-perl \
 	php-cli php-memcached libmemcached-tools nodejs npm openssl \

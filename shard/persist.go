@@ -107,7 +107,7 @@ func (sh *shard) seal(h uint64, r slab.Ref, b []byte) {
 func itemSeal(b []byte) *uint32 { return sealPtr(b, sealAt(b)) }
 
 // sealPtr is the seal at offset at of head chunk b (sealAt or sealOf's at).
-func sealPtr(b []byte, at int) *uint32 { return (*uint32)(unsafe.Pointer(&b[at:][:sealLen][0])) }
+func sealPtr(b []byte, at int) *uint32 { return (*uint32)(unsafe.Pointer(&b[at : at+sealLen][0])) }
 
 // room is the chunk room an item of n bytes (header, key and value) takes: with its seal in a data
 // directory.

@@ -719,6 +719,30 @@ func TestRestartTornHeadRescue(t *testing.T) {
 	}
 }
 
+// TestSealGolden pins format 5's seal (restart.md rule 1): a change to what sealOf computes or where it
+// puts it makes every stored item miss after an upgrade, so it must come with a new format version
+// (slab's identity), which starts such a directory empty instead.
+func TestSealGolden(t *testing.T) {
+	for _, tc := range []struct {
+		key, val   string
+		flags, exp uint32
+		at         int
+		seal       uint32
+	}{
+		{"k", "", 0, 0, 20, 0x95420ce1},
+		{"golden", "value", 7, 1_900_000_000, 36, 0x48d23fae},
+		{"wide", string(make([]byte, 300)), 1 << 31, 0, 328, 0x05074f82},
+	} {
+		b := make([]byte, 512)
+		b[offState], b[offMeta] = kindHead, layoutOf(tc.flags, tc.exp, len(tc.val))
+		writeHeader(b, 0x1122334455667788, tc.exp, 1_800_000_000, tc.flags, []byte(tc.key), len(tc.val), 0)
+		copy(b[dataOff(b):], tc.val)
+		at, seal := sealOf(Hash([]byte(tc.key)), 0x0123456789abcdef, b, nil, nil)
+		assert.Equal(t, tc.at, at, "%q: where the seal goes", tc.key)
+		assert.Equal(t, tc.seal, seal, "%q: the seal", tc.key)
+	}
+}
+
 // TestSealPlacement: with a data directory every item's seal is in its own chunk, 4-byte aligned (so
 // that it can be stored atomically), after the value and within the chunk, or in the last 4 bytes of a
 // chained head, which no value byte reaches; it matches the item; and the value reads back exact.

@@ -265,23 +265,43 @@ func isNoCow(path string) bool {
 // zfsSuperMagic is ZFS's statfs type (ZFS_SUPER_MAGIC in OpenZFS; not in x/sys/unix).
 const zfsSuperMagic = 0x2fc12fc1
 
-// UnkeptReservations names data directory dir's file system when reserve's fallocate does not make
-// later stores into the reserved blocks of a file the server maps safe there (see doc/design/restart.md,
-// "File systems"): on those a full file system can kill the server with SIGBUS. The mapped files are
-// meta, and items unless live (a live copy's sync writes items with write, which fails with ENOSPC). A
-// copy-on-write file system needs new space to write a block again: bcachefs; btrfs unless the files
-// were made nocow (noCow: a directory started empty by a build before it keeps its files as they are);
-// ZFS reserves nothing. "" elsewhere, or when dir cannot be examined.
+// UnkeptReservations says why, where it is so, reserve's fallocate does not make later stores into the
+// reserved blocks of a file the server maps in data directory dir safe (see doc/design/restart.md, "File
+// systems"): there a full file system can kill the server with SIGBUS. "" where the reservations hold,
+// or when dir cannot be examined. The mapped files are meta, and items unless live (a live copy's sync
+// writes items with write, which fails with ENOSPC). A copy-on-write file system needs new space to
+// write a block again: bcachefs; btrfs unless the files are nocow (noCow) and the kernel's page faults
+// honour that (Linux 6.17: "btrfs: fix -ENOSPC mmap write failure on NOCOW files/extents"). ZFS
+// reserves nothing.
 func UnkeptReservations(dir string, live bool) string {
 	var st unix.Statfs_t
 	if unix.Statfs(dir, &st) != nil {
 		return ""
 	}
 	fs := unkeptOn(uint32(st.Type)) // a 32-bit magic number, in a field that is signed on some ports
-	if fs == "btrfs" && isNoCow(filepath.Join(dir, "meta")) && (live || isNoCow(filepath.Join(dir, "items"))) {
-		return ""
+	if fs != "btrfs" {
+		return fs
 	}
-	return fs
+	switch {
+	case !isNoCow(filepath.Join(dir, "meta")) || !live && !isNoCow(filepath.Join(dir, "items")):
+		return "btrfs, and its files are not nocow (made by an older leasecached, or the flag was refused)"
+	case !kernelAtLeast(6, 17):
+		return "btrfs, on a kernel before 6.17 (a store into a nocow file's page still asks for new space)"
+	}
+	return ""
+}
+
+// kernelAtLeast says whether the running kernel's release is major.minor or later.
+func kernelAtLeast(major, minor int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	var ma, mi int
+	if n, _ := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); n != 2 {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
 }
 
 // unkeptOn is UnkeptReservations for a statfs type.

@@ -191,15 +191,12 @@ func serve(cfg server.Config, enableShutdown bool) error {
 			cfg.DataDir, rs.PagesLeft, rs.ItemsLeft))
 	}
 	if cfg.DataDir != "" {
-		if fs := slab.UnkeptReservations(cfg.DataDir, cfg.DataLive != ""); fs != "" {
+		if why := slab.UnkeptReservations(cfg.DataDir, cfg.DataLive != ""); why != "" {
 			hint := ""
-			switch {
-			case fs == "btrfs":
-				hint = "; its files were made copy-on-write by an older leasecached: started on an empty directory, they are made nocow"
-			case cfg.DataLive == "":
-				hint = "; with a live copy on tmpfs (--data-live) only its small meta file is"
+			if cfg.DataLive == "" {
+				hint = "; with a live copy on tmpfs (--data-live) only its small meta file is mapped"
 			}
-			cfg.Logger.Warn("--data-dir " + cfg.DataDir + " is on " + fs + ", where a full file system can stop the server " +
+			cfg.Logger.Warn("--data-dir " + cfg.DataDir + " is on " + why + ": a full file system can stop the server " +
 				"(SIGBUS: a reserved block may still need space when it is written)" + hint)
 		}
 	}
