@@ -43,14 +43,7 @@ func TestDataDirFullDisk(t *testing.T) {
 	require.NoError(t, os.WriteFile(img, nil, 0o600))
 	require.NoError(t, os.Truncate(img, fullDiskMiB<<20))
 	mustRun(t, "mkfs.btrfs", "-q", "-f", img)
-	mnt, err := os.MkdirTemp(filepath.Dir(img), "mnt")
-	require.NoError(t, err)
-	out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput()
-	if err != nil && strings.Contains(string(out), "unknown filesystem type") {
-		t.Skipf("this kernel has no btrfs: %s", out)
-	}
-	require.NoError(t, err, "mount: %s", out)
-	t.Cleanup(func() { unmount(t, mnt) })
+	mnt := mountImage(t, img)
 	dir := filepath.Join(mnt, "dir")
 	args := append([]string{"-m", fullDiskMem, "--data-sync", "1s"}, liveArgs(t)...)
 
@@ -76,7 +69,10 @@ func TestDataDirFullDisk(t *testing.T) {
 			require.Equal(t, "STORED", l, "set %s", k)
 		}
 	}
-	var stats map[string]string
+	var (
+		stats map[string]string
+		err   error
+	)
 	deadline := time.Now().Add(fullDiskWait)
 	for {
 		stats, err = c.stats()

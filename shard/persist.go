@@ -144,19 +144,13 @@ func (sh *shard) prefetchNew(n int) {
 // (slab.Backing.SealKey).
 func sealOf(h, key uint64, b []byte, al *slab.Allocator, d *xxh3.Hasher) (at int, seal uint32) {
 	m, st := b[offMeta], b[offState]
-	var exp, flags uint32
+	flags, vlen, data := valueFields(b)
+	var exp uint32
 	if m&metaHasExp != 0 {
 		exp = le.Uint32(b[offExp:])
 	}
-	o := offFlagsOf(m)
-	if m&metaHasFlags != 0 {
-		flags = le.Uint32(b[o:])
-		o += 4
-	}
-	vlen := int(le.Uint32(b[o:]) & vlenMasks[m>>metaVlenShift&3]) // see valueFields
 	var v uint64
 	if st&flagChained == 0 {
-		data := int(keyOffsets[m]) + int(b[offKlen])
 		v = xxh3.Hash(b[data : data+vlen])
 		at = sealedLen(data+vlen) - sealLen
 	} else {

@@ -245,8 +245,7 @@ const fsNoCowFl = 0x00800000
 // the request fails and changes nothing; btrfs then keeps no checksum of the file's blocks, which the
 // seals and the page records' check bytes stand in for.
 func noCow(f *os.File) {
-	flags, err := unix.IoctlGetUint32(int(f.Fd()), unix.FS_IOC_GETFLAGS)
-	if err == nil && flags&fsNoCowFl == 0 {
+	if flags, err := fileFlags(f); err == nil && flags&fsNoCowFl == 0 {
 		_ = unix.IoctlSetPointerInt(int(f.Fd()), unix.FS_IOC_SETFLAGS, int(flags|fsNoCowFl))
 	}
 }
@@ -258,8 +257,13 @@ func isNoCow(path string) bool {
 		return false
 	}
 	defer f.Close()
-	flags, err := unix.IoctlGetUint32(int(f.Fd()), unix.FS_IOC_GETFLAGS)
+	flags, err := fileFlags(f)
 	return err == nil && flags&fsNoCowFl != 0
+}
+
+// fileFlags is f's inode flags (chattr's), where its file system has them.
+func fileFlags(f *os.File) (uint32, error) {
+	return unix.IoctlGetUint32(int(f.Fd()), unix.FS_IOC_GETFLAGS)
 }
 
 // zfsSuperMagic is ZFS's statfs type (ZFS_SUPER_MAGIC in OpenZFS; not in x/sys/unix).
