@@ -37,7 +37,7 @@ func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
 		if sh.sums != nil {
 			// The item is whole: it may survive a restart (persist.go). A change "in place" (nu == old) was
 			// made in a new chunk with a data directory (moveItem), which sealed it already.
-			sh.seal(h, nu, nb)
+			sh.seal(nu, nb)
 		}
 	}
 	// Lease invalidation happens here, under the same lock as the item change, so no lease-set can

@@ -87,12 +87,12 @@ func (s *Store) RestartStats() RestartStats {
 		SyncedAt: p.syncedAt.Load()}
 }
 
-// seal marks the whole item at r (head chunk b, key hash h) as stored, and its chunks as written for a
+// seal marks the whole item at r (head chunk b) as stored, and its chunks as written for a
 // live copy's sync; without a data directory it does nothing. The seal is stored after every byte of the
 // item (slab.StoreSeal), so a process killed in between never leaves it over half-written bytes.
-func (sh *shard) seal(h uint64, r slab.Ref, b []byte) {
+func (sh *shard) seal(r slab.Ref, b []byte) {
 	if sh.sums != nil {
-		at, seal := sh.sealFor(h, b)
+		at, seal := sh.sealFor(b)
 		slab.StoreSeal(sealPtr(b, at), seal)
 		sh.al.Wrote(r)
 		if itemChained(b) {
@@ -129,49 +129,45 @@ func (sh *shard) prefetchNew(n int) {
 	}
 }
 
-// sealOf is the seal head chunk b must carry, and where it is kept (sealAt), for an item whose key hashes
-// to h (Hash) under the directory's seal key key: never 0, which means "no seal". It reads b's header once
-// (a store seals every item it writes; reading each field through its accessor cost a quarter of the
-// seal). A chained item's parts are read through its links (al), which the caller has checked
-// (recoverHead) or written, and hashed with d.
+// sealOf is the seal head chunk b must carry, and where it is kept (sealAt), under the directory's seal key
+// key: never 0, which means "no seal". A chained item's parts are read through its links (al), which the
+// caller has checked (recoverHead) or written, and hashed with d.
 //
-// The value is hashed with XXH3, not the index's xxhash: its vector code does a 4 KiB value in about a
-// quarter of the time (doc/design/restart.md, "What it costs"). The key's hash is the one the index uses,
-// so neither a store nor the rebuild hashes a key twice; the header's fields are mixed in arithmetically
-// (a streaming hash with the fields written first cost twice as much). The seal key goes into the last
-// mix, so that no one who does not know it can compute a seal: a client's value can hold the bytes of an
-// item, and a page read with another class's geometry puts chunk starts inside values
+// What it covers is one XXH3 hash of the header's fields from exptime on, the key and the value, which
+// follow one another in the chunk (a chained head's link, which a page move rewrites in place, is left
+// out), then the CAS and the bytes that say how to read them (layout, key length, chained) mixed in:
+// everything a reader is given, and nothing a read changes (doc/design/restart.md rule 1). XXH3, not the
+// index's xxhash: its vector code does a 4 KiB value in about a quarter of the time, and one call over one
+// span costs a store least (doc/design/restart.md, "What it costs"). The seal key is mixed with the CAS
+// inside the last mix, so that no one who does not know it can compute a seal: a client's value can hold
+// the bytes of an item, and a page read with another class's geometry puts chunk starts inside values
 // (slab.Backing.SealKey).
-func sealOf(h, key uint64, b []byte, al *slab.Allocator, d *xxh3.Hasher) (at int, seal uint32) {
+func sealOf(key uint64, b []byte, al *slab.Allocator, d *xxh3.Hasher) (at int, seal uint32) {
 	m, st := b[offMeta], b[offState]
-	flags, vlen, data := valueFields(b)
-	var exp uint32
-	if m&metaHasExp != 0 {
-		exp = le.Uint32(b[offExp:])
-	}
-	var v uint64
+	var x uint64
 	if st&flagChained == 0 {
-		v = xxh3.Hash(b[data : data+vlen])
+		_, vlen, data := valueFields(b)
+		x = xxh3.Hash(b[offExp : data+vlen])
 		at = sealedLen(data+vlen) - sealLen
 	} else {
 		d.Reset()
+		_, _ = d.Write(b[offExp:chainOff(b)])
+		_, _ = d.Write(itemKey(b))
 		r := newValueReader(al, b)
 		for s := r.segment(); s != nil; s = r.segment() {
 			_, _ = d.Write(s)
 		}
-		v = d.Sum64()
+		x = d.Sum64()
 		at = valueEnd(b)
 	}
-	fields := uint64(flags)<<32 | uint64(vlen)
 	shape := uint64(m&(metaLayout|metaKeyBinary)) | uint64(b[offKlen])<<8 | uint64(st&flagChained)<<16
-	h = mix64(h ^ key ^ mix64(v+0xD6E8FEB86659FD93) ^ mix64(le.Uint64(b[offCas:])) ^ mix64(uint64(exp)<<24^shape) ^
-		mix64(fields+0x9E3779B97F4A7C15))
+	h := mix64(x ^ shape ^ mix64(le.Uint64(b[offCas:])^key))
 	return at, max(uint32(h)^uint32(h>>32), 1)
 }
 
 // sealFor is sealOf in this shard's directory.
-func (sh *shard) sealFor(h uint64, b []byte) (at int, seal uint32) {
-	return sealOf(h, sh.sealKey, b, sh.al, sh.sums)
+func (sh *shard) sealFor(b []byte) (at int, seal uint32) {
+	return sealOf(sh.sealKey, b, sh.al, sh.sums)
 }
 
 // mix64 is a 64-bit finaliser (splitmix64's): every input bit changes about half the output bits.

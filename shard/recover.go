@@ -147,7 +147,7 @@ func (sh *shard) recoverHead(self int, r slab.Ref, b []byte, now int64, claimed 
 	if sh.st.shardOf(h) != &sh.st.shards[self] {
 		return 0, false
 	}
-	if at, seal := sh.sealFor(h, b); *sealPtr(b, at) != seal {
+	if at, seal := sh.sealFor(b); *sealPtr(b, at) != seal {
 		return 0, false
 	}
 	return h, sh.st.dead(b, now) == causeNone

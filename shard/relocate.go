@@ -41,7 +41,7 @@ func (sh *shard) moveItem(h uint64, ref slab.Ref, b []byte, exp uint32, now int6
 	if edit != nil {
 		edit(nb)
 	}
-	sh.seal(h, nu, nb)
+	sh.seal(nu, nb)
 
 	slot, found := sh.idx.slotOf(h, ref)
 	if !found {

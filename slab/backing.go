@@ -20,7 +20,7 @@ import (
 const (
 	backingMagic = "LCDATA\x00\x01"
 	// backingVersion changes whenever what a page holds is read another way (shard's item layout or seal).
-	backingVersion = 5
+	backingVersion = 6
 	headerBytes    = 4096
 	recordBytes    = 8
 	// oldSums is the file where format 4 and earlier kept the seals, removed when found.
