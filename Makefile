@@ -178,6 +178,14 @@ bench-storage: bench-deps build bench-tool
 bench-restart: bench-deps build bench-tool
 	GO=$(GO) ./bench/restart.sh
 
+## bench-instr: what --data-dir adds, in the server's user-space instructions a request (callgrind: repeats
+## within a few percent where CPU time does not), on three rows; about 10 minutes (see bench/README.md).
+.PHONY: bench-instr
+bench-instr: bench-tool
+	@command -v valgrind >/dev/null 2>&1 || { echo "installing benchmark dependency: valgrind"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind; }
+	GO=$(GO) ./bench/instr.sh
+
 ## pgo: regenerate cmd/leasecached/default.pgo, the profile `go build` optimises the daemon with, from a
 ## run of the daemon under a mix of the benchmark workloads (about 40 s); then make build.
 .PHONY: pgo

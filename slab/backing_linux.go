@@ -153,6 +153,7 @@ func fileSize(f *os.File) (int64, error) {
 // live copy can then move onto one huge page (Arena.Collapse). The address space is reserved aligned,
 // without memory, and the file mapped over it.
 func mapShared(f *os.File, n int) ([]byte, error) {
+	n = min(n, mapLimit)
 	r, err := mapAnonAligned(n, unix.PROT_NONE, unix.MAP_NORESERVE)
 	if err != nil {
 		return nil, fmt.Errorf("slab: reserving address space for %s: %w", f.Name(), err)
