@@ -3,7 +3,9 @@
 # counted by callgrind. Unlike CPU time on a shared 2-core machine, the count repeats within a few percent,
 # so a change of 2% shows. It leaves out the kernel's work (the socket's reads and writes, the same with
 # and without), which makes its ratio larger than the CPU ratio `make bench` reports, and cache misses,
-# which make it smaller: it compares builds, it does not replace the CPU ratio.
+# which make it smaller: it compares builds, it does not replace the CPU ratio. Work done by the second
+# (timers, the hot-key sampler) is spread over the window's requests, so a run slowed by other load counts
+# a little more a request: compare runs made at similar loads.
 # The same binary runs each row twice: without a data directory and with one kept as by default (a live
 # copy on /dev/shm's tmpfs). It is built with the callgrind tag (slab/mapcap_callgrind.go: valgrind cannot
 # map the 1 TiB the items file's mapping reserves; not the valgrind tag, which is the Go runtime's own).
