@@ -16,6 +16,7 @@ import (
 	"github.com/leasecached/leasecached/slab"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/zeebo/xxh3"
 )
 
 // persistStore opens a store on dir with the test clock c (nil: a new one).
@@ -721,7 +722,8 @@ func TestRestartTornHeadRescue(t *testing.T) {
 
 // TestSealGolden pins format 6's seal (restart.md rule 1): a change to what sealOf computes or where it
 // puts it makes every stored item miss after an upgrade, so it must come with a new format version
-// (slab's identity), which starts such a directory empty instead.
+// (slab's identity), which starts such a directory empty instead. Flat items of three layouts, and a
+// chained one, whose bytes are streamed.
 func TestSealGolden(t *testing.T) {
 	for _, tc := range []struct {
 		key, val   string
@@ -741,6 +743,21 @@ func TestSealGolden(t *testing.T) {
 		assert.Equal(t, tc.at, at, "%q: where the seal goes", tc.key)
 		assert.Equal(t, tc.seal, seal, "%q: the seal", tc.key)
 	}
+
+	// A chained item: its parts are streamed through the hasher, the head's link left out.
+	s := persistStore(t, t.TempDir(), nil, Config{MaxItemSize: 2 << 20})
+	key, val := []byte("chained"), bytes.Repeat([]byte("0123456789abcdef"), 700_000/16)
+	require.Equal(t, Stored, s.Store(ModeSet, key, 9, 0, val, 0))
+	h := Hash(key)
+	sh := s.shardOf(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	_, b := sh.find(h, key, s.now())
+	require.True(t, itemChained(b))
+	setItemCas(b, 0x1122334455667788)
+	at, seal := sealOf(0x0123456789abcdef, b, sh.al, xxh3.New())
+	assert.Equal(t, len(b)-sealLen, at, "chained: where the seal goes")
+	assert.Equal(t, uint32(0x3ee2c067), seal, "chained: the seal")
 }
 
 // TestSealPlacement: with a data directory every item's seal is in its own chunk, 4-byte aligned (so
