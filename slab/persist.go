@@ -170,12 +170,14 @@ func (a *Arena) FinishAdopt() {
 }
 
 // Holds says whether r names a chunk of a page this allocator holds: a check for links read back from a
-// data directory, which may be damaged.
+// data directory, which may be damaged. A ref with any bit at or above RefBits set is refused, not
+// masked: Page drops such bits, so the chunk would be found while code that compares whole refs (a page
+// move looking for the link that names a part) never matched the damaged one.
 func (al *Allocator) Holds(r Ref) bool {
-	id := r.Page()
-	if r == NilRef || id >= MaxPages {
+	if r >= NilRef { // NilRef is the largest ref of RefBits bits
 		return false
 	}
+	id := r.Page()
 	seg := al.arena.dir[id>>segmentShift].Load()
 	i := id & segmentMask
 	if seg == nil || seg.pages[i] == nil || seg.owner[i] != al.owner {
