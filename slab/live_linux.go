@@ -287,24 +287,8 @@ func setBits(w []uint64, from, to int64) {
 
 // mark records that bytes [off, off+n) of the items file were written. Only a word whose bits are not all
 // set yet is written, so that a block stored to again and again costs a load.
-// A chunk's blocks nearly always share one word (64 blocks, 256 KiB): that case is inlined into the store.
 func (l *live) mark(off, n int) {
-	first, last := uint(off)>>blockShift, uint(off+n-1)>>blockShift
-	if first>>6 != last>>6 {
-		l.markWords(first, last)
-		return
-	}
-	// Bits first..last of the word; for last&63 == 63 the first term wraps to 0, as the bits want.
-	bits := uint64(2)<<(last&63) - uint64(1)<<(first&63)
-	if p := &l.marks[first>>6]; atomic.LoadUint64(p)&bits != bits {
-		atomic.OrUint64(p, bits)
-	}
-}
-
-// markWords is mark for blocks first..last over more than one word.
-//
-//go:noinline
-func (l *live) markWords(first, last uint) {
+	first, last := off>>blockShift, (off+n-1)>>blockShift
 	for first <= last {
 		w := first >> 6
 		hi := min(last, w<<6|63)
