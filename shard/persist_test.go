@@ -408,10 +408,7 @@ func TestRestartDamagedChainLink(t *testing.T) {
 			r := refOf(s, key)
 			sh.mu.Lock()
 			head := sh.chunk(r)
-			var parts []slab.Ref
-			for p := readRef(head[chainOff(head):]); p != slab.NilRef; p = readRef(sh.chunk(p)[offPartNext:]) {
-				parts = append(parts, p)
-			}
+			parts := chainParts(sh, head)
 			sh.mu.Unlock()
 			require.Len(t, parts, 2)
 			link := map[string]int64{"head link": fileOffset(r) + int64(chainOff(head)),
@@ -438,6 +435,15 @@ func TestRestartDamagedChainLink(t *testing.T) {
 
 // fileOffset is where chunk r starts in a data directory's items file.
 func fileOffset(r slab.Ref) int64 { return int64(r.Page())*slab.PageSize + int64(r.Offset()) }
+
+// chainParts is the part chunks of chained head b, in order (the caller holds sh's lock).
+func chainParts(sh *shard, b []byte) []slab.Ref {
+	var parts []slab.Ref
+	for p := readRef(b[chainOff(b):]); p != slab.NilRef; p = readRef(sh.chunk(p)[offPartNext:]) {
+		parts = append(parts, p)
+	}
+	return parts
+}
 
 // TestRestartServesWhileLoading reads from many goroutines while the index is being rebuilt: every read
 // answers as the stored data says, none misses an item it holds.
@@ -715,10 +721,7 @@ func TestRestartTornHeadRescue(t *testing.T) {
 			// not yet freed (the drain's Free cleared its state byte), the later parts still naming it.
 			sh.mu.Lock()
 			head := sh.chunk(fresh)
-			var parts []slab.Ref
-			for p := readRef(head[chainOff(head):]); p != slab.NilRef; p = readRef(sh.chunk(p)[offPartNext:]) {
-				parts = append(parts, p)
-			}
+			parts := chainParts(sh, head)
 			headCopy := append([]byte(nil), head...)
 			if tc.otherCas {
 				setItemCas(headCopy, itemCas(headCopy)+1)
@@ -728,13 +731,12 @@ func TestRestartTornHeadRescue(t *testing.T) {
 			items := filepath.Join(img, "items")
 			f, err := os.OpenFile(items, os.O_RDWR, 0)
 			require.NoError(t, err)
-			at := func(r slab.Ref) int64 { return int64(r.Page())*slab.PageSize + int64(r.Offset()) }
-			_, err = f.WriteAt(headCopy, at(old))
+			_, err = f.WriteAt(headCopy, fileOffset(old))
 			require.NoError(t, err)
 			for _, p := range parts[named:] {
 				var ref [8]byte
 				writeRef(ref[:], old)
-				_, err = f.WriteAt(ref[:], at(p)+offPartHead)
+				_, err = f.WriteAt(ref[:], fileOffset(p)+offPartHead)
 				require.NoError(t, err)
 			}
 			require.NoError(t, f.Close())
@@ -759,7 +761,7 @@ func TestRestartTornHeadRescue(t *testing.T) {
 			sh2 := &s2.shards[0]
 			sh2.mu.Lock()
 			b := sh2.chunk(kept)
-			for p := readRef(b[chainOff(b):]); p != slab.NilRef; p = readRef(sh2.chunk(p)[offPartNext:]) {
+			for _, p := range chainParts(sh2, b) {
 				assert.Equal(t, kept, readRef(sh2.chunk(p)[offPartHead:]), "part %d names the kept head", p)
 			}
 			sh2.mu.Unlock()
