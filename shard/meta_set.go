@@ -77,9 +77,7 @@ func (s *Store) MetaDelete(key []byte, req *MetaDeleteRequest) Result {
 		b[offMeta] = b[offMeta]&^metaTokenSent | metaStale
 		setItemCas(b, s.cas.Add(1))
 	}
-	if sh.sums == nil {
-		mark(b)
-	} else if ref, _ = sh.moveItem(h, ref, b, itemExp(b), now, mark); ref == slab.NilRef {
+	if ref, _ = sh.changeInPlace(h, ref, b, now, mark); ref == slab.NilRef {
 		return Deleted // no memory for the marked copy: dropped, which md I allows
 	}
 	sh.mutate(h, ref, ref, causeStore, now)

@@ -35,8 +35,8 @@ func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
 	if nu != slab.NilRef && nu != old {
 		nb = sh.chunk(nu)
 		if sh.sums != nil {
-			// The item is whole: it may survive a restart (persist.go). A change "in place" (nu == old) was
-			// made in a new chunk with a data directory (moveItem), which sealed it already.
+			// The item is whole: it may survive a restart (persist.go). A change in place (nu == old) was
+			// sealed already (undo.go).
 			sh.seal(nu, nb)
 		}
 	}
@@ -128,8 +128,8 @@ func (sh *shard) inPlaceClass(b []byte, n int) (int, bool) {
 // freeing it, which let the next store take it: no reader keeps a view of an item past the shard lock
 // (replies copy values out).
 //
-// Never with a data directory (storeItem checks): a process killed during the rewrite would lose both
-// values, where a new chunk keeps the old item whole until the new one is (doc/design/restart.md).
+// With a data directory storeItem keeps a sealed copy of the old item while it rewrites it (undo.go): a
+// process killed during the rewrite would otherwise lose both values (doc/design/restart.md rule 2).
 func (sh *shard) overwrite(b []byte, id int, key, value []byte, flags, exp uint32, meta, lay byte, now int64) uint64 {
 	was := itemBytes(b)
 	b[offState] = kindHead

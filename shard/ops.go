@@ -98,7 +98,7 @@ func (sh *shard) storeItem(k Hashed, key, value []byte, rq *storeReq, now int64)
 		return TooLarge, 0
 	}
 	if sh.sums != nil {
-		sh.prefetchNew(headerLen(layoutOf(flags, exp, len(value)), false) + len(key) + len(value))
+		sh.prefetchNew(sh.room(headerLen(layoutOf(flags, exp, len(value)), false) + len(key) + len(value)))
 	}
 	old, ob := sh.findHinted(k, key, now)
 	vlen := len(value)
@@ -138,9 +138,18 @@ func (sh *shard) storeItem(k Hashed, key, value []byte, rq *storeReq, now int64)
 	}
 
 	lay := layoutOf(flags, exp, vlen)
-	if old != slab.NilRef && mode != ModeAppend && mode != ModePrepend && sh.sums == nil {
-		if id, ok := sh.inPlaceClass(ob, headerLen(lay, false)+len(key)+vlen); ok {
-			return Stored, sh.overwrite(ob, id, key, value, flags, exp, meta, lay, now)
+	if old != slab.NilRef && mode != ModeAppend && mode != ModePrepend {
+		n := headerLen(lay, false) + len(key) + vlen
+		if sh.sums == nil {
+			if id, ok := sh.inPlaceClass(ob, n); ok {
+				return Stored, sh.overwrite(ob, id, key, value, flags, exp, meta, lay, now)
+			}
+		} else if n = sealedLen(n); n <= undoRoom {
+			if id, ok := sh.inPlaceClass(ob, n); ok && sh.saveUndo(ob, now) {
+				newCas := sh.overwrite(ob, id, key, value, flags, exp, meta, lay, now)
+				sh.sealInPlace(old, ob)
+				return Stored, newCas
+			}
 		}
 	}
 	if old != slab.NilRef {
@@ -305,10 +314,8 @@ func (sh *shard) arith(h uint64, ref slab.Ref, b []byte, incr bool, delta uint64
 			setItemCas(b, cas)
 			bumpIdle(b, now)
 		}
-		if sh.sums == nil {
-			write(b)
-		} else if ref, b = sh.moveItem(h, ref, b, itemExp(b), now, write); ref == slab.NilRef {
-			return arithOutcome{res: NoMemory} // nothing sealed changes in place (doc/design/restart.md)
+		if ref, b = sh.changeInPlace(h, ref, b, now, write); ref == slab.NilRef {
+			return arithOutcome{res: NoMemory} // no memory for the new chunk a data directory needed (undo.go)
 		}
 		sh.mutate(h, ref, ref, causeStore, now)
 		return arithOutcome{res: Stored, value: n, cas: cas, inPlace: true, ref: ref, b: b}

@@ -17,10 +17,11 @@ import (
 // store:
 //   - Every item is sealed once whole: its seal (sealAt, after the value) is a checksum of what a reader is
 //     given (key, value, flags, exptime, CAS, layout); mutate seals every item it links. Nothing sealed
-//     changes in place: a store, an incr, a touch or an md I writes the item to a new chunk, and the old
-//     one stays sealed until the new one is sealed and linked. A restart keeps only items whose seal
-//     matches, so an item being written when the process died is dropped, never served torn, and the value
-//     it was replacing is kept.
+//     changes without a sealed copy: a change in place (a store that keeps the item's class, an incr, a
+//     touch, an md I) first copies the item to the shard's undo chunk (undo.go); any other change writes a
+//     new chunk, and the old item stays sealed until the new one is sealed and linked. A restart keeps only
+//     items whose seal matches, so an item being written when the process died is dropped, never served
+//     torn, and the value it was replacing is kept.
 //   - Time fields are absolute unix seconds already, so expiry stays honest across the downtime.
 //   - The CAS high-water mark is stored ahead of the counter (casReserve), so CAS uniques keep growing
 //     across restarts; flush_all's marks are stored when set, so flushed items stay gone.
@@ -118,11 +119,15 @@ func (sh *shard) room(n int) int {
 	return n
 }
 
-// prefetchNew starts fetching the chunk a store of an n-byte item will take (the head of its class's free
-// list): with a data directory a store writes a new chunk, whose lines, unlike those of the item it
-// replaces, nothing has fetched. Issued before the index probe, the misses overlap.
+// prefetchNew starts fetching the chunk a store of an item of n bytes with its seal will take (the head of
+// its class's free list): with a data directory a store of an item over undoRoom writes a new chunk, whose
+// lines, unlike those of the item it replaces, nothing has fetched (undo.go). Issued before the index
+// probe, the misses overlap.
 func (sh *shard) prefetchNew(n int) {
-	if id, ok := sh.st.classes.For(sh.room(n)); ok {
+	if n <= undoRoom {
+		return
+	}
+	if id, ok := sh.st.classes.For(n); ok {
 		if chunk := sh.al.NextAddr(id); chunk != 0 {
 			prefetchItemSpan(chunk)
 		}

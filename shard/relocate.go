@@ -9,12 +9,11 @@ import "github.com/leasecached/leasecached/slab"
 
 // setExp sets the exptime of the live item ref (b its head chunk, key hash h) and returns where the item
 // now is. ref is NilRef when the item needed to move and no memory could be found for it: the item was
-// then dropped as an eviction would drop it. With a data directory the item always moves: nothing sealed
-// changes in place (doc/design/restart.md, rule 2).
+// then dropped as an eviction would drop it. With a data directory a change in place keeps an undo copy
+// (undo.go).
 func (sh *shard) setExp(h uint64, ref slab.Ref, b []byte, exp uint32, now int64) (slab.Ref, []byte) {
-	if canSetExp(b, exp) && sh.sums == nil {
-		setItemExp(b, exp)
-		return ref, b
+	if canSetExp(b, exp) {
+		return sh.changeInPlace(h, ref, b, now, func(b []byte) { setItemExp(b, exp) })
 	}
 	return sh.moveItem(h, ref, b, exp, now, nil)
 }
