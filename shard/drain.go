@@ -60,7 +60,7 @@ func (sh *shard) drainPage(p uint32, now int64) {
 	if err := sh.al.BeginDrain(p); err != nil {
 		panic("shard: " + err.Error()) // p is a page of this shard and nothing else drains: broken invariant
 	}
-	sh.dropUndo(p)
+	sh.dropUndo(p, id)
 	for i := range n {
 		r := first + slab.Ref(i*size)
 		head, b, ok := sh.itemOf(r) // free, or freed since the loop began (a chained item's other part)

@@ -74,8 +74,8 @@ func (s *Store) MetaDelete(key []byte, req *MetaDeleteRequest) Result {
 		}
 	}
 	mark := func(b []byte) {
+		setItemCas(b, s.cas.Add(1)) // first: the sealed CAS, so that the item is torn until sealed again (undo.go)
 		b[offMeta] = b[offMeta]&^metaTokenSent | metaStale
-		setItemCas(b, s.cas.Add(1))
 	}
 	if ref, _ = sh.changeInPlace(h, ref, b, now, mark); ref == slab.NilRef {
 		return Deleted // no memory for the marked copy: dropped, which md I allows

@@ -145,9 +145,9 @@ func (sh *shard) storeItem(k Hashed, key, value []byte, rq *storeReq, now int64)
 				return Stored, sh.overwrite(ob, id, key, value, flags, exp, meta, lay, now)
 			}
 		} else if n = sealedLen(n); n <= undoRoom {
-			if id, ok := sh.inPlaceClass(ob, n); ok && sh.saveUndo(ob, now) {
+			if id, ok := sh.inPlaceClass(ob, n); ok && sh.saveUndo(ob, id, now) {
 				newCas := sh.overwrite(ob, id, key, value, flags, exp, meta, lay, now)
-				sh.sealInPlace(old, ob)
+				sh.sealInPlace(old, ob, id)
 				return Stored, newCas
 			}
 		}

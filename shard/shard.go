@@ -61,9 +61,10 @@ type shard struct {
 	// directory's (slab.Backing.SealKey), mixed into every seal.
 	sums    *xxh3.Hasher
 	sealKey uint64
-	// undo is the chunk an item is copied into, sealed, while it changes in place in a data directory
-	// (persist.go, saveUndo); NilRef until the first such change, and after a page move took its page.
-	undo slab.Ref
+	// undo is, by class, the chunk an item is copied into while it changes in place in a data directory
+	// (undo.go); NilRef until the first such change in the class, and after a page move took its page. nil
+	// without a data directory.
+	undo []slab.Ref
 
 	reclaimCur    slab.Cursor
 	reclaimOldest []uint32  // per class: oldest store time seen in the current reclaimer pass
@@ -77,17 +78,20 @@ type shard struct {
 	// (TestShardLayout). Go places the shards' slice at a line boundary, or 8 bytes past one when it puts
 	// its allocation header first, so each shard's lock and the fields every find writes are on one line,
 	// which holds nothing else of any other shard but the previous one's padding.
-	_ [40]byte
+	_ [24]byte
 }
 
 func (sh *shard) init(s *Store, self int, share int64) {
 	sh.st = s
 	sh.al = slab.NewAllocator(s.arena, s.classes, 1)
 	sh.al.SetOwner(self)
-	sh.undo = slab.NilRef
 	if s.persist != nil {
 		sh.sums = xxh3.New()
 		sh.sealKey = s.persist.back.SealKey()
+		sh.undo = make([]slab.Ref, s.classes.Count())
+		for i := range sh.undo {
+			sh.undo[i] = slab.NilRef
+		}
 	}
 	sh.idx = newIndex(indexInitialSlots)
 	sh.idx.retire = sh.retireTable

@@ -5,45 +5,55 @@ import "github.com/leasecached/leasecached/slab"
 // Changes in place in a data directory (doc/design/restart.md rule 2): a store whose new item fits the old
 // one's chunk (overwrite), an incr or decr whose digits fit, a touch, an md I. Without a data directory
 // they rewrite the item's chunk. With one, the item's chunk is first copied whole, state byte last, into
-// the shard's undo chunk, then rewritten and sealed, then the undo chunk is emptied (its state byte set to
-// kindUndo again).
-// A process killed at any instruction in between leaves one sealed item with the key, or two (the copy
-// and the rewritten item), never none: the restart keeps the one with the larger CAS, or either when the
-// CAS is the same (a touch keeps it; a kill before the new one was written), since the change was not
-// answered yet, and frees the undo chunk.
+// the shard's undo chunk of its class, then rewritten and sealed, then the undo chunk is emptied (its state
+// byte set to kindUndo again). A process killed at any instruction in between leaves one sealed item with
+// the key, or two (the copy and the rewritten item), never none: the restart keeps the one with the larger
+// CAS, or either when the CAS is the same (a touch keeps it; a kill before the new one was written), since
+// the change was not answered yet, and frees the undo chunk. undoStep marks each step for the tests that
+// take a crash image there (build tag undosteps).
 //
 // Why not a new chunk, as a store of another size does: a new chunk is a free-list pop and push, an index
 // write and the occupancy counters, on lines that nothing has fetched, where the rewrite writes lines the
-// lookup just brought in; the copy is one short memmove into a chunk the shard's last change wrote. The
-// undo chunk takes items whose chunk is at most undoRoom bytes (it is a chunk of the class that fits
-// undoRoom); a larger or chained one moves to a new chunk, as does any change when no undo chunk can be
-// had.
+// lookup just brought in; the copy is one short memmove into a chunk the shard's last change in that class
+// wrote. An item whose chunk is over undoRoom, or chained, moves to a new chunk instead, as does any change
+// when no undo chunk can be had.
 //
-// The undo chunk is allocated from the shard's classes like an item's, on the first change that wants it.
-// Between changes it holds no item: CLOCK, the reclaimer and dumps pass over it as they pass over a free
-// chunk (they look for kindHead), a page move of its page frees it (drainPage), and it counts as a used
-// chunk in stats slabs.
+// A shard has an undo chunk for each class it changes an item of in place, allocated like an item's chunk
+// on the first such change (which may evict an item of the class, never the one changing): in the item's
+// own class, so that the copy fits exactly, a copy that a restart keeps is an item like any other, and no
+// page is taken for a class the shard holds no item of. Between changes an undo chunk holds no item:
+// CLOCK, the reclaimer and dumps pass over it as over a free chunk (they look for kindHead), a page move of
+// its page frees it (drainPage), and it counts as a used chunk in stats slabs.
 const undoRoom = 1024
 
-// saveUndo prepares live item b (a head, sealed) to change in place: it copies b's chunk into the shard's
-// undo chunk, allocating that first when there is none. The copy's state byte is written last: until then
-// the undo chunk is not a head (kindUndo), so a restart never takes a half-made copy for an item. False
-// when b is chained or its chunk is over undoRoom, or no undo chunk can be had: the caller moves the item
-// to a new chunk instead.
-func (sh *shard) saveUndo(b []byte, now int64) bool {
-	if len(b) > undoRoom || itemChained(b) || sh.undo == slab.NilRef && !sh.newUndo(b, now) {
+// Steps of a change in place, for undoStep.
+const (
+	undoCopied    = iota + 1 // the copy is whole (its state byte written); nothing rewritten yet
+	undoRewritten            // the item rewritten, not yet sealed
+	undoSealed               // the item sealed; the copy not yet emptied
+	undoDone                 // the copy emptied
+)
+
+// saveUndo prepares live item b (a head of class id, sealed) to change in place: it copies b's chunk into
+// the shard's undo chunk of class id, allocating that first when there is none. The copy's state byte is
+// written last: until then the undo chunk is not a head (kindUndo), so a restart never takes a half-made
+// copy for an item. False when b is chained or its chunk is over undoRoom, or no undo chunk can be had:
+// the caller moves the item to a new chunk instead.
+func (sh *shard) saveUndo(b []byte, id int, now int64) bool {
+	if len(b) > undoRoom || itemChained(b) || sh.undo[id] == slab.NilRef && !sh.newUndo(b, id, now) {
 		return false
 	}
-	u := sh.chunk(sh.undo)[:len(b)]
+	u := sh.chunk(sh.undo[id])[:len(b)]
 	copy(u[:offState], b[:offState])
 	copy(u[offState+1:], b[offState+1:])
 	u[offState] = b[offState]
+	sh.undoStep(undoCopied)
 	return true
 }
 
-// newUndo allocates the shard's undo chunk. Making room may evict, but never b, the item about to change.
-func (sh *shard) newUndo(b []byte, now int64) bool {
-	id, _ := sh.st.classes.For(undoRoom)
+// newUndo allocates the shard's undo chunk of class id. Making room may evict, but never b, the item about
+// to change.
+func (sh *shard) newUndo(b []byte, id int, now int64) bool {
 	pinned := b[offState] & flagPinned
 	b[offState] |= flagPinned
 	r, ok := sh.allocChunk(id, now)
@@ -52,16 +62,20 @@ func (sh *shard) newUndo(b []byte, now int64) bool {
 		return false
 	}
 	sh.chunk(r)[offState] = kindUndo
-	sh.undo = r
+	sh.undo[id] = r
 	return true
 }
 
-// sealInPlace seals item b at r, changed in place after saveUndo, then empties the undo chunk: the seal
-// goes first, so that the copy is there until the changed item is whole.
-func (sh *shard) sealInPlace(r slab.Ref, b []byte) {
+// sealInPlace seals item b at r (of class id), changed in place after saveUndo, then empties the undo
+// chunk: the seal goes first, so that the copy is there until the changed item is whole.
+func (sh *shard) sealInPlace(r slab.Ref, b []byte, id int) {
+	sh.undoStep(undoRewritten)
 	sh.seal(r, b)
-	sh.chunk(sh.undo)[offState] = kindUndo
-	sh.al.Wrote(sh.undo)
+	sh.undoStep(undoSealed)
+	u := sh.undo[id]
+	sh.chunk(u)[offState] = kindUndo
+	sh.al.Wrote(u)
+	sh.undoStep(undoDone)
 }
 
 // changeInPlace applies edit, which keeps the item's layout, to live item ref (head chunk b, key hash h):
@@ -69,23 +83,23 @@ func (sh *shard) sealInPlace(r slab.Ref, b []byte) {
 // kept (moveItem). It returns where the item now is: NilRef when it had to move and no memory could be
 // found, and was dropped as an eviction would drop it.
 func (sh *shard) changeInPlace(h uint64, ref slab.Ref, b []byte, now int64, edit func(b []byte)) (slab.Ref, []byte) {
-	switch {
-	case sh.sums == nil:
+	if sh.sums == nil {
 		edit(b)
-	case sh.saveUndo(b, now):
-		edit(b)
-		sh.sealInPlace(ref, b)
-	default:
-		return sh.moveItem(h, ref, b, itemExp(b), now, edit)
+		return ref, b
 	}
-	return ref, b
+	if id := sh.al.ClassOf(ref); sh.saveUndo(b, id, now) {
+		edit(b)
+		sh.sealInPlace(ref, b, id)
+		return ref, b
+	}
+	return sh.moveItem(h, ref, b, itemExp(b), now, edit)
 }
 
-// dropUndo frees the undo chunk when it is in page p, which is being drained: it holds no item between
-// changes, and the next change allocates another.
-func (sh *shard) dropUndo(p uint32) {
-	if sh.undo != slab.NilRef && sh.undo.Page() == p {
-		sh.al.Free(sh.undo)
-		sh.undo = slab.NilRef
+// dropUndo frees the undo chunk of class id when it is in page p, which is being drained: it holds no item
+// between changes, and the next change allocates another.
+func (sh *shard) dropUndo(p uint32, id int) {
+	if sh.undo != nil && sh.undo[id] != slab.NilRef && sh.undo[id].Page() == p {
+		sh.al.Free(sh.undo[id])
+		sh.undo[id] = slab.NilRef
 	}
 }
