@@ -83,7 +83,7 @@ const (
 	kindMask    = 0x03
 	kindHead    = 0x01 // first chunk of an item
 	kindPart    = 0x02 // continuation chunk of a chained item
-	kindUndo    = 0x03 // the shard's undo chunk (persist.go, saveUndo) between changes: no item; a restart frees it
+	kindUndo    = 0x03 // an undo chunk between changes in place (undo.go): no item; a restart frees it
 	flagChained = 0x04 // head: the value continues in part chunks
 	flagVisited = 0x08 // CLOCK reference bit: set on hit, cleared by the hand
 	flagFetched = 0x10 // read at least once (for *_unfetched stats)

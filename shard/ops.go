@@ -98,7 +98,7 @@ func (sh *shard) storeItem(k Hashed, key, value []byte, rq *storeReq, now int64)
 		return TooLarge, 0
 	}
 	if sh.sums != nil {
-		sh.prefetchNew(sh.room(headerLen(layoutOf(flags, exp, len(value)), false) + len(key) + len(value)))
+		sh.prefetchNew(sealedLen(headerLen(layoutOf(flags, exp, len(value)), false) + len(key) + len(value)))
 	}
 	old, ob := sh.findHinted(k, key, now)
 	vlen := len(value)

@@ -59,7 +59,7 @@ func TestUndoChunk(t *testing.T) {
 
 	require.Equal(t, Stored, s.Store(ModeSet, []byte("k"), 0, 0, small, 0))
 	sh.mu.Lock()
-	cls := sh.al.ClassOf(refOf2(sh, "k"))
+	cls := sh.al.ClassOf(refLocked(sh, "k"))
 	undo := sh.undo[cls]
 	require.NotEqual(t, slab.NilRef, undo)
 	sh.drainPage(undo.Page(), s.now())
@@ -76,8 +76,8 @@ func TestUndoChunk(t *testing.T) {
 	assert.Equal(t, 2, undoChunks(t, s), "a new undo chunk")
 }
 
-// refOf2 is refOf for a caller that holds sh's lock.
-func refOf2(sh *shard, key string) slab.Ref {
+// refLocked is refOf for a caller that holds sh's lock.
+func refLocked(sh *shard, key string) slab.Ref {
 	ref, _ := sh.find(Hash([]byte(key)), []byte(key), sh.st.now())
 	return ref
 }
