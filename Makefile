@@ -53,10 +53,11 @@ run: build
 	./$(BIN) -p $(PORT) $(ARGS)
 
 ## test: install what the tests need, then vet, format check, the gnet fork check, and every test with the race
-## detector; then the crash-image steps of a change in place, which need the undosteps build tag (shard/undo.go).
+## detector; then the crash images taken between the writes of a change, which need the crashsteps build tag
+## (shard/crashstep_on.go).
 test: test-deps fmt-check vet check-fork
 	$(GO) test -race -count=1 -timeout 720s ./...
-	$(GO) test -race -count=1 -tags undosteps -run UndoSteps ./shard
+	$(GO) test -race -count=1 -tags crashsteps -run Step ./shard
 	cd $(BENCH_MOD) && $(GO) test -race -count=1 -short -timeout 300s ./...
 
 test-deps:
@@ -73,7 +74,7 @@ test-deps:
 
 vet:
 	$(GO) vet ./...
-	$(GO) vet -tags undosteps ./shard
+	$(GO) vet -tags crashsteps ./shard
 	cd $(BENCH_MOD) && $(GO) vet ./...
 
 ## check-fork: third_party/gnet differs from the gnet release go.mod pins only as its LEASECACHED.md lists.

@@ -188,6 +188,7 @@ func (sh *shard) allocItem(klen, vlen int, lay byte, now int64) (slab.Ref, []byt
 		b := sh.chunk(r)
 		b[offState] = kindHead | flagPinned
 		b[offMeta] = lay
+		sh.crashStep(newHeadTaken)
 		return r, b, true
 	}
 	big := c.Largest()

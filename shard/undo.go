@@ -9,8 +9,8 @@ import "github.com/leasecached/leasecached/slab"
 // byte set to kindUndo again). A process killed at any instruction in between leaves one sealed item with
 // the key, or two (the copy and the rewritten item), never none: the restart keeps the one with the larger
 // CAS, or either when the CAS is the same (a touch keeps it; a kill before the new one was written), since
-// the change was not answered yet, and frees the undo chunk. undoStep marks each step for the tests that
-// take a crash image there (build tag undosteps).
+// the change was not answered yet, and frees the undo chunk. crashStep marks each step for the tests that
+// take a crash image there (build tag crashsteps).
 //
 // Why not a new chunk, as a store of another size does: a new chunk is a free-list pop and push, an index
 // write and the occupancy counters, on lines that nothing has fetched, where the rewrite writes lines the
@@ -26,12 +26,13 @@ import "github.com/leasecached/leasecached/slab"
 // its page frees it (drainPage), and it counts as a used chunk in stats slabs.
 const undoRoom = 1024
 
-// Steps of a change in place, for undoStep.
+// Steps of a change in place, then of a new item's chunk, for crashStep.
 const (
 	undoCopied    = iota + 1 // the copy is whole (its state byte written); nothing rewritten yet
 	undoRewritten            // the item rewritten, not yet sealed
 	undoSealed               // the item sealed; the copy not yet emptied
 	undoDone                 // the copy emptied
+	newHeadTaken             // allocItem: a free chunk made a head, its header not written yet
 )
 
 // saveUndo prepares live item b (a head of class id, sealed) to change in place: it copies b's chunk into
@@ -47,7 +48,7 @@ func (sh *shard) saveUndo(b []byte, id int, now int64) bool {
 	copy(u[:offState], b[:offState])
 	copy(u[offState+1:], b[offState+1:])
 	u[offState] = b[offState]
-	sh.undoStep(undoCopied)
+	sh.crashStep(undoCopied)
 	return true
 }
 
@@ -69,13 +70,13 @@ func (sh *shard) newUndo(b []byte, id int, now int64) bool {
 // sealInPlace seals item b at r (of class id), changed in place after saveUndo, then empties the undo
 // chunk: the seal goes first, so that the copy is there until the changed item is whole.
 func (sh *shard) sealInPlace(r slab.Ref, b []byte, id int) {
-	sh.undoStep(undoRewritten)
+	sh.crashStep(undoRewritten)
 	sh.seal(r, b)
-	sh.undoStep(undoSealed)
+	sh.crashStep(undoSealed)
 	u := sh.undo[id]
 	sh.chunk(u)[offState] = kindUndo
 	sh.al.Wrote(u)
-	sh.undoStep(undoDone)
+	sh.crashStep(undoDone)
 }
 
 // changeInPlace applies edit, which keeps the item's layout, to live item ref (head chunk b, key hash h):

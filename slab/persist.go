@@ -9,8 +9,9 @@ import (
 // Adoption and marks: the arena's side of a data directory (doc/design/restart.md). The owner of a chunk
 // seals an item once it is whole (a checksum in the item's own chunk, StoreSeal, shard/persist.go). A
 // restart keeps only items whose seal matches, so an item being written when the process died is never
-// taken for a whole one. Free leaves the chunk's bytes alone: its free state byte says it holds nothing,
-// and a seal left over cannot match an item written there later, whose CAS differs.
+// taken for a whole one. Free writes the free-list link over the chunk's first bytes, an item's CAS (and
+// the free state byte after them): the item the chunk held no longer matches its seal, even once the chunk
+// is a head again and before its new header is written.
 
 // SetOwner names this allocator in its data directory's page records (the shard's index); call it before
 // the first Alloc.
