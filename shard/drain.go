@@ -103,7 +103,7 @@ func (sh *shard) rescue(r, head slab.Ref, id int, now int64) bool {
 	}
 	// Every chunk written here is marked for a live copy's sync (Wrote): the copy, and the links
 	// rewritten in place, or DIR keeps chains that lead to freed chunks (restart.md rule 10).
-	sh.al.Wrote(nu)
+	sh.al.Wrote(nu, len(nb))
 	if r == head {
 		h := Hash(itemKey(nb))
 		slot, found := sh.idx.slotOf(h, r)
@@ -115,20 +115,21 @@ func (sh *shard) rescue(r, head slab.Ref, id int, now int64) bool {
 			for pr := readRef(nb[chainOff(nb):]); pr != slab.NilRef; {
 				pb := sh.chunk(pr)
 				writeRef(pb[offPartHead:], nu)
-				sh.al.Wrote(pr)
+				sh.al.Wrote(pr, len(pb))
 				pr = readRef(pb[offPartNext:])
 			}
 		}
 	} else {
 		// r is a part: rewrite the link that names it, the head's or the previous part's.
-		holder := head
+		holder, hc := head, hb
 		link := hb[chainOff(hb):]
 		for readRef(link) != r {
 			holder = readRef(link)
-			link = sh.chunk(holder)[offPartNext:]
+			hc = sh.chunk(holder)
+			link = hc[offPartNext:]
 		}
 		writeRef(link, nu)
-		sh.al.Wrote(holder)
+		sh.al.Wrote(holder, len(hc))
 	}
 	sh.al.Free(r)
 	sh.cls[id].rescued++

@@ -73,7 +73,7 @@ func (sh *shard) toGhost(h uint64, old slab.Ref, why cause, now int64) bool {
 	setItemTime(b, uint32(until)) // a ghost's last access is never read: its time field is free
 	// Changed in place: a live copy copies the chunk into DIR at the next sync, or a restart from DIR would
 	// find the deleted item live (restart.md rule 10).
-	sh.al.Wrote(old)
+	sh.al.Wrote(old, len(b))
 	sh.stats.staleItems++
 	return true
 }

@@ -95,10 +95,12 @@ func (sh *shard) seal(r slab.Ref, b []byte) {
 	if sh.sums != nil {
 		at, seal := sh.sealFor(b)
 		slab.StoreSeal(sealPtr(b, at), seal)
-		sh.al.Wrote(r)
+		sh.al.Wrote(r, len(b))
 		if itemChained(b) {
-			for part := readRef(b[chainOff(b):]); part != slab.NilRef; part = readRef(sh.al.Chunk(part)[offPartNext:]) {
-				sh.al.Wrote(part)
+			for part := readRef(b[chainOff(b):]); part != slab.NilRef; {
+				c := sh.al.Chunk(part)
+				sh.al.Wrote(part, len(c))
+				part = readRef(c[offPartNext:])
 			}
 		}
 	}
@@ -119,18 +121,23 @@ func (sh *shard) room(n int) int {
 	return n
 }
 
-// prefetchNew starts fetching the chunk a store of an item of n bytes with its seal will take (the head of
-// its class's free list): with a data directory a store of an item over undoRoom writes a new chunk, whose
-// lines, unlike those of the item it replaces, nothing has fetched (undo.go). Issued before the index
-// probe, the misses overlap.
+// prefetchNew starts fetching the chunk a store of an item of n bytes with its seal in a data directory
+// will write, whose lines, unlike those of the item it replaces, the lookup does not fetch: over swapRoom
+// a new chunk (the head of its class's free list), over undoRoom the undo chunk of its class, which a store
+// over a live item swaps with it (undo.go; a smaller one is the last such store's old item, still in the
+// cache). Issued before the index probe, the misses overlap.
 func (sh *shard) prefetchNew(n int) {
 	if n <= undoRoom {
 		return
 	}
 	if id, ok := sh.st.classes.For(n); ok {
-		if chunk := sh.al.NextAddr(id); chunk != 0 {
-			prefetchItemSpan(chunk)
+		var chunk uintptr
+		if n > swapRoom {
+			chunk = sh.al.NextAddr(id)
+		} else if u := sh.undo[id]; u != slab.NilRef {
+			chunk = uintptr(unsafe.Pointer(unsafe.SliceData(sh.chunk(u))))
 		}
+		prefetchChunk(chunk)
 	}
 }
 

@@ -211,7 +211,7 @@ func (sh *shard) ownParts(r slab.Ref, b []byte) {
 		c := sh.chunk(p)
 		if readRef(c[offPartHead:]) != r {
 			writeRef(c[offPartHead:], r)
-			sh.al.Wrote(p)
+			sh.al.Wrote(p, len(c))
 		}
 		p = readRef(c[offPartNext:])
 	}

@@ -289,6 +289,13 @@ func setBits(w []uint64, from, to int64) {
 // set yet is written, so that a block stored to again and again costs a load.
 func (l *live) mark(off, n int) {
 	first, last := off>>blockShift, (off+n-1)>>blockShift
+	if first == last { // a chunk inside one block: most are
+		bit := uint64(1) << (first & 63)
+		if p := &l.marks[first>>6]; atomic.LoadUint64(p)&bit == 0 {
+			atomic.OrUint64(p, bit)
+		}
+		return
+	}
 	for first <= last {
 		w := first >> 6
 		hi := min(last, w<<6|63)

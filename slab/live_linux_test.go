@@ -70,7 +70,7 @@ func writeChunk(t *testing.T, al *Allocator, class int, v byte) Ref {
 	for i := range chunk {
 		chunk[i] = v
 	}
-	al.Wrote(r)
+	al.Wrote(r, len(chunk))
 	return r
 }
 
@@ -183,7 +183,7 @@ func (w *liveWriter) op(t *testing.T, al *Allocator) {
 		chunk := al.Chunk(r)
 		copy(chunk, w.noise[rng.IntN(PageSize):])
 		chunk[StateOffset] = 1 // in use
-		al.Wrote(r)
+		al.Wrote(r, len(chunk))
 		held[r] = true
 	case op < 9:
 		for r := range held {
@@ -304,7 +304,7 @@ func TestLiveCopyFull(t *testing.T) {
 		for i := range chunk {
 			chunk[i] = 1
 		}
-		al.Wrote(r)
+		al.Wrote(r, len(chunk))
 	}
 	require.Less(t, al.OwnedPages(), 4, "pages taken on a 4 MiB tmpfs")
 	require.Positive(t, al.OwnedPages())
@@ -369,8 +369,9 @@ func TestLiveCopyMovedPage(t *testing.T) {
 				if !ok || r.Page() != p {
 					break
 				}
-				require.False(t, faults(func() { fill(al.Chunk(r), 2) }), "a store into chunk %d of the moved page faulted", n)
-				al.Wrote(r)
+				chunk := al.Chunk(r)
+				require.False(t, faults(func() { fill(chunk, 2) }), "a store into chunk %d of the moved page faulted", n)
+				al.Wrote(r, len(chunk))
 				n++
 			}
 			require.Positive(t, n, "chunks of the moved page")

@@ -29,11 +29,13 @@ func (al *Allocator) NextAddr(id int) uintptr {
 	return uintptr(unsafe.Pointer(unsafe.SliceData(seg.pages[p&segmentMask]))) + uintptr(r.Offset())
 }
 
-// Wrote tells a data directory's live copy that chunk r was written: a sealed item's chunks, a head
-// changed in place. Without a live copy it does nothing.
-func (al *Allocator) Wrote(r Ref) {
+// Wrote tells a data directory's live copy that chunk r, of size bytes (its class's: the length of
+// Chunk(r)), was written: a sealed item's chunks, a head changed in place. Without a live copy it does
+// nothing. The caller passes the size it holds: every store calls this, and looking the class up again
+// cost a third of it.
+func (al *Allocator) Wrote(r Ref, size int) {
 	if b := al.arena.back; b != nil && b.live != nil {
-		b.live.mark(int(r.Page())*PageSize+int(r.Offset()), int(al.classes.sizeOf[al.arena.classOf(r.Page())]))
+		b.live.mark(int(r.Page())*PageSize+int(r.Offset()), size)
 	}
 }
 
