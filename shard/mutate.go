@@ -69,7 +69,13 @@ func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
 		}
 		return
 	}
-	slot := sh.slotOfFound(h, old)
+	slot, ok := sh.foundSlot, sh.idx.holds(sh.foundSlot, old)
+	if !ok {
+		slot, ok = sh.idx.slotOf(h, old)
+	}
+	if !ok {
+		panic("shard: item to replace is not indexed") // broken invariant: memory would be corrupted
+	}
 	if nu != slab.NilRef {
 		sh.idx.replace(slot, nu)
 	} else {
@@ -110,9 +116,9 @@ func (sh *shard) inPlaceClass(b []byte, n int) (int, bool) {
 	return id, ok && !itemChained(b) && sh.st.classes.Size(id) == len(b)
 }
 
-// overwrite is a store's replacement of a live item (bytes b, its chunk of class id; was its itemBytes)
-// done in its own chunk, when inPlaceClass says so: the same change as a new item linked in its place
-// (mutate with causeStore), and it returns the new CAS. The chunk becomes a fresh item: new CAS and time, not fetched,
+// overwrite is a store's replacement of a live item (bytes b, its chunk of class id) done in its own
+// chunk, when inPlaceClass says so: the same change as a new item linked in its place (mutate with
+// causeStore), and it returns the new CAS. The chunk becomes a fresh item: new CAS and time, not fetched,
 // not visited. storeItem has already cancelled the key's lease, as it does for every write. The key has no
 // stale value to drop: linking the item dropped it, and none is made while the key has a live item.
 //
@@ -122,13 +128,12 @@ func (sh *shard) inPlaceClass(b []byte, n int) (int, bool) {
 // freeing it, which let the next store take it: no reader keeps a view of an item past the shard lock
 // (replies copy values out).
 //
-// With a data directory the old item must stay whole until the new one is sealed (doc/design/restart.md
-// rule 2): the new item is written into the undo chunk of the class instead, which then takes the old
-// one's place (storeSwapped, undo.go).
-func (sh *shard) overwrite(b []byte, was int64, id int, key, value []byte, flags, exp uint32, meta, lay byte, now int64) uint64 {
+// With a data directory storeItem keeps a sealed copy of the old item while it rewrites it (undo.go): a
+// process killed during the rewrite would otherwise lose both values (doc/design/restart.md rule 2).
+func (sh *shard) overwrite(b []byte, id int, key, value []byte, flags, exp uint32, meta, lay byte, now int64) uint64 {
+	was := itemBytes(b)
 	b[offState] = kindHead
 	b[offMeta] = lay
-	sh.crashStep(newHeadTaken)
 	cas := sh.st.cas.Add(1)
 	writeHeader(b, cas, exp, uint32(now), flags, key, len(value), meta)
 	copy(b[dataOff(b):], value)
@@ -166,19 +171,6 @@ func (sh *shard) invalidateLeases(h uint64, why cause) {
 			sh.leases.InvalidateAll(sh.st.nowNano())
 		}
 	}
-}
-
-// slotOfFound is the index slot of live item old (key hash h): the slot the last find found it in, unless
-// the index changed since (an eviction to make room moves entries).
-func (sh *shard) slotOfFound(h uint64, old slab.Ref) uint64 {
-	if sh.idx.holds(sh.foundSlot, old) {
-		return sh.foundSlot
-	}
-	slot, ok := sh.idx.slotOf(h, old)
-	if !ok {
-		panic("shard: item to replace is not indexed") // broken invariant: memory would be corrupted
-	}
-	return slot
 }
 
 // account adds (dir=+1) or removes (dir=-1) an item from the occupancy stats.

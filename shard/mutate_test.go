@@ -31,8 +31,7 @@ func refOf(s *Store, key []byte) slab.Ref {
 // when the new item needs the chunk's own size class) and which take a new one (append and prepend, a
 // different class, a chained value), and that either way the result is a fresh item: the new value, flags,
 // exptime and CAS, not fetched, and statistics as if the old item had been replaced. With a data directory
-// a store that keeps the class writes the undo chunk of the class instead, and the old chunk becomes the
-// undo chunk (undo.go, storeSwapped), the item's seal counted in its size.
+// the same, with the item's seal counted in its size (undo.go).
 func TestStoreOverwritesInPlace(t *testing.T) {
 	const big = slab.ChunkMax + 100 // chained
 	for _, dataDir := range []bool{false, true} {
@@ -50,8 +49,7 @@ func testStoreOverwrites(t *testing.T, dataDir bool, big int) {
 		exp             int64
 		mode            Mode
 		inPlace         bool
-		// dataInPlace: with a data directory, swapped with the undo chunk of the class (where the seal's 4
-		// bytes decide the class) rather than in a new chunk.
+		// dataInPlace: in place with a data directory too, where the seal's 4 bytes decide the class.
 		dataInPlace bool
 	}{
 		{name: "set, same length", oldLen: 100, newLen: 100, mode: ModeSet, inPlace: true, dataInPlace: true},
@@ -111,15 +109,7 @@ func testStoreOverwrites(t *testing.T, dataDir bool, big int) {
 			case ModePrepend:
 				want, wantFlags, wantExp = append(append([]byte(nil), value...), old...), tc.oldFlags, 0
 			}
-			if dataDir {
-				sh := s.shardOf(Hash(key))
-				sh.mu.Lock()
-				swapped := sh.undo[sh.al.ClassOf(ref)] == ref
-				sh.mu.Unlock()
-				if swapped != tc.inPlace {
-					t.Errorf("the old chunk is the undo chunk now: %v, want %v", swapped, tc.inPlace)
-				}
-			} else if got := refOf(s, key) == ref; got != tc.inPlace {
+			if got := refOf(s, key) == ref; got != tc.inPlace {
 				t.Errorf("stored in the old chunk: %v, want %v", got, tc.inPlace)
 			}
 			if ref, st := liveItem(s, key); ref == slab.NilRef || st&(flagFetched|flagActive|flagVisited|flagPinned) != 0 {

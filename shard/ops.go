@@ -142,13 +142,13 @@ func (sh *shard) storeItem(k Hashed, key, value []byte, rq *storeReq, now int64)
 		n := headerLen(lay, false) + len(key) + vlen
 		if sh.sums == nil {
 			if id, ok := sh.inPlaceClass(ob, n); ok {
-				return Stored, sh.overwrite(ob, itemBytes(ob), id, key, value, flags, exp, meta, lay, now)
+				return Stored, sh.overwrite(ob, id, key, value, flags, exp, meta, lay, now)
 			}
-		} else if n = sealedLen(n); n <= swapRoom {
-			if id, ok := sh.inPlaceClass(ob, n); ok {
-				if newCas, ok := sh.storeSwapped(h, old, ob, id, key, value, flags, exp, meta, lay, now); ok {
-					return Stored, newCas
-				}
+		} else if n = sealedLen(n); n <= undoRoom {
+			if id, ok := sh.inPlaceClass(ob, n); ok && sh.saveUndo(ob, id, now) {
+				newCas := sh.overwrite(ob, id, key, value, flags, exp, meta, lay, now)
+				sh.sealInPlace(old, ob, id)
+				return Stored, newCas
 			}
 		}
 	}

@@ -121,23 +121,18 @@ func (sh *shard) room(n int) int {
 	return n
 }
 
-// prefetchNew starts fetching the chunk a store of an item of n bytes with its seal in a data directory
-// will write, whose lines, unlike those of the item it replaces, the lookup does not fetch: over swapRoom
-// a new chunk (the head of its class's free list), over undoRoom the undo chunk of its class, which a store
-// over a live item swaps with it (undo.go; a smaller one is the last such store's old item, still in the
-// cache). Issued before the index probe, the misses overlap.
+// prefetchNew starts fetching the chunk a store of an item of n bytes with its seal will take (the head of
+// its class's free list): with a data directory a store of an item over undoRoom writes a new chunk, whose
+// lines, unlike those of the item it replaces, nothing has fetched (undo.go). Issued before the index
+// probe, the misses overlap.
 func (sh *shard) prefetchNew(n int) {
 	if n <= undoRoom {
 		return
 	}
 	if id, ok := sh.st.classes.For(n); ok {
-		var chunk uintptr
-		if n > swapRoom {
-			chunk = sh.al.NextAddr(id)
-		} else if u := sh.undo[id]; u != slab.NilRef {
-			chunk = uintptr(unsafe.Pointer(unsafe.SliceData(sh.chunk(u))))
+		if chunk := sh.al.NextAddr(id); chunk != 0 {
+			prefetchItemSpan(chunk)
 		}
-		prefetchChunk(chunk)
 	}
 }
 

@@ -61,9 +61,9 @@ type shard struct {
 	// directory's (slab.Backing.SealKey), mixed into every seal.
 	sums    *xxh3.Hasher
 	sealKey uint64
-	// undo is, by class, the chunk that holds no item in a data directory, for the next change that keeps
-	// an item's class (undo.go); NilRef until the first such change in the class, and after a page move
-	// took its page. nil without a data directory.
+	// undo is, by class, the chunk an item is copied into while it changes in place in a data directory
+	// (undo.go); NilRef until the first such change in the class, and after a page move took its page. nil
+	// without a data directory.
 	undo []slab.Ref
 
 	reclaimCur    slab.Cursor

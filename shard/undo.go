@@ -2,41 +2,29 @@ package shard
 
 import "github.com/leasecached/leasecached/slab"
 
-// Changes that keep an item's class in a data directory (doc/design/restart.md rule 2). Without a data
-// directory they rewrite the item's chunk. With one, nothing sealed is changed before a sealed copy of it
-// exists elsewhere, and each shard keeps, for each class it changes items of, an undo chunk for that:
-//   - A store over a live item whose new item needs the old one's class (storeSwapped) writes the new
-//     item into the undo chunk and seals it, points the index at it, and makes the old item's chunk the
-//     undo chunk (its state byte set to kindUndo). Nothing is copied.
-//   - An incr or decr whose digits fit, a touch, an md I (changeInPlace) first copy the item's chunk
-//     whole, state byte last, into the undo chunk (saveUndo), then rewrite the item and seal it, then
-//     empty the undo chunk (sealInPlace: its state byte set to kindUndo again).
+// Changes in place in a data directory (doc/design/restart.md rule 2): a store whose new item fits the old
+// one's chunk (overwrite), an incr or decr whose digits fit, a touch, an md I. Without a data directory
+// they rewrite the item's chunk. With one, the item's chunk is first copied whole, state byte last, into
+// the shard's undo chunk of its class, then rewritten and sealed, then the undo chunk is emptied (its state
+// byte set to kindUndo again). A process killed at any instruction in between leaves one sealed item with
+// the key, or two (the copy and the rewritten item), never none: the restart keeps the one with the larger
+// CAS, or either when the CAS is the same (a touch keeps it; a kill before the new one was written), since
+// the change was not answered yet, and frees the undo chunk. crashStep marks each step for the tests that
+// take a crash image there (build tag crashsteps).
 //
-// A process killed at any instruction in between leaves one sealed item with the key, or two (the old and
-// the new), never none: the restart keeps the one with the larger CAS, or either when the CAS is the same
-// (a touch keeps it; a kill before the new one was written), since the change was not answered yet, and
-// frees the undo chunk. crashStep marks each step for the tests that take a crash image there (build tag
-// crashsteps).
+// Why not a new chunk, as a store of another size does: a new chunk is a free-list pop and push, an index
+// write and the occupancy counters, on lines that nothing has fetched, where the rewrite writes lines the
+// lookup just brought in; the copy is one short memmove into a chunk the shard's last change in that class
+// wrote. An item whose chunk is over undoRoom, or chained, moves to a new chunk instead, as does any change
+// when no undo chunk can be had.
 //
-// Why not a new chunk, as a store into another class does: a new chunk is a free-list pop and push, the
-// occupancy counters and their marks for a live copy, on lines that nothing has fetched; the undo chunk is
-// the chunk the shard's last change in that class wrote or replaced. A store of an item over swapRoom, a
-// change of one whose chunk is over undoRoom, or of a chained one, moves to a new chunk instead, as does
-// any change when no undo chunk can be had.
-//
-// An undo chunk is allocated like an item's chunk on the class's first change (which may evict an item of
-// the class, never the one changing): in the item's own class, so that the copy fits exactly, a copy that
-// a restart keeps is an item like any other, and no page is taken for a class the shard holds no item of.
-// Between changes an undo chunk holds no item: CLOCK, the reclaimer and dumps pass over it as over a free
-// chunk (they look for kindHead), a page move of its page frees it (drainPage), and it counts as a used
-// chunk in stats slabs. Its bytes may still be the sealed item a store replaced, CAS and all: a store
-// clears that CAS before anything else (storeSwapped), so that a kill never makes that item a head again.
+// A shard has an undo chunk for each class it changes an item of in place, allocated like an item's chunk
+// on the first such change (which may evict an item of the class, never the one changing): in the item's
+// own class, so that the copy fits exactly, a copy that a restart keeps is an item like any other, and no
+// page is taken for a class the shard holds no item of. Between changes an undo chunk holds no item:
+// CLOCK, the reclaimer and dumps pass over it as over a free chunk (they look for kindHead), a page move of
+// its page frees it (drainPage), and it counts as a used chunk in stats slabs.
 const undoRoom = 1024
-
-// swapRoom is the largest item a store writes into the undo chunk of its class (storeSwapped) rather than
-// into a new chunk. It is larger than undoRoom, since a swap copies nothing; what bounds it is that a shard
-// keeps an undo chunk of each class it swaps in: 90 KiB at most for the classes up to 16 KiB.
-const swapRoom = 16 << 10
 
 // Steps of a change in place, then of a new item's chunk, for crashStep.
 const (
@@ -44,7 +32,7 @@ const (
 	undoRewritten            // the item rewritten, not yet sealed
 	undoSealed               // the item sealed; the copy not yet emptied
 	undoDone                 // the copy emptied
-	newHeadTaken             // allocItem, overwrite: a chunk made a head, its header not written yet
+	newHeadTaken             // allocItem: a free chunk made a head, its header not written yet
 )
 
 // saveUndo prepares live item b (a head of class id, sealed) to change in place: it copies b's chunk into
@@ -90,30 +78,6 @@ func (sh *shard) sealInPlace(r slab.Ref, b []byte, id int) {
 	ub[offState] = kindUndo
 	sh.al.Wrote(u, len(ub))
 	sh.crashStep(undoDone)
-}
-
-// storeSwapped is a store's replacement, in a data directory, of live item old (head chunk ob, of class
-// id, key hash h) by an item of the same class (see above): the new item is written into the undo chunk
-// of class id and sealed, the index entry pointed at it, and then old's chunk becomes the undo chunk. It
-// returns the new CAS; false when no undo chunk can be had.
-func (sh *shard) storeSwapped(h uint64, old slab.Ref, ob []byte, id int, key, value []byte, flags, exp uint32,
-	meta, lay byte, now int64) (uint64, bool) {
-	if sh.undo[id] == slab.NilRef && !sh.newUndo(ob, id, now) {
-		return 0, false
-	}
-	u := sh.undo[id]
-	ub := sh.chunk(u)
-	le.PutUint64(ub[offCas:], 0)
-	cas := sh.overwrite(ub, itemBytes(ob), id, key, value, flags, exp, meta, lay, now)
-	sh.crashStep(undoRewritten)
-	sh.seal(u, ub)
-	sh.crashStep(undoSealed)
-	sh.idx.replace(sh.slotOfFound(h, old), u)
-	ob[offState] = kindUndo
-	sh.al.Wrote(old, len(ob))
-	sh.undo[id] = old
-	sh.crashStep(undoDone)
-	return cas, true
 }
 
 // changeInPlace applies edit, which keeps the item's layout, to live item ref (head chunk b, key hash h):
