@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/leasecached/leasecached/slab"
 )
 
 // The tests here need the crashsteps build tag (make test runs them): crashStep is a hook in those builds.
@@ -64,11 +66,15 @@ func TestRestartUndoSteps(t *testing.T) {
 				var img string
 				steps := 0
 				crashStepHook = func(_ *shard, at int) {
+					if at > undoDone {
+						return // a new item's steps: TestRestartNewHeadStep's
+					}
 					steps++
 					if at == step {
 						img = crashImage(t, dir)
 					}
 				}
+				t.Cleanup(func() { crashStepHook = nil })
 				op.change(s)
 				crashStepHook = nil
 				require.Equal(t, undoDone, steps, "the change went through every step once")
@@ -102,32 +108,58 @@ func TestRestartUndoSteps(t *testing.T) {
 }
 
 // TestRestartNewHeadStep takes a crash image when a store has just made a free chunk the head of a new
-// item (allocItem, step newHeadTaken), its header not yet written: the chunk still holds the key, value
-// and seal of the item deleted from it, all but its CAS, which the free-list link overwrote. The restart
-// must not bring that item back, nor keep the new one, whose store was not answered (doc/design/restart.md
-// rule 1). Putting the deleted item's CAS back in the hook fails it.
+// item (allocItem, step newHeadTaken), its header not yet written: the chunk still holds the key and value
+// of the item deleted from it. The restart must not bring that item back, nor keep the new one, whose
+// store was not answered (doc/design/restart.md rule 1). Free wrote the free-list link over the item's
+// CAS, and allocItem clears the CAS before the state byte: the second case puts the CAS back in the chunk
+// once the store has taken it (as for a chunk of a drained page, which Free only marks free), and fails
+// without that clearing.
 func TestRestartNewHeadStep(t *testing.T) {
-	for _, mode := range []Mode{ModeSet, ModeAdd} {
-		t.Run(fmt.Sprint(mode), func(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		mode    Mode
+		keepCas bool // the chunk taken still holds the deleted item's CAS
+	}{
+		{"set", ModeSet, false},
+		{"add", ModeAdd, false},
+		{"set into a chunk that kept its item", ModeSet, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			dir, c := t.TempDir(), newClock()
 			cfg := Config{Shards: 1, StaleWindow: -1}
 			s := persistStore(t, dir, c, cfg)
+			sh := &s.shards[0]
 			set(t, s, "new:other", "a neighbour")
-			val := pattern(100, 1)
-			require.Equal(t, Stored, s.Store(ModeSet, []byte("new:gone"), 0, 0, val, 0))
+			require.Equal(t, Stored, s.Store(ModeSet, []byte("new:gone"), 0, 0, pattern(100, 1), 0))
+			sh.mu.Lock()
+			gone := refLocked(sh, "new:gone")
+			cas := itemCas(sh.chunk(gone))
+			sh.mu.Unlock()
 			require.Equal(t, Deleted, s.Delete([]byte("new:gone")))
 
 			var img string
-			crashStepHook = func(_ *shard, at int) {
-				if at == newHeadTaken {
-					img = crashImage(t, dir)
+			took := false
+			t.Cleanup(func() { crashStepHook = nil })
+			crashStepHook = func(sh *shard, at int) {
+				b := sh.chunk(gone)
+				switch at {
+				case newChunkTaken:
+					took = b[offState] == slab.StateFree && string(itemKey(b)) == "new:gone"
+					if took && tc.keepCas {
+						le.PutUint64(b[offCas:], cas)
+					}
+				case newHeadTaken:
+					if took {
+						img = crashImage(t, dir)
+					}
 				}
 			}
 			// Same key length, flags, exptime and value length: the same layout and class, so the store
 			// takes the chunk the delete freed (the free list is last in, first out).
-			require.Equal(t, Stored, s.Store(mode, []byte("new:here"), 0, 0, pattern(100, 2), 0))
+			require.Equal(t, Stored, s.Store(tc.mode, []byte("new:here"), 0, 0, pattern(100, 2), 0))
 			crashStepHook = nil
-			require.NotEmpty(t, img, "the store took a new head")
+			require.True(t, took, "the store took the chunk the delete freed")
+			require.NotEmpty(t, img)
 
 			s2 := persistStore(t, img, c, cfg)
 			_, _, ok := s2.Get(nil, []byte("new:gone"))

@@ -186,6 +186,12 @@ func (sh *shard) allocItem(klen, vlen int, lay byte, now int64) (slab.Ref, []byt
 			return slab.NilRef, nil, false
 		}
 		b := sh.chunk(r)
+		sh.crashStep(newChunkTaken)
+		// A free chunk may still hold an item whole, seal and all (a drained page's chunk is only marked
+		// free): in a data directory its CAS must go first, so that a kill once the chunk is a head never
+		// finds that item (doc/design/restart.md rule 1). Without one the store costs less than the check:
+		// the header writes the line anyway.
+		le.PutUint64(b[offCas:], 0)
 		b[offState] = kindHead | flagPinned
 		b[offMeta] = lay
 		sh.crashStep(newHeadTaken)

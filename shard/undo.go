@@ -32,7 +32,8 @@ const (
 	undoRewritten            // the item rewritten, not yet sealed
 	undoSealed               // the item sealed; the copy not yet emptied
 	undoDone                 // the copy emptied
-	newHeadTaken             // allocItem: a free chunk made a head, its header not written yet
+	newChunkTaken            // allocItem: a free chunk taken, not yet changed
+	newHeadTaken             // allocItem: the chunk made a head, its header not written yet
 )
 
 // saveUndo prepares live item b (a head of class id, sealed) to change in place: it copies b's chunk into

@@ -9,9 +9,9 @@ import (
 // Adoption and marks: the arena's side of a data directory (doc/design/restart.md). The owner of a chunk
 // seals an item once it is whole (a checksum in the item's own chunk, StoreSeal, shard/persist.go). A
 // restart keeps only items whose seal matches, so an item being written when the process died is never
-// taken for a whole one. Free writes the free-list link over the chunk's first bytes, an item's CAS (and
-// the free state byte after them): the item the chunk held no longer matches its seal, even once the chunk
-// is a head again and before its new header is written.
+// taken for a whole one. Free marks a chunk free by its state byte; the chunk may still hold the item it
+// held, seal and all (a chunk of the page being drained keeps even its CAS, which the free-list link
+// overwrites elsewhere): the owner that makes it a head again breaks that seal first (shard.allocItem).
 
 // SetOwner names this allocator in its data directory's page records (the shard's index); call it before
 // the first Alloc.
@@ -31,8 +31,8 @@ func (al *Allocator) NextAddr(id int) uintptr {
 
 // Wrote tells a data directory's live copy that chunk r, of size bytes (its class's: the length of
 // Chunk(r)), was written: a sealed item's chunks, a head changed in place. Without a live copy it does
-// nothing. The caller passes the size it holds: every store calls this, and looking the class up again
-// cost a third of it.
+// nothing. The caller passes the size of the chunk it holds rather than Wrote looking the page's class up
+// again: every store calls it.
 func (al *Allocator) Wrote(r Ref, size int) {
 	if b := al.arena.back; b != nil && b.live != nil {
 		b.live.mark(int(r.Page())*PageSize+int(r.Offset()), size)
