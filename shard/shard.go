@@ -203,6 +203,7 @@ func (sh *shard) allocItem(klen, vlen int, lay byte, now int64) (slab.Ref, []byt
 		return slab.NilRef, nil, false
 	}
 	hb := sh.chunk(head)
+	le.PutUint64(hb[offCas:], 0) // as above
 	hb[offState] = kindHead | flagChained | flagPinned
 	hb[offMeta] = lay
 	link := hb[chainOff(hb):]
