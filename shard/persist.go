@@ -98,7 +98,7 @@ func (sh *shard) seal(r slab.Ref, b []byte) {
 		sh.al.Wrote(r, len(b))
 		if itemChained(b) {
 			for part := readRef(b[chainOff(b):]); part != slab.NilRef; {
-				c := sh.al.Chunk(part)
+				c := sh.chunk(part)
 				sh.al.Wrote(part, len(c))
 				part = readRef(c[offPartNext:])
 			}

@@ -191,7 +191,7 @@ func (sh *shard) allocItem(klen, vlen int, lay byte, now int64) (slab.Ref, []byt
 		// free): in a data directory its CAS must go first, so that a kill once the chunk is a head never
 		// finds that item (doc/design/restart.md rule 1). Without one the store costs less than the check:
 		// the header writes the line anyway.
-		le.PutUint64(b[offCas:], 0)
+		setItemCas(b, 0)
 		b[offState] = kindHead | flagPinned
 		b[offMeta] = lay
 		sh.crashStep(newHeadTaken)
@@ -203,7 +203,7 @@ func (sh *shard) allocItem(klen, vlen int, lay byte, now int64) (slab.Ref, []byt
 		return slab.NilRef, nil, false
 	}
 	hb := sh.chunk(head)
-	le.PutUint64(hb[offCas:], 0) // as above
+	setItemCas(hb, 0) // as above
 	hb[offState] = kindHead | flagChained | flagPinned
 	hb[offMeta] = lay
 	link := hb[chainOff(hb):]
