@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"encoding/base64"
+	"fmt"
 	"os"
 	"regexp"
 	"strconv"
@@ -51,7 +52,9 @@ func metaCases() []diffCase {
 		{name: "mg R recache", steps: one("ms $ka 1 T10\r\na\r\nmg $ka R30 t\r\nmg $ka R30 t\r\nmg $ka R5 t\r\n" +
 			"ms $kb 1\r\nb\r\nmg $kb R30\r\nms $kc 1 T100\r\nc\r\nmg $kc R30\r\nmg $kc R1000\r\nmg $kc R1000\r\n" +
 			"mg $kd N30 R60\r\nmg $kd R60\r\nms $ke 1 T20\r\ne\r\nmg $ke T5 R10\r\nmg $ke R30 T5\r\n")},
-		{name: "mg R boundary", steps: one("ms $ka 1 T10\r\na\r\nmg $ka R10\r\nmg $ka R-1\r\nmg $ka R0\r\n")},
+		// R10 on a T10 item is the boundary (a token only below 10 s left): a clock tick between the ms and
+		// the mg moves it, on either server, so the case runs again when its replies differ (clockEdge).
+		{name: "mg R boundary", clockEdge: true, steps: one("ms $ka 1 T10\r\na\r\nmg $ka R10\r\nmg $ka R-1\r\nmg $ka R0\r\n")},
 		{name: "mg unknown and repeated flags", steps: one("ms $ka 1\r\na\r\nmg $ka E5\r\nmg $ka x\r\nmg $ka v v\r\nmg $ka Z\r\nmg $ka \xff\r\n" +
 			"mg $ka Tx\r\nmg $ka T\r\nmg $ka N\r\nmg $ka Rx\r\nmg $ka Fx\r\nmg $ka Cx\r\nmg $ka MXX\r\nmg $ka Jx\r\nmg $ka Dx\r\n" +
 			"mg $ka Fx Tx\r\nmg $ka Tx Fx\r\nmg $ka Tx Jx\r\nmg $ka Tx ZZ\r\nmg $ka Tx v v\r\nmg $ka q Tx\r\nmg $ka F5 C7 M1 J1 D1 I P L\r\n")},
@@ -158,33 +161,60 @@ func runMetaDifferential(t *testing.T, mc, lc *daemon, cases []diffCase) {
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			modes := allModes
-			if c.wholeOnly {
-				modes = []sendMode{wholeWrite}
+			tries := 1
+			if c.clockEdge {
+				tries = clockEdgeTries
 			}
-			var oracleWhole string
-			for _, mode := range modes {
-				prefix := runPrefix(i, mode)
-				steps, encoded := expandBase64Keys(c.steps, prefix)
-				sr := scriptRun{steps: steps, mode: mode, prefix: prefix,
-					chunk: c.chunk, noSentinel: c.noSentinel, halfClose: c.halfClose, timeout: c.timeout}
-				want, got := runBoth(mc, lc, sr)
-				want, got = normalizeMeta(want, encoded), normalizeMeta(got, encoded)
-				if mode == wholeWrite {
-					if os.Getenv(dumpEnv) != "" {
-						t.Logf("memcached transcript: %q", truncate([]byte(want), 3000))
-					}
-					oracleWhole = want
-				} else if !sameModuloClock(want, oracleWhole) {
-					t.Errorf("test bug: memcached answers differently when the script is sent %s; mark the case wholeOnly\n%s",
-						mode, describeDiff(oracleWhole, want))
+			var errs []string
+			for try := range tries {
+				if errs = runMetaCase(t, mc, lc, c, i+try*clockEdgeStride); len(errs) == 0 {
+					return
 				}
-				if !sameModuloClock(want, got) {
-					t.Errorf("sent %s: leasecached differs from memcached\n%s", mode, describeDiff(want, got))
-				}
+			}
+			for _, e := range errs {
+				t.Error(e)
 			}
 		})
 	}
+}
+
+// clockEdgeTries is how many times a clockEdge case runs before its differences count: a run straddles one
+// of memcached's clock ticks rarely, three in a row never in practice. clockEdgeStride keeps each try's keys
+// apart (runPrefix: case numbers of three digits).
+const (
+	clockEdgeTries  = 3
+	clockEdgeStride = 300
+)
+
+// runMetaCase runs case c (keys numbered n) in each of its send modes and returns the differences found.
+func runMetaCase(t *testing.T, mc, lc *daemon, c diffCase, n int) []string {
+	modes := allModes
+	if c.wholeOnly {
+		modes = []sendMode{wholeWrite}
+	}
+	var errs []string
+	var oracleWhole string
+	for _, mode := range modes {
+		prefix := runPrefix(n, mode)
+		steps, encoded := expandBase64Keys(c.steps, prefix)
+		sr := scriptRun{steps: steps, mode: mode, prefix: prefix,
+			chunk: c.chunk, noSentinel: c.noSentinel, halfClose: c.halfClose, timeout: c.timeout}
+		want, got := runBoth(mc, lc, sr)
+		want, got = normalizeMeta(want, encoded), normalizeMeta(got, encoded)
+		if mode == wholeWrite {
+			if os.Getenv(dumpEnv) != "" {
+				t.Logf("memcached transcript: %q", truncate([]byte(want), 3000))
+			}
+			oracleWhole = want
+		} else if !sameModuloClock(want, oracleWhole) {
+			errs = append(errs, fmt.Sprintf("test bug: memcached answers differently when the script is sent %s; mark the case wholeOnly\n%s",
+				mode, describeDiff(oracleWhole, want)))
+		}
+		if !sameModuloClock(want, got) {
+			errs = append(errs, fmt.Sprintf("sent %s: leasecached differs from memcached\n%s", mode, describeDiff(want, got)))
+		}
+	}
+	return errs
 }
 
 // base64Placeholder matches $b64{x}.

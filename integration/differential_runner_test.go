@@ -31,6 +31,9 @@ type diffCase struct {
 	// wholeOnly: memcached's own answer depends on how the bytes are cut
 	// into reads, so only the single-write mode is comparable.
 	wholeOnly bool
+	// clockEdge: the script asks about a TTL at a boundary that one of the servers' clock ticks can move
+	// (runMetaDifferential runs it again when its replies differ).
+	clockEdge bool
 }
 
 // one is a single-step script.
