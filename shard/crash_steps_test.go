@@ -3,7 +3,10 @@
 package shard
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -171,4 +174,115 @@ func TestRestartNewHeadStep(t *testing.T) {
 			assert.EqualValues(t, 1, s2.RestartStats().Loaded)
 		})
 	}
+}
+
+// TestRestartMoveStepCasLast: a move keeps the item's CAS (a touch that cannot change the item in place,
+// moveItem; a page move, rescue), and the chunk it takes may hold an earlier version of the same item,
+// sealed, with that CAS: the free list is last in, first out, so back-to-back moves swap an item between
+// two chunks. The move writes the CAS last, after every other byte the seal covers (step movedButCas: the
+// CAS still 0, the rest written), so a kill never leaves the earlier version whole; in each case the chunk
+// taken is the one holding it, and a restart on the image at that step, and on the same image with the
+// CAS stored as the next store does, keeps the exptime of the last answered touch.
+func TestRestartMoveStepCasLast(t *testing.T) {
+	const key = "move:key"
+	cases := []struct {
+		name string
+		vlen int
+		// setup stores the item and moves it once, so that the chunk it left holds its first version
+		// and is the next the move under test takes; it returns that chunk and the move to make.
+		setup func(t *testing.T, s *Store, val []byte) (slab.Ref, func())
+	}{
+		{"touch of an item over undoRoom", 2000, touchTwice},
+		{"touch of a chained item", slab.ChunkMax + 100, touchTwice},
+		{"page move", 2000, func(t *testing.T, s *Store, val []byte) (slab.Ref, func()) {
+			sh := &s.shards[0]
+			// Fill the class's first page, then take a chunk of a second page for the item.
+			var fill []string
+			for i := 0; ; i++ {
+				require.Less(t, i, 10_000)
+				k := fmt.Sprint("move:fill:", i)
+				require.Equal(t, Stored, s.Store(ModeSet, []byte(k), 0, 3600, val, 0))
+				if fill = append(fill, k); refOf(s, []byte(k)).Page() != refOf(s, []byte(fill[0])).Page() {
+					break
+				}
+			}
+			first := refOf(s, []byte(fill[0])).Page()
+			require.Equal(t, Deleted, s.Delete([]byte(fill[len(fill)-1])))
+			require.Equal(t, Stored, s.Store(ModeSet, []byte(key), 0, 3600, val, 0))
+			a := refOf(s, []byte(key))
+			require.NotEqual(t, first, a.Page())
+			// Move the item into the first page (touch: a new chunk there), then read it, so that the
+			// page move keeps it and takes the chunk it left.
+			require.Equal(t, Deleted, s.Delete([]byte(fill[0])))
+			require.Equal(t, Touched, s.Touch([]byte(key), 60))
+			require.Equal(t, first, refOf(s, []byte(key)).Page())
+			mustGet(t, s, key)
+			return a, func() {
+				sh.mu.Lock()
+				defer sh.mu.Unlock()
+				sh.drainPage(first, s.now())
+				require.NoError(t, sh.al.EndDrain(0))
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, c := t.TempDir(), newClock()
+			cfg := Config{Shards: 1, StaleWindow: -1}
+			s := persistStore(t, dir, c, cfg)
+			sh := &s.shards[0]
+			val := pattern(tc.vlen, 7)
+			a, move := tc.setup(t, s, val)
+			_, answered := mustGet(t, s, key)
+
+			var img string
+			var seen []byte
+			t.Cleanup(func() { crashStepHook = nil })
+			crashStepHook = func(sh *shard, at int) {
+				if at == movedButCas {
+					b := sh.chunk(a)
+					assert.Zero(t, itemCas(b), "the CAS is written last")
+					seen = bytes.Clone(b)
+					img = crashImage(t, dir)
+				}
+			}
+			move()
+			crashStepHook = nil
+			require.NotEmpty(t, img, "the move went through movedButCas")
+			require.Equal(t, a, refOf(s, []byte(key)), "the move took the chunk that holds the item's first version")
+			sh.mu.Lock()
+			b := sh.chunk(a)
+			at := sealAt(b)
+			assert.True(t, bytes.Equal(b[offMeta:at], seen[offMeta:at]), "everything the seal covers but the CAS was written before it")
+			cas := itemCas(b)
+			sh.mu.Unlock()
+
+			for _, withCas := range []bool{false, true} {
+				img := img
+				if withCas { // the next store: the CAS
+					img = crashImage(t, img)
+					f, err := os.OpenFile(filepath.Join(img, "items"), os.O_RDWR, 0)
+					require.NoError(t, err)
+					_, err = f.WriteAt(le.AppendUint64(nil, cas), int64(a.Page())*slab.PageSize+int64(a.Offset())+offCas)
+					require.NoError(t, err)
+					require.NoError(t, f.Close())
+				}
+				s2 := persistStore(t, img, c, cfg)
+				v, info := mustGet(t, s2, key)
+				assert.Equal(t, string(val), v, "with the CAS: %v", withCas)
+				assert.Equal(t, answered.Exptime, info.Exptime, "with the CAS: %v: the exptime of the last answered touch", withCas)
+				s2.Close()
+			}
+		})
+	}
+}
+
+// touchTwice stores the item with a long exptime and touches it with a shorter one, which moves it (too
+// large for an undo copy, or chained), and returns the chunk it left and a touch with a longer exptime.
+func touchTwice(t *testing.T, s *Store, val []byte) (slab.Ref, func()) {
+	require.Equal(t, Stored, s.Store(ModeSet, []byte("move:key"), 0, 3600, val, 0))
+	a := refOf(s, []byte("move:key"))
+	require.Equal(t, Touched, s.Touch([]byte("move:key"), 60))
+	require.NotEqual(t, a, refOf(s, []byte("move:key")), "the touch moved the item")
+	return a, func() { require.Equal(t, Touched, s.Touch([]byte("move:key"), 7200)) }
 }

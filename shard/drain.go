@@ -90,13 +90,17 @@ func (sh *shard) rescue(r, head slab.Ref, id int, now int64) bool {
 	if !ok {
 		return false
 	}
-	// Same class, same size: header, key, value, seal, bits and links alike; a head's seal last, as a
-	// store's (restart.md rule 1), since copy writes its bytes in no set order.
+	// Same class, same size: header, key, value, seal, bits and links alike. A head's CAS and seal go
+	// last, in that order, since copy writes its bytes in no set order: the chunk may hold an earlier
+	// version of this item, which had the same CAS, with its seal (restart.md rule 1, as moveItem).
 	nb, ob := sh.chunk(nu), sh.chunk(r)
 	if r == head && sh.sums != nil {
 		at := sealAt(ob)
-		copy(nb[:at], ob[:at])
+		setItemCas(nb, 0)
+		copy(nb[offState:at], ob[offState:at]) // the CAS is the bytes before the state byte
 		copy(nb[at+sealLen:], ob[at+sealLen:])
+		sh.crashStep(movedButCas)
+		setItemCas(nb, itemCas(ob))
 		slab.StoreSeal(itemSeal(nb), *itemSeal(ob))
 	} else {
 		copy(nb, ob)

@@ -32,13 +32,20 @@ func (sh *shard) moveItem(h uint64, ref slab.Ref, b []byte, exp uint32, now int6
 		sh.release(ref, causeEvict, now)
 		return slab.NilRef, nil
 	}
-	writeHeader(nb, itemCas(b), exp, itemTime(b), flags, itemKey(b), vlen, itemMeta(b))
+	// The CAS goes last (allocItem left it 0, which no item has): the chunk may hold an earlier version of
+	// this very item, whose CAS a move keeps, with its seal; with the CAS in place first, a kill before the
+	// exptime was rewritten would leave that version whole (doc/design/restart.md rule 1).
+	writeHeader(nb, 0, exp, itemTime(b), flags, itemKey(b), vlen, itemMeta(b))
 	w := newValueWriter(sh.al, nb)
 	copyValue(&w, sh.al, b)
 	const carried = flagVisited | flagFetched | flagActive | flagGhost
 	nb[offState] = nb[offState]&^(flagPinned|carried) | b[offState]&carried | pinned
 	if edit != nil {
-		edit(nb)
+		edit(nb) // one that changes the item gives it a new CAS (incr, md I); a touch's keeps it
+	}
+	sh.crashStep(movedButCas)
+	if itemCas(nb) == 0 {
+		setItemCas(nb, itemCas(b))
 	}
 	sh.seal(nu, nb)
 

@@ -34,6 +34,7 @@ const (
 	undoDone                 // the copy emptied
 	newChunkTaken            // allocItem: a free chunk taken, not yet changed
 	newHeadTaken             // allocItem: the chunk made a head, its header not written yet
+	movedButCas              // moveItem, rescue: the item's new chunk written but for its CAS (still 0)
 )
 
 // saveUndo prepares live item b (a head of class id, sealed) to change in place: it copies b's chunk into
