@@ -82,7 +82,7 @@ func (s *Store) MetaGet(dst, key []byte, req *MetaGetRequest) ([]byte, MetaGetRe
 					// lease-get): the creator is told someone else refills (Z), as a second reader of
 					// the item would be (doc/leases.md, "Grace and hold").
 					won, res.TokenSent = false, true
-					b[offMeta] |= metaTokenSent
+					sh.setTokenSent(ref, b)
 				}
 			}
 		case ExpRecache:
@@ -105,7 +105,7 @@ func (s *Store) MetaGet(dst, key []byte, req *MetaGetRequest) ([]byte, MetaGetRe
 	if !req.Aborted {
 		res.Won = won
 		if won {
-			b[offMeta] |= metaTokenSent
+			sh.setTokenSent(ref, b)
 		}
 	}
 	if !req.NoUpdate && !(req.Aborted && req.Locked) {
@@ -128,4 +128,12 @@ func (sh *shard) vivify(h uint64, key []byte, now int64) (slab.Ref, []byte) {
 	nb[offState] &^= flagPinned
 	sh.mutate(h, slab.NilRef, nu, causeVivify, now)
 	return nu, nb
+}
+
+// setTokenSent records that a reader of live item ref (head chunk b) was handed its token (W; the next see
+// Z). The bit is outside the seal and written in place, as memcached's ITEM_TOKEN_SENT is; a live copy's
+// sync must still take it to DIR, or a reboot hands the token out again (doc/design/restart.md rule 10).
+func (sh *shard) setTokenSent(ref slab.Ref, b []byte) {
+	b[offMeta] |= metaTokenSent
+	sh.al.Wrote(ref, offMeta+1)
 }

@@ -50,6 +50,32 @@ func TestLiveCopyDeleteReachesDir(t *testing.T) {
 	}
 }
 
+// The token an mg hands out (W, then Z for the next readers) is a bit written in place, outside the seal:
+// a clean stop followed by a reboot keeps it, as a kill does, or the next reader refills too.
+func TestLiveCopyTokenSentReachesDir(t *testing.T) {
+	root, dir, c := tmpfstest.Dir(t, "lc-shard-live-"), t.TempDir(), newClock()
+	cfg := Config{MemoryLimit: 64 << 20, DataLive: root}
+	s := persistStore(t, dir, c, cfg)
+	for i := range 100 {
+		require.Equal(t, Stored, s.Store(ModeSet, key(i), 0, 10, pattern(100, i), 0))
+	}
+	s.persist.sync() // the items reach DIR; the tokens below are changes after it
+	recache := MetaGetRequest{Ops: ops(ExpRecache, 30)}
+	for i := range 100 {
+		_, res := s.MetaGet(nil, key(i), &recache)
+		require.True(t, res.Won, "key %d: the first reader wins the token", i)
+	}
+	reboot(t, s, root)
+
+	s = persistStore(t, dir, c, cfg)
+	for i := range 100 {
+		_, res := s.MetaGet(nil, key(i), &recache)
+		require.True(t, res.Hit, "key %d", i)
+		require.False(t, res.Won, "key %d: its token was handed out before the clean stop, again after the reboot", i)
+		require.True(t, res.TokenSent, "key %d", i)
+	}
+}
+
 // A page move rewrites chunks where they are (the parts of a rescued head, a rescued part's link), and a
 // rescued chunk is a copy nothing else marks: all of it must reach DIR, or a reboot after a clean stop
 // finds broken chains and drops the items. TestDrainPageMovesChainedItems's moves, with a live copy.

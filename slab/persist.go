@@ -29,10 +29,10 @@ func (al *Allocator) NextAddr(id int) uintptr {
 	return uintptr(unsafe.Pointer(unsafe.SliceData(seg.pages[p&segmentMask]))) + uintptr(r.Offset())
 }
 
-// Wrote tells a data directory's live copy that chunk r, of size bytes (its class's: the length of
-// Chunk(r)), was written: a sealed item's chunks, a head changed in place. Without a live copy it does
-// nothing. The caller passes the size of the chunk it holds rather than Wrote looking the page's class up
-// again: every store calls it.
+// Wrote tells a data directory's live copy that the first size bytes of chunk r were written: the whole
+// chunk (the length of Chunk(r)) for a sealed item's chunks and a head changed in place, fewer for a
+// header bit. Without a live copy it does nothing. The caller passes the size of the chunk it holds
+// rather than Wrote looking the page's class up again: every store calls it.
 func (al *Allocator) Wrote(r Ref, size int) {
 	if b := al.arena.back; b != nil && b.live != nil {
 		b.live.mark(int(r.Page())*PageSize+int(r.Offset()), size)
