@@ -54,10 +54,9 @@ run: build
 
 ## test: install what the tests need, then vet, format check, the gnet fork check, and every test with the race
 ## detector; then the crash images taken between the writes of a change, which need the crashsteps build tag
-## (shard/crashstep_on.go). Only integration/ has parallel tests, and most of them wait (a silence that ends
-## memcached's reply, a client's readers): four at a time, not one per CPU.
+## (shard/crashstep_on.go).
 test: test-deps fmt-check vet check-fork
-	$(GO) test -race -count=1 -timeout 720s -parallel 4 ./...
+	$(GO) test -race -count=1 -timeout 720s ./...
 	$(GO) test -race -count=1 -tags crashsteps -run Step ./shard
 	cd $(BENCH_MOD) && $(GO) test -race -count=1 -short -timeout 300s ./...
 
