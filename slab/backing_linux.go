@@ -83,6 +83,11 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	hdr := make([]byte, headerBytes)
 	n, _ := b.meta.ReadAt(hdr, 0)
 	reason = identityMismatch(hdr[:n], id)
+	if reason == "" && opt.Live == "" {
+		if err := catchUpLive(DefaultLiveRoot, dir, hdr, b.items); err != nil {
+			reason = fmt.Sprintf("its live copy in %s is newer and could not be written into it: %v", DefaultLiveRoot, err)
+		}
+	}
 	if reason != "" {
 		for _, f := range []*os.File{b.meta, b.items} {
 			if err := f.Truncate(0); err != nil {

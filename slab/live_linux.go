@@ -116,6 +116,53 @@ func dropLive(root, dir string) {
 	}
 }
 
+// catchUpLive brings the directory's file items up to data directory dir's live copy under root, for a
+// start that maps the directory's own files (--data-live off), whose stored header is hdr. A copy that is
+// the newest (its origin names dir and the header's instance, as openLive requires) and whose server did
+// not stop cleanly is ahead of the directory by up to a sync's interval, anywhere: mapped as it is, the
+// directory would bring back what the last seconds before the stop deleted or overwrote. So every block
+// the copy holds is written over the directory's, then synced. The pages it punched need nothing: meta,
+// the directory's own, has no record of them, and the restart frees what no record names (FinishAdopt).
+func catchUpLive(root, dir string, hdr []byte, items *os.File) error {
+	le := binary.LittleEndian
+	instance := le.Uint64(hdr[hdrInstance:])
+	if instance == 0 || le.Uint64(hdr[hdrClean:]) == instance {
+		return nil // no live copy was made from these files since, or its server stopped cleanly
+	}
+	ld, err := liveDirFor(root, dir)
+	if err != nil {
+		return nil
+	}
+	if origin, _ := os.ReadFile(filepath.Join(ld, liveOrigin)); string(origin) != (*live)(nil).originText(dir, instance) {
+		return nil // none, or not the newest: the directory is
+	}
+	f, err := os.Open(filepath.Join(ld, "items"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	src := &liveFile{f: f}
+	src.scan((st.Size() + 1<<blockShift - 1) >> blockShift)
+	buf := make([]byte, 1<<20)
+	for _, r := range src.data {
+		for off, end := r[0]<<blockShift, min(r[1]<<blockShift, st.Size()); off < end; {
+			p := buf[:min(int64(len(buf)), end-off)]
+			if _, err := f.ReadAt(p, off); err != nil && err != io.EOF {
+				return err
+			}
+			if _, err := items.WriteAt(p, off); err != nil {
+				return err
+			}
+			off += int64(len(p))
+		}
+	}
+	return items.Sync()
+}
+
 // OnTmpfs reports whether path is on a tmpfs, where --data-live is meant to be: elsewhere the kernel
 // writes the live copy back as it would the data directory's files.
 func OnTmpfs(path string) bool {
@@ -259,6 +306,7 @@ func (b *Backing) LiveLoaded() error {
 	return writeFileAtomic(filepath.Join(l.dir, liveOrigin), l.originText(b.dir, l.instance))
 }
 
+// originText is what a live copy's origin file holds: the data directory and its instance (l may be nil).
 func (l *live) originText(dir string, instance uint64) string {
 	return dir + "\n" + strconv.FormatUint(instance, 16) + "\n"
 }

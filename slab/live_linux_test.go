@@ -618,6 +618,49 @@ func TestDirectStartDropsDefaultLiveCopy(t *testing.T) {
 	require.NoDirExists(t, held)
 }
 
+// TestDirectStartCatchesUpLiveCopy: a start that maps the directory's own files (--data-live off) after a
+// server with a live copy in the default root was killed first writes the copy's blocks into the
+// directory, which is behind it by what came after the last sync; after a clean stop there is nothing to
+// write. Either way the directory then holds what the live copy held, and the copy is freed.
+func TestDirectStartCatchesUpLiveCopy(t *testing.T) {
+	if !OnTmpfs(DefaultLiveRoot) {
+		t.Skip("no tmpfs at " + DefaultLiveRoot)
+	}
+	c := DefaultClasses()
+	for _, killed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("killed=%v", killed), func(t *testing.T) {
+			dir := t.TempDir()
+			held, err := liveDirFor(DefaultLiveRoot, dir)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = os.RemoveAll(held) })
+			b, al := openLiveBacking(t, dir, DefaultLiveRoot, c)
+			r := writeChunk(t, al, 5, 7)
+			require.NoError(t, b.Sync())
+			writeChunk(t, al, 5, 8) // after the last sync
+			chunk := al.Chunk(r)    // and r changed again
+			for i := range chunk {
+				chunk[i] = 9
+			}
+			al.Wrote(r, len(chunk))
+			want := bytes.Clone(b.itemsMem[:b.itemsSize])
+			if killed {
+				crash(t, b)
+			} else {
+				require.NoError(t, b.Close())
+			}
+
+			b, reason, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{})
+			require.NoError(t, err)
+			defer b.Close()
+			require.Empty(t, reason)
+			disk, err := os.ReadFile(filepath.Join(dir, "items"))
+			require.NoError(t, err)
+			require.True(t, bytes.Equal(want, disk), "the directory holds what the live copy held")
+			require.NoDirExists(t, held)
+		})
+	}
+}
+
 // TestLiveCopyCompare: the first sync after a crash reads the directory back, with O_DIRECT and through
 // the page cache where the file system refuses O_DIRECT, and writes only the blocks that differ.
 func TestLiveCopyCompare(t *testing.T) {
