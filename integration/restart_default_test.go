@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -62,4 +63,32 @@ func TestDataDirDefaultLive(t *testing.T) {
 	for _, l := range dataDirLines(d) {
 		require.False(t, strings.Contains(l, "/dev/shm"), "--data-live off: %q", l)
 	}
+
+	// After kill -9 the live copy is ahead of the directory by what no sync took there (none: --data-sync
+	// 0): a start with --data-live off writes it into the directory first, deletes and overwrites too.
+	stopDaemon(t, d, stopTerm)
+	d = start("--data-sync", "0")
+	c := mustDialRS(t, d)
+	gone := 0
+	for key, it := range want {
+		if gone < 20 {
+			line, err := c.call("delete " + key + "\r\n")
+			require.NoError(t, err)
+			require.Equal(t, "DELETED", line)
+			delete(want, key)
+			gone++
+			continue
+		}
+		it.val = rsValue(key, 9, len(it.val))
+		mustStore(t, c, "set", key, it.flags, 0, it.val)
+		want[key] = it
+	}
+	stopDaemon(t, d, stopKill)
+	d = start("--data-live", "off")
+	c = mustDialRS(t, d)
+	expectItems(t, c, want, "--data-live off after kill -9 with the default")
+	stats, err := c.stats()
+	require.NoError(t, err)
+	require.Equal(t, strconv.Itoa(len(want)), stats["curr_items"], "deleted items came back")
+	require.NoDirExists(t, liveDir)
 }
