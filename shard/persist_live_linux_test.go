@@ -23,56 +23,58 @@ func reboot(t *testing.T, s *Store, root string) {
 }
 
 // Every change a restart from DIR must see reaches it through a marked block (rule 10), changes made in
-// place included: a deleted item kept as a stale value changes its state byte where it is, and a clean
-// stop followed by a reboot must not bring it back as a live item.
-func TestLiveCopyDeleteReachesDir(t *testing.T) {
-	root, dir, c := tmpfstest.Dir(t, "lc-shard-live-"), t.TempDir(), newClock()
-	cfg := Config{MemoryLimit: 64 << 20, DataLive: root}
-	s := persistStore(t, dir, c, cfg)
-	for i := range 200 {
-		require.Equal(t, Stored, s.Store(ModeSet, key(i), 0, 0, pattern(100, i), 0))
-	}
-	s.persist.sync() // the items reach DIR
-	for i := range 100 {
-		require.Equal(t, Deleted, s.Delete(key(i)))
-	}
-	reboot(t, s, root)
-
-	s = persistStore(t, dir, c, cfg)
-	for i := range 200 {
-		v, _, ok := s.Get(nil, key(i))
-		if i < 100 {
-			require.False(t, ok, "key %d: deleted before the clean stop, back after the reboot", i)
-			continue
-		}
-		require.True(t, ok, "key %d", i)
-		require.Equal(t, pattern(100, i), v, "key %d", i)
-	}
-}
-
-// The token an mg hands out (W, then Z for the next readers) is a bit written in place, outside the seal:
-// a clean stop followed by a reboot keeps it, as a kill does, or the next reader refills too.
-func TestLiveCopyTokenSentReachesDir(t *testing.T) {
-	root, dir, c := tmpfstest.Dir(t, "lc-shard-live-"), t.TempDir(), newClock()
-	cfg := Config{MemoryLimit: 64 << 20, DataLive: root}
-	s := persistStore(t, dir, c, cfg)
-	for i := range 100 {
-		require.Equal(t, Stored, s.Store(ModeSet, key(i), 0, 10, pattern(100, i), 0))
-	}
-	s.persist.sync() // the items reach DIR; the tokens below are changes after it
+// place included: a delete that keeps the item as a stale value changes its state byte where it is, and
+// the token an mg hands out (W, then Z for the next readers) is a bit outside the seal. A clean stop
+// followed by a reboot keeps them, as a kill does: no deleted item comes back live, and no second reader
+// wins the token and refills too.
+func TestLiveCopyInPlaceChangesReachDir(t *testing.T) {
 	recache := MetaGetRequest{Ops: ops(ExpRecache, 30)}
-	for i := range 100 {
-		_, res := s.MetaGet(nil, key(i), &recache)
-		require.True(t, res.Won, "key %d: the first reader wins the token", i)
+	cases := []struct {
+		name   string
+		change func(t *testing.T, s *Store, k []byte) // made after the sync, on every other key
+		after  func(t *testing.T, s *Store, k []byte) // the same key, after the reboot
+	}{
+		{"delete", func(t *testing.T, s *Store, k []byte) {
+			require.Equal(t, Deleted, s.Delete(k))
+		}, func(t *testing.T, s *Store, k []byte) {
+			_, _, ok := s.Get(nil, k)
+			require.False(t, ok, "%s: deleted before the clean stop, back after the reboot", k)
+		}},
+		{"token handed out", func(t *testing.T, s *Store, k []byte) {
+			_, res := s.MetaGet(nil, k, &recache)
+			require.True(t, res.Won, "%s: the first reader wins the token", k)
+		}, func(t *testing.T, s *Store, k []byte) {
+			_, res := s.MetaGet(nil, k, &recache)
+			require.True(t, res.Hit, "%s", k)
+			require.False(t, res.Won, "%s: its token was handed out before the clean stop, again after the reboot", k)
+			require.True(t, res.TokenSent, "%s", k)
+		}},
 	}
-	reboot(t, s, root)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			root, dir, c := tmpfstest.Dir(t, "lc-shard-live-"), t.TempDir(), newClock()
+			cfg := Config{MemoryLimit: 64 << 20, DataLive: root}
+			s := persistStore(t, dir, c, cfg)
+			for i := range 200 {
+				require.Equal(t, Stored, s.Store(ModeSet, key(i), 0, 10, pattern(100, i), 0))
+			}
+			s.persist.sync() // the items reach DIR; the changes below come after
+			for i := 0; i < 200; i += 2 {
+				tc.change(t, s, key(i))
+			}
+			reboot(t, s, root)
 
-	s = persistStore(t, dir, c, cfg)
-	for i := range 100 {
-		_, res := s.MetaGet(nil, key(i), &recache)
-		require.True(t, res.Hit, "key %d", i)
-		require.False(t, res.Won, "key %d: its token was handed out before the clean stop, again after the reboot", i)
-		require.True(t, res.TokenSent, "key %d", i)
+			s = persistStore(t, dir, c, cfg)
+			for i := range 200 {
+				if i%2 == 0 {
+					tc.after(t, s, key(i))
+					continue
+				}
+				v, _, ok := s.Get(nil, key(i))
+				require.True(t, ok, "key %d", i)
+				require.Equal(t, pattern(100, i), v, "key %d", i)
+			}
+		})
 	}
 }
 
