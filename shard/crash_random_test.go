@@ -34,9 +34,6 @@ import (
 // side: a delete, or an eviction or drop the command made (such misses are counted). An item md I marked
 // stale is a live item, kept with its mark (TestRestartUndoSteps); the stale values rule 3 and rule 6 drop
 // are lease-get's ghosts, which StaleWindow -1 turns off. Token bits are not compared (mg's W/Z).
-// Two findings are counted rather than failed at once, so that a run goes on: md I with T half made by a
-// kill (crashRun.midway, tolerated), and exptimes the live store answered and lost (crashRun.lostExp,
-// failed at the end of the seed).
 //
 // CRASH_RANDOM_OPS (commands per seed) and CRASH_RANDOM_SEEDS (a number of seeds, 1..n) make a longer
 // campaign; the default runs a few seconds under -race. CRASH_RANDOM_TRACE=1 logs every command.
@@ -82,12 +79,11 @@ func TestRestartRandomCrashSteps(t *testing.T) {
 			}
 			st := r.s.Stats()
 			t.Logf("seed %d: %d ops, images by step %v, %d keys missing from an image where allowed, "+
-				"%d md I T half made; steps %v; %d evictions seen (store: %d evictions, %d pages moved, %d rescues)",
-				tc.seed, ops, r.images, r.absent, r.torn, r.steps, r.evicted, st.Evictions, st.SlabsMoved, st.SlabRescues)
+				"steps %v; %d evictions seen (store: %d evictions, %d pages moved, %d rescues)",
+				tc.seed, ops, r.images, r.absent, r.steps, r.evicted, st.Evictions, st.SlabsMoved, st.SlabRescues)
 			for at, n := range r.steps {
 				steps[at] += n
 			}
-			assert.Zero(t, r.lostExp, "exptime changes answered and lost (see crashRun.lostExp)")
 		})
 	}
 	if ops >= 250 {
@@ -133,21 +129,8 @@ type crashRun struct {
 	// hold the items they held, seals and all (only their state bytes were written), and the next stores
 	// of the class take them: images at newHeadTaken are likelier then (TestRestartNewHeadStep).
 	refilled int
-	// midway is a state the command's key may be left in by a kill between two of its changes, besides
-	// the states before and after it: md I with T sets the exptime (sealed) before it marks the item
-	// stale (sealed again), so a kill in between leaves the new exptime on an unmarked item. That is a
-	// command half made; it is tolerated here, counted (torn), until MetaDelete makes it one change.
-	midway map[string]crashItem
-	torn   int
-	// expSet is the key whose exptime the command set, lostExp how many such exptimes the live store lost:
-	// an item whose header has an exptime field holding 0 (a touch to 0 left it), over undoRoom or
-	// chained, is moved by the next exptime change (changeInPlace: moveItem with the old exptime, 0) into a
-	// chunk without the field, where the change's setItemExp writes nothing: the command answers TOUCHED
-	// and the item keeps exptime 0. A bug: counted, so that the crash checks go on, and failed at the end.
-	expSet  string
-	lostExp int
-	images  map[int]int // crash images taken, by step
-	steps   map[int]int // steps gone through, by step
+	images   map[int]int // crash images taken, by step
+	steps    map[int]int // steps gone through, by step
 	// absent counts keys missing after a restart where that was allowed, evicted those the live store
 	// lost to memory pressure (or a page move) under a command.
 	absent, evicted int
@@ -197,7 +180,7 @@ func (r *crashRun) step(i int) bool {
 	}
 	before := r.model
 	after := maps.Clone(before)
-	r.moved, r.midway, r.expSet = false, nil, ""
+	r.moved = false
 	r.refilled--
 	what := r.command(i, after)
 	crashStepHook = nil
@@ -230,10 +213,6 @@ func (r *crashRun) step(i int) bool {
 				}
 				continue
 			}
-			if m, mok := r.midway[k]; mok && ok && got == m {
-				r.torn++
-				continue
-			}
 			t.Fatalf("%s, image at step %d: restart serves %s = %s; before %s, after %s",
 				what, took, k, show(got, ok), show(b, bok), show(a, aok))
 		}
@@ -260,13 +239,6 @@ func (r *crashRun) checkLive(what string, before, after map[string]crashItem, fu
 		}
 		if want.cas == 0 {
 			want.cas = got.cas
-		}
-		if lost := want; k == r.expSet && got.exp == 0 && want.exp != 0 {
-			if lost.exp = 0; got == lost {
-				r.lostExp++
-				r.t.Logf("%s: %s lost the exptime it was given: %s, want %s", what, k, got, want)
-				want = got
-			}
 		}
 		if !in || got != want {
 			r.t.Errorf("%s: %s holds %s, want %s", what, k, show(got, ok), show(want, in))
@@ -410,7 +382,6 @@ func (r *crashRun) command(i int, model map[string]crashItem) string {
 			assert.True(t, !hit || string(v) == old.val, "mg T %s: the value", k)
 		}
 		require.False(t, hit && !in, "touch %s: a hit on no item", k)
-		r.expSet = k
 		if hit {
 			old.exp = abs(exp)
 			model[k] = old // same CAS
@@ -460,11 +431,7 @@ func (r *crashRun) command(i int, model map[string]crashItem) string {
 		res := s.MetaDelete([]byte(k), &req)
 		require.Equal(t, map[bool]Result{true: Deleted, false: NotFound}[in], res, "md %s I", k)
 		if in && req.SetTTL {
-			r.expSet = k
-			mid := old
-			mid.exp = abs(req.Exptime)
-			r.midway = map[string]crashItem{k: mid}
-			old.exp = mid.exp
+			old.exp = abs(req.Exptime)
 		}
 		if in {
 			old.cas, old.stale = 0, true

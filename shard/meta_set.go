@@ -68,17 +68,17 @@ func (s *Store) MetaDelete(key []byte, req *MetaDeleteRequest) Result {
 		sh.mutate(h, ref, slab.NilRef, causeDelete, now)
 		return Deleted
 	}
+	exp := itemExp(b)
 	if req.SetTTL {
-		if ref, b = sh.setExp(h, ref, b, absExptime(req.Exptime, now), now); ref == slab.NilRef {
-			return Deleted // no memory to give the item an exptime: it was dropped, which md I allows
-		}
+		exp = absExptime(req.Exptime, now)
 	}
 	mark := func(b []byte) {
 		setItemCas(b, s.cas.Add(1)) // first: the sealed CAS, so that the item is torn until sealed again (undo.go)
 		b[offMeta] = b[offMeta]&^metaTokenSent | metaStale
 	}
-	if ref, _ = sh.changeInPlace(h, ref, b, now, mark); ref == slab.NilRef {
-		return Deleted // no memory for the marked copy: dropped, which md I allows
+	// The mark and the exptime are one change: a kill never leaves the new exptime on an unmarked item.
+	if ref, _ = sh.changeExp(h, ref, b, exp, now, mark); ref == slab.NilRef {
+		return Deleted // no memory for the marked copy (or for an exptime field): dropped, which md I allows
 	}
 	sh.mutate(h, ref, ref, causeStore, now)
 	return Deleted

@@ -314,7 +314,7 @@ func (sh *shard) arith(h uint64, ref slab.Ref, b []byte, incr bool, delta uint64
 			setItemCas(b, cas)
 			bumpIdle(b, now)
 		}
-		if ref, b = sh.changeInPlace(h, ref, b, now, write); ref == slab.NilRef {
+		if ref, b = sh.changeInPlace(h, ref, b, itemExp(b), now, write); ref == slab.NilRef {
 			return arithOutcome{res: NoMemory} // no memory for the new chunk a data directory needed (undo.go)
 		}
 		sh.mutate(h, ref, ref, causeStore, now)

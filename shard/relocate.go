@@ -12,10 +12,22 @@ import "github.com/leasecached/leasecached/slab"
 // then dropped as an eviction would drop it. With a data directory a change in place keeps an undo copy
 // (undo.go).
 func (sh *shard) setExp(h uint64, ref slab.Ref, b []byte, exp uint32, now int64) (slab.Ref, []byte) {
-	if canSetExp(b, exp) {
-		return sh.changeInPlace(h, ref, b, now, func(b []byte) { setItemExp(b, exp) })
+	return sh.changeExp(h, ref, b, exp, now, nil)
+}
+
+// changeExp applies edit (if any), which keeps the item's layout, and sets exptime exp, as one change (a
+// kill leaves the item as it was or with both): in place when the header has room for exp
+// (changeInPlace), else in a chunk that has. It returns what setExp does.
+func (sh *shard) changeExp(h uint64, ref slab.Ref, b []byte, exp uint32, now int64, edit func(b []byte)) (slab.Ref, []byte) {
+	if !canSetExp(b, exp) {
+		return sh.moveItem(h, ref, b, exp, now, edit)
 	}
-	return sh.moveItem(h, ref, b, exp, now, nil)
+	return sh.changeInPlace(h, ref, b, exp, now, func(b []byte) {
+		if edit != nil {
+			edit(b)
+		}
+		setItemExp(b, exp)
+	})
 }
 
 // moveItem moves the live item ref (b its head chunk, key hash h) into a new chunk with exptime exp, and

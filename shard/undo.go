@@ -84,9 +84,10 @@ func (sh *shard) sealInPlace(r slab.Ref, b []byte, id int) {
 
 // changeInPlace applies edit, which keeps the item's layout, to live item ref (head chunk b, key hash h):
 // in place, behind an undo copy in a data directory (see above), or in a new chunk when no copy can be
-// kept (moveItem). It returns where the item now is: NilRef when it had to move and no memory could be
+// kept (moveItem), made for exptime exp, the item's once edited (a chunk for exptime 0 may have no
+// exptime field). It returns where the item now is: NilRef when it had to move and no memory could be
 // found, and was dropped as an eviction would drop it.
-func (sh *shard) changeInPlace(h uint64, ref slab.Ref, b []byte, now int64, edit func(b []byte)) (slab.Ref, []byte) {
+func (sh *shard) changeInPlace(h uint64, ref slab.Ref, b []byte, exp uint32, now int64, edit func(b []byte)) (slab.Ref, []byte) {
 	if sh.sums == nil {
 		edit(b)
 		return ref, b
@@ -96,7 +97,7 @@ func (sh *shard) changeInPlace(h uint64, ref slab.Ref, b []byte, now int64, edit
 		sh.sealInPlace(ref, b, id)
 		return ref, b
 	}
-	return sh.moveItem(h, ref, b, itemExp(b), now, edit)
+	return sh.moveItem(h, ref, b, exp, now, edit)
 }
 
 // dropUndo frees the undo chunk of class id when it is in page p, which is being drained: it holds no item
