@@ -8,7 +8,7 @@ import (
 )
 
 // A data directory (--data-dir) keeps item memory in files, so that what was stored survives the process:
-// see doc/design/restart.md. The files, both mapped shared:
+// see doc/design/restart.md. The files (items mapped shared, meta read at start and written with pwrite):
 //
 //	meta   headerBytes of header, then one 8-byte record per page id (recordAt)
 //	items  page id p at byte p*PageSize: the pages themselves, byte for byte (each item with its seal)

@@ -16,18 +16,28 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Backing is a data directory's files, mapped (backing.go has the layout). Each file is mapped whole, for
-// every page id a Ref can name, once: the mappings reserve address space only, a file grows (ftruncate) as
-// page ids are taken, and a page that is released is punched out of items, so it costs neither disk
-// nor page cache and reads back as zeros. A mapping past a file's end is never touched.
+// Backing is a data directory's files (backing.go has the layout). items is mapped whole, for every page
+// id a Ref can name, once: the mapping reserves address space only, the file grows (ftruncate) as page
+// ids are taken, and a page that is released is punched out of it, so it costs neither disk nor page
+// cache and reads back as zeros. A mapping past a file's end is never touched. meta is read into memory
+// at start and written with pwrite, never mapped: a write that a full file system refuses fails with an
+// error instead of killing the server with SIGBUS (doc/design/restart.md, "File systems").
 type Backing struct {
-	dir               string
-	lock              *os.File // flock'ed for the Backing's life: one server per directory
-	meta, items       *os.File
-	metaMem, itemsMem []byte
-	mu                sync.Mutex // guards growing the files
-	itemsSize         int64
-	grow              int64 // the files grow to whole multiples of it: 1, or a huge page (huge in OpenBacking)
+	dir         string
+	lock        *os.File // flock'ed for the Backing's life: one server per directory
+	meta, items *os.File
+	itemsMem    []byte
+	// metaMem is meta's contents, in anonymous memory, read with atomic loads; each change is written
+	// through to meta (setMeta).
+	metaMem []byte
+	metaMu  sync.Mutex // guards changing metaMem, writing meta, metaEnd and metaErr
+	metaEnd int        // meta's bytes past which nothing was ever read or written
+	// metaErr is the first write into meta that failed since the last syncMeta, which writes all of meta
+	// again and reports it.
+	metaErr   error
+	mu        sync.Mutex // guards growing the files
+	itemsSize int64
+	grow      int64 // the files grow to whole multiples of it: 1, or a huge page (huge in OpenBacking)
 	// live is the live copy (live_linux.go), nil when items is the directory's own file.
 	live *live
 	// quiesce returns once every chunk owner has finished what it was doing when it was called (SetQuiesce).
@@ -99,15 +109,19 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	if err := b.meta.Truncate(metaLen); err != nil {
 		return b, "", err
 	}
-	// The header is written through the mapping from here on: reserved (reservePageLocked says why).
+	// The header is rewritten in place from here on: reserved, so that the rewrite needs no new space
+	// where the file system keeps reservations (UnkeptReservations).
 	if err := reserve(b.meta, 0, headerBytes); err != nil {
 		return b, "", err
 	}
-	if b.metaMem, err = mapShared(b.meta, int(metaLen)); err != nil {
+	if err := b.loadMeta(metaLen); err != nil {
 		return b, "", err
 	}
 	if reason != "" {
+		b.metaMu.Lock()
 		writeIdentity(b.metaMem, id)
+		b.writeMetaLocked(0, headerBytes)
+		b.metaMu.Unlock()
 	}
 	if opt.Live != "" {
 		if err := b.openLive(opt.Live, reason == ""); err != nil {
@@ -116,7 +130,7 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	} else {
 		// The directory's files change from now on: a live copy of them left by an earlier server is
 		// not to be used again (live_linux.go), and one in the default root is freed.
-		binary.LittleEndian.PutUint64(b.metaMem[hdrInstance:], 0)
+		b.setMeta(hdrInstance, 0)
 		dropLive(DefaultLiveRoot, dir)
 	}
 	if b.itemsMem, err = mapShared(b.items, MaxPages*PageSize); err != nil {
@@ -127,6 +141,55 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 		return b, "", err
 	}
 	return b, reason, nil
+}
+
+// loadMeta reads meta, n bytes long, into anonymous memory, skipping its holes (records never written).
+func (b *Backing) loadMeta(n int64) error {
+	var err error
+	if b.metaMem, err = mapBytes(int(n)); err != nil {
+		return fmt.Errorf("slab: memory for %s: %w", b.meta.Name(), err)
+	}
+	src := liveFile{f: b.meta}
+	src.scan(n >> blockShift)
+	for _, r := range src.data {
+		from, to := r[0]<<blockShift, min(r[1]<<blockShift, n)
+		if err := readInto(b.meta, b.metaMem[from:to], from); err != nil {
+			return err
+		}
+		b.metaEnd = max(b.metaEnd, int(to))
+	}
+	return nil
+}
+
+// setMeta stores v at offset off of meta (a header counter or a page record, 8 bytes), in metaMem and in
+// the file.
+func (b *Backing) setMeta(off int, v uint64) {
+	b.metaMu.Lock()
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&b.metaMem[off])), v)
+	b.writeMetaLocked(off, 8)
+	b.metaMu.Unlock()
+}
+
+// writeMetaLocked writes bytes [off, off+n) of metaMem into meta. A failure is kept for syncMeta, which
+// writes everything again: until then the file may lack the change. The caller holds metaMu.
+func (b *Backing) writeMetaLocked(off, n int) {
+	b.metaEnd = max(b.metaEnd, off+n)
+	if _, err := b.meta.WriteAt(b.metaMem[off:off+n], int64(off)); err != nil && b.metaErr == nil {
+		b.metaErr = err
+	}
+}
+
+// syncMeta makes meta durable: after a write into it failed, it first writes all of it again (the
+// failure is reported all the same: the file lacked a change until now).
+func (b *Backing) syncMeta() error {
+	b.metaMu.Lock()
+	err := b.metaErr
+	if err != nil {
+		b.metaErr = nil
+		b.writeMetaLocked(0, b.metaEnd)
+	}
+	b.metaMu.Unlock()
+	return errors.Join(err, b.meta.Sync())
 }
 
 // SetQuiesce gives a live copy's Sync the way to wait for every chunk owner to finish what it is doing
@@ -276,16 +339,24 @@ func fileFlags(f *os.File) (uint32, error) {
 const zfsSuperMagic = 0x2fc12fc1
 
 // UnkeptReservations says why, where it is so, reserve's fallocate does not make later stores into the
-// reserved blocks of a file the server maps in data directory dir safe (see doc/design/restart.md, "File
-// systems"): there a full file system can kill the server with SIGBUS. "" where the reservations hold,
-// or when dir cannot be examined. The mapped files are meta, and items unless live (a live copy's sync
-// writes items with write, which fails with ENOSPC). A copy-on-write file system needs new space to
-// write a block again: bcachefs; btrfs unless the files are nocow (noCow) and the kernel's page faults
-// honour that (Linux 6.17: "btrfs: fix -ENOSPC mmap write failure on NOCOW files/extents"). ZFS
-// reserves nothing.
-func UnkeptReservations(dir string, live bool) string {
+// reserved blocks of the items file the server maps for data directory dir safe (see doc/design/restart.md,
+// "File systems"): there a full file system can kill the server with SIGBUS. "" where the reservations
+// hold, or when the file cannot be examined. The file is dir's own, or with a live copy under liveRoot
+// the live one (dir's is then written with write, as meta always is, which fails with ENOSPC). A
+// copy-on-write file system needs new space to write a block again: bcachefs; btrfs unless the file is
+// nocow (noCow) and the kernel's page faults honour that (Linux 6.17: "btrfs: fix -ENOSPC mmap write
+// failure on NOCOW files/extents"). ZFS reserves nothing.
+func UnkeptReservations(dir, liveRoot string) string {
+	items := filepath.Join(dir, "items")
+	if liveRoot != "" {
+		ld, err := liveDirFor(liveRoot, dir)
+		if err != nil {
+			return ""
+		}
+		items = filepath.Join(ld, "items")
+	}
 	var st unix.Statfs_t
-	if unix.Statfs(dir, &st) != nil {
+	if unix.Statfs(filepath.Dir(items), &st) != nil {
 		return ""
 	}
 	fs := unkeptOn(uint32(st.Type)) // a 32-bit magic number, in a field that is signed on some ports
@@ -293,8 +364,8 @@ func UnkeptReservations(dir string, live bool) string {
 		return fs
 	}
 	switch {
-	case !isNoCow(filepath.Join(dir, "meta")) || !live && !isNoCow(filepath.Join(dir, "items")):
-		return "btrfs, and its files are not nocow (made by an older leasecached, or the flag was refused)"
+	case !isNoCow(items):
+		return "btrfs, and its items file is not nocow (made by an older leasecached, or the flag was refused)"
 	case !kernelAtLeast(6, 17):
 		return "btrfs, on a kernel before 6.17 (a store into a nocow file's page still asks for new space)"
 	}
@@ -362,10 +433,12 @@ func (b *Backing) punch(id uint32) {
 }
 
 func (b *Backing) recordWord(id uint32) *uint64 {
-	return (*uint64)(unsafe.Pointer(&b.metaMem[headerBytes+int(id)*recordBytes]))
+	return (*uint64)(unsafe.Pointer(&b.metaMem[recordOffset(id)]))
 }
 
-func (b *Backing) setRecord(id uint32, v uint64) { atomic.StoreUint64(b.recordWord(id), v) }
+func recordOffset(id uint32) int { return headerBytes + int(id)*recordBytes }
+
+func (b *Backing) setRecord(id uint32, v uint64) { b.setMeta(recordOffset(id), v) }
 
 // Records lists the stored pages whose records are whole, in id order.
 func (b *Backing) Records() []PageRecord {
@@ -396,18 +469,19 @@ func (b *Backing) CasHigh() uint64 {
 
 // SetCasHigh stores the CAS high-water mark.
 func (b *Backing) SetCasHigh(v uint64) {
-	atomic.StoreUint64(b.counter(hdrCasHigh), v)
-	atomic.StoreUint64(b.counter(hdrCasHigh2), v)
+	b.setMeta(hdrCasHigh, v)
+	b.setMeta(hdrCasHigh2, v)
 }
 
-// SyncHeader writes the header (the CAS mark, flush_all's marks) to disk, alone: a few KiB.
+// SyncHeader writes meta (the header: the CAS mark, flush_all's marks; and the page records) to disk, not
+// items: a few KiB.
 func (b *Backing) SyncHeader() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.metaMem == nil {
 		return errBackingClosed
 	}
-	return unix.Msync(b.metaMem[:headerBytes], unix.MS_SYNC)
+	return b.syncMeta()
 }
 
 // Flushed is flush_all's stored marks (oldest_live and the CAS below which items are gone); OpenBacking
@@ -418,9 +492,9 @@ func (b *Backing) Flushed() (oldestLive int64, oldestCas uint64) {
 
 // SetFlushed stores flush_all's marks.
 func (b *Backing) SetFlushed(oldestLive int64, oldestCas uint64) {
-	atomic.StoreUint64(b.counter(hdrOldestCas), oldestCas)
-	atomic.StoreUint64(b.counter(hdrOldestLive), uint64(oldestLive))
-	atomic.StoreUint64(b.counter(hdrFlushCheck), flushCheck(uint64(oldestLive), oldestCas))
+	b.setMeta(hdrOldestCas, oldestCas)
+	b.setMeta(hdrOldestLive, uint64(oldestLive))
+	b.setMeta(hdrFlushCheck, flushCheck(uint64(oldestLive), oldestCas))
 }
 
 // Sync writes what is mapped to disk (a machine that goes down afterwards keeps it). With a live copy it
@@ -437,7 +511,7 @@ func (b *Backing) Sync() error {
 		return b.syncLive(itemsSize)
 	}
 	defer b.mu.Unlock()
-	return errors.Join(b.items.Sync(), b.meta.Sync())
+	return errors.Join(b.items.Sync(), b.syncMeta())
 }
 
 // Close syncs, unmaps and unlocks. Nothing may use the arena's pages afterwards. With a live copy, a
@@ -448,9 +522,8 @@ func (b *Backing) Close() error {
 	if b.itemsMem != nil { // not after an open that failed before the mapping
 		err := b.Sync()
 		if err == nil && b.live != nil {
-			le := binary.LittleEndian
-			le.PutUint64(b.metaMem[hdrClean:], le.Uint64(b.metaMem[hdrInstance:]))
-			err = unix.Msync(b.metaMem[:headerBytes], unix.MS_SYNC)
+			b.setMeta(hdrClean, atomic.LoadUint64(b.counter(hdrInstance)))
+			err = b.syncMeta()
 		}
 		errs = append(errs, err)
 	}

@@ -199,8 +199,8 @@ func TestBackingFullFileSystem(t *testing.T) {
 // TestBackingFullDisk: on each file system whose reservations the server counts on, a store into a page
 // it took, or into a page's record, never faults once the file system is full, even where the kernel has
 // written the blocks back since (a copy-on-write file system would need new space for the rewrite:
-// btrfs holds up only because the files are made nocow). The files are DIR's own, mapped as with
-// --data-live off; meta is mapped with a live copy too.
+// btrfs holds up only because items is made nocow). items is DIR's own, mapped as with --data-live off;
+// meta is written with pwrite.
 func TestBackingFullDisk(t *testing.T) {
 	for _, tc := range []struct {
 		fs  string
@@ -215,9 +215,7 @@ func TestBackingFullDisk(t *testing.T) {
 				for _, name := range []string{"meta", "items"} {
 					require.NoError(t, os.WriteFile(filepath.Join(old, name), []byte("stored"), 0o600))
 				}
-				for _, live := range []bool{false, true} {
-					assert.Contains(t, UnkeptReservations(old, live), "not nocow", "live %v", live)
-				}
+				assert.Contains(t, UnkeptReservations(old, ""), "not nocow")
 			}
 			dir := filepath.Join(mnt, "dir")
 			b, _, err := OpenBacking(dir, Identity{Shards: 1, Classes: DefaultClasses()}, BackingOptions{})
@@ -227,11 +225,11 @@ func TestBackingFullDisk(t *testing.T) {
 				assert.True(t, isNoCow(filepath.Join(dir, "meta")), "meta is nocow")
 				assert.True(t, isNoCow(filepath.Join(dir, "items")), "items is nocow")
 				if !kernelAtLeast(6, 17) {
-					assert.Contains(t, UnkeptReservations(dir, false), "before 6.17")
+					assert.Contains(t, UnkeptReservations(dir, ""), "before 6.17")
 					t.Skip("btrfs faults a store into a nocow file's page on a full disk before Linux 6.17 (the start warns)")
 				}
 			}
-			assert.Empty(t, UnkeptReservations(dir, false), "the directory's files keep their reservations")
+			assert.Empty(t, UnkeptReservations(dir, ""), "the directory's files keep their reservations")
 			const pages = 8
 			for id := range uint32(pages) {
 				mem, err := b.page(id, true)
@@ -251,8 +249,117 @@ func TestBackingFullDisk(t *testing.T) {
 				b.SetCasHigh(1 << 40)
 			}), "a store into a reserved block of a full %s faulted", tc.fs)
 			require.Len(t, b.Records(), pages)
+			require.NoError(t, b.Sync(), "a write into a reserved block of meta needs no room")
 		})
 	}
+}
+
+// TestLiveCopyFullCowDisk: with a live copy nothing of the data directory is mapped, so a full
+// copy-on-write file system under it, which needs new space for every rewrite of a block (btrfs files
+// that are not nocow: an older build's, or copied in), cannot stop the server with SIGBUS. A change to
+// meta the file system refuses is reported by the next sync, and written again by the first one once
+// there is room; the live copy's own items file, on a root that is not a tmpfs, is made nocow.
+func TestLiveCopyFullCowDisk(t *testing.T) {
+	mnt := smallImage(t, "btrfs", 128)
+	id := Identity{Shards: 1, Classes: DefaultClasses()}
+	made := t.TempDir()
+	b, _, err := OpenBacking(made, id, BackingOptions{})
+	require.NoError(t, err)
+	require.NoError(t, b.Close())
+	hdr, err := os.ReadFile(filepath.Join(made, "meta"))
+	require.NoError(t, err)
+	dir := filepath.Join(mnt, "dir")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "meta"), hdr[:headerBytes], 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "items"), nil, 0o600))
+
+	root := smallTmpfs(t, "64m")
+	b, reason, err := OpenBacking(dir, id, BackingOptions{Live: root})
+	require.NoError(t, err)
+	require.Empty(t, reason, "the copied directory's data is used")
+	loadLive(t, b)
+	require.False(t, isNoCow(filepath.Join(dir, "meta")), "meta stays copy-on-write")
+	assert.NotContains(t, mappedPaths(t), filepath.Join(dir, "meta"))
+	assert.Contains(t, UnkeptReservations(dir, ""), "not nocow", "mapped without a live copy")
+	assert.Empty(t, UnkeptReservations(dir, root), "the live copy is on tmpfs: nothing of dir is mapped")
+
+	const pages = 8
+	for id := range uint32(pages) {
+		mem, err := b.page(id, true)
+		require.NoError(t, err)
+		fill(mem, byte(id+1))
+		b.setRecord(id, encodeRecord(0, 0))
+	}
+	require.NoError(t, b.Sync())
+	fillFS(t, mnt)
+	var syncErr error
+	require.False(t, faults(func() {
+		for round := range 64 { // until btrfs runs out of what it keeps for itself too
+			for id := range uint32(pages) {
+				b.setRecord(id, encodeRecord(uint8(1+round%2), 0))
+			}
+			b.SetCasHigh(1<<40 + uint64(round))
+			if syncErr = b.SyncHeader(); syncErr != nil {
+				break
+			}
+		}
+	}), "a change to meta on a full copy-on-write file system faulted")
+	require.ErrorIs(t, syncErr, unix.ENOSPC, "the full file system refused meta's changes")
+	classes := func() (got []int) {
+		for _, r := range b.Records() {
+			got = append(got, r.Class)
+		}
+		return got
+	}
+	want := classes()
+	cas := b.CasHigh()
+
+	require.NoError(t, os.Remove(filepath.Join(mnt, "filler")))
+	for range 20 { // btrfs gives a removed file's space back at a commit
+		if syncErr = b.Sync(); syncErr == nil {
+			break
+		}
+		syncFS(t, mnt)
+	}
+	require.NoError(t, syncErr, "with room again, a sync writes meta again")
+	require.NoError(t, b.Close())
+	b, reason, err = OpenBacking(dir, id, BackingOptions{Live: root})
+	require.NoError(t, err)
+	require.Empty(t, reason)
+	assert.Equal(t, want, classes(), "the records meta holds after the failure")
+	assert.Equal(t, cas, b.CasHigh())
+
+	// A live root that is not a tmpfs (here btrfs itself) gets a nocow live file.
+	require.NoError(t, b.Close())
+	onDisk := filepath.Join(mnt, "live")
+	b, _, err = OpenBacking(dir, id, BackingOptions{Live: onDisk})
+	require.NoError(t, err)
+	loadLive(t, b)
+	assert.Empty(t, UnkeptReservations(dir, onDisk), "the live items file on btrfs is nocow")
+	require.NoError(t, b.Close())
+}
+
+// syncFS commits the file system at dir.
+func syncFS(t *testing.T, dir string) {
+	t.Helper()
+	f, err := os.Open(dir)
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, unix.Syncfs(int(f.Fd())))
+}
+
+// mappedPaths lists the files this process maps.
+func mappedPaths(t *testing.T) []string {
+	t.Helper()
+	maps, err := os.ReadFile("/proc/self/maps")
+	require.NoError(t, err)
+	var out []string
+	for _, line := range strings.Split(string(maps), "\n") {
+		if f := strings.Fields(line); len(f) >= 6 {
+			out = append(out, f[5])
+		}
+	}
+	return out
 }
 
 // smallImage mounts a new mib MiB image of file system fs and returns where; unmounted at cleanup. It
@@ -317,8 +424,8 @@ func TestUnkeptReservations(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, unkeptOn(tc.magic), "magic %#x", tc.magic)
 	}
-	assert.Empty(t, UnkeptReservations(t.TempDir(), false))
-	assert.Empty(t, UnkeptReservations("/no/such/path", false))
+	assert.Empty(t, UnkeptReservations(t.TempDir(), ""))
+	assert.Empty(t, UnkeptReservations("/no/such/path", ""))
 	assert.True(t, kernelAtLeast(2, 6))
 	assert.False(t, kernelAtLeast(99, 0))
 }

@@ -21,7 +21,7 @@ func (*live) mark(int, int) {}
 func OnTmpfs(string) bool { return false }
 
 // UnkeptReservations is "": data directories need Linux.
-func UnkeptReservations(string, bool) string { return "" }
+func UnkeptReservations(string, string) string { return "" }
 
 // DefaultLiveRoot is where a data directory's live copy is kept on Linux.
 const DefaultLiveRoot = "/dev/shm"

@@ -215,15 +215,14 @@ func (b *Backing) openLive(root string, usable bool) error {
 	}
 	l := &live{dir: dir, items: b.items, direct: -1}
 	b.items, b.live = nil, l
-	le := binary.LittleEndian
-	instance := le.Uint64(b.metaMem[hdrInstance:])
+	instance := atomic.LoadUint64(b.counter(hdrInstance))
 	origin, _ := os.ReadFile(filepath.Join(dir, liveOrigin))
 	found := usable && instance != 0 && string(origin) == l.originText(b.dir, instance)
 	if !found {
 		// What the directory holds is the newest there is: a new live copy is made of it.
 		_ = os.RemoveAll(dir)
 		instance = newInstance()
-		le.PutUint64(b.metaMem[hdrInstance:], instance)
+		b.setMeta(hdrInstance, instance)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
@@ -236,7 +235,11 @@ func (b *Backing) openLive(root string, usable bool) error {
 		if err != nil {
 			return err
 		}
-		if err := errors.Join(b.items.Truncate(0), b.items.Truncate(st.Size())); err != nil {
+		if err := b.items.Truncate(0); err != nil {
+			return err
+		}
+		noCow(b.items) // a root that is not a tmpfs may be btrfs (UnkeptReservations)
+		if err := b.items.Truncate(st.Size()); err != nil {
 			return err
 		}
 	}
@@ -252,12 +255,12 @@ func (b *Backing) openLive(root string, usable bool) error {
 		return err
 	}
 	l.marks = unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(m))), len(m)/8)
-	if found && le.Uint64(b.metaMem[hdrClean:]) != instance {
+	if found && atomic.LoadUint64(b.counter(hdrClean)) != instance {
 		// The server that wrote the live copy did not stop cleanly: the directory's files may be behind
 		// it anywhere, so the first sync compares every block.
 		b.checkAllLive()
 	}
-	le.PutUint64(b.metaMem[hdrClean:], 0) // until a clean stop has copied everything again
+	b.setMeta(hdrClean, 0) // until a clean stop has copied everything again
 	return nil
 }
 
@@ -405,7 +408,7 @@ func (b *Backing) syncLive(size int64) error {
 		}
 	}
 	// The punches above are made durable even when nothing could be copied.
-	errs = append(errs, l.items.Sync(), b.meta.Sync())
+	errs = append(errs, l.items.Sync(), b.syncMeta())
 	return errors.Join(errs...)
 }
 

@@ -191,12 +191,13 @@ func serve(cfg server.Config, enableShutdown bool) error {
 			cfg.DataDir, rs.PagesLeft, rs.ItemsLeft))
 	}
 	if cfg.DataDir != "" {
-		if why := slab.UnkeptReservations(cfg.DataDir, cfg.DataLive != ""); why != "" {
-			hint := ""
-			if cfg.DataLive == "" {
-				hint = "; with a live copy on tmpfs (--data-live) only its small meta file is mapped"
-			}
-			cfg.Logger.Warn("--data-dir " + cfg.DataDir + " is on " + why + ": a full file system can stop the server " +
+		// Only the items file is mapped: the live copy's, or with none the directory's own.
+		where, hint := "--data-dir "+cfg.DataDir, "; a live copy on tmpfs (--data-live) maps nothing in it"
+		if cfg.DataLive != "" {
+			where, hint = "--data-live "+cfg.DataLive, ""
+		}
+		if why := slab.UnkeptReservations(cfg.DataDir, cfg.DataLive); why != "" {
+			cfg.Logger.Warn(where + " is on " + why + ": a full file system can stop the server " +
 				"(SIGBUS: a reserved block may still need space when it is written)" + hint)
 		}
 	}
