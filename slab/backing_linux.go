@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -359,17 +360,79 @@ func UnkeptReservations(dir, liveRoot string) string {
 	if unix.Statfs(filepath.Dir(items), &st) != nil {
 		return ""
 	}
-	fs := unkeptOn(uint32(st.Type)) // a 32-bit magic number, in a field that is signed on some ports
-	if fs != "btrfs" {
-		return fs
+	over := ""
+	if uint32(st.Type) == unix.OVERLAYFS_SUPER_MAGIC { // the file is the upper layer's (a container's root)
+		upper := overlayUpper(filepath.Dir(items))
+		if upper == "" || unix.Statfs(upper, &st) != nil {
+			return "" // not visible here (a container's host): nothing is known
+		}
+		over = "overlayfs over "
 	}
+	fs := unkeptOn(uint32(st.Type)) // a 32-bit magic number, in a field that is signed on some ports
 	switch {
-	case !isNoCow(items):
-		return "btrfs, and its items file is not nocow (made by an older leasecached, or the flag was refused)"
+	case fs == "":
+		return ""
+	case fs != "btrfs":
+		return over + fs
+	case !isNoCow(items): // overlayfs passes the flags through
+		return over + "btrfs, and its items file is not nocow (made by an older leasecached, or the flag was refused)"
 	case !kernelAtLeast(6, 17):
-		return "btrfs, on a kernel before 6.17 (a store into a nocow file's page still asks for new space)"
+		return over + "btrfs, on a kernel before 6.17 (a store into a nocow file's page still asks for new space)"
 	}
 	return ""
+}
+
+// overlayUpper is the upper directory of the overlayfs mount that holds dir, from /proc/self/mountinfo:
+// "" when the mount holding dir is not an overlayfs or names none.
+func overlayUpper(dir string) string {
+	if d, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = d
+	}
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	best, upper := -1, ""
+	for _, line := range strings.Split(string(info), "\n") {
+		// id parent dev root mountpoint options [optional...] - fstype source superoptions
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(g) < 3 {
+			continue
+		}
+		mp := unescapeMount(f[4])
+		if len(mp) <= best || !(dir == mp || strings.HasPrefix(dir, strings.TrimSuffix(mp, "/")+"/")) {
+			continue
+		}
+		best, upper = len(mp), ""
+		if g[0] == "overlay" {
+			for _, opt := range strings.Split(g[2], ",") {
+				if v, ok := strings.CutPrefix(opt, "upperdir="); ok {
+					upper = unescapeMount(v)
+				}
+			}
+		}
+	}
+	return upper
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space, \011, \012, \134).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // kernelAtLeast says whether the running kernel's release is major.minor or later.

@@ -339,6 +339,42 @@ func TestLiveCopyFullCowDisk(t *testing.T) {
 	require.NoError(t, b.Close())
 }
 
+// TestUnkeptReservationsOverlay: a data directory in an overlayfs (a container's root) is judged by the
+// upper layer's file system, which holds its files; the mount points have spaces, which mountinfo escapes.
+func TestUnkeptReservationsOverlay(t *testing.T) {
+	mnt := smallImage(t, "btrfs", 128)
+	layers := filepath.Join(mnt, "layers of it")
+	for _, d := range []string{"lower", "upper", "work"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(layers, d), 0o700))
+	}
+	ovl := filepath.Join(t.TempDir(), "the root")
+	require.NoError(t, os.Mkdir(ovl, 0o700))
+	opts := fmt.Sprintf("lowerdir=%s/lower,upperdir=%s/upper,workdir=%s/work", layers, layers, layers)
+	if err := unix.Mount("overlay", ovl, "overlay", 0, opts); err != nil {
+		t.Skipf("mounting an overlayfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(ovl, unix.MNT_DETACH) })
+	require.Equal(t, filepath.Join(layers, "upper"), overlayUpper(filepath.Join(ovl, "dir")))
+
+	old := filepath.Join(ovl, "old") // an older build's files: copy-on-write
+	require.NoError(t, os.Mkdir(old, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(old, "items"), []byte("stored"), 0o600))
+	assert.Equal(t, "overlayfs over btrfs, and its items file is not nocow (made by an older leasecached, or the flag was refused)",
+		UnkeptReservations(old, ""))
+
+	dir := filepath.Join(ovl, "dir")
+	b, _, err := OpenBacking(dir, Identity{Shards: 1, Classes: DefaultClasses()}, BackingOptions{})
+	require.NoError(t, err)
+	defer b.Close()
+	require.True(t, isNoCow(filepath.Join(layers, "upper", "dir", "items")), "nocow reaches the upper layer's file")
+	if kernelAtLeast(6, 17) {
+		assert.Empty(t, UnkeptReservations(dir, ""))
+	} else {
+		assert.Contains(t, UnkeptReservations(dir, ""), "overlayfs over btrfs, on a kernel before 6.17")
+	}
+	assert.Empty(t, overlayUpper(mnt), "btrfs itself is no overlayfs")
+}
+
 // syncFS commits the file system at dir.
 func syncFS(t *testing.T, dir string) {
 	t.Helper()
@@ -426,6 +462,9 @@ func TestUnkeptReservations(t *testing.T) {
 	}
 	assert.Empty(t, UnkeptReservations(t.TempDir(), ""))
 	assert.Empty(t, UnkeptReservations("/no/such/path", ""))
+	for in, want := range map[string]string{`/a\040b`: "/a b", `/tab\011x\134`: "/tab\tx\\", `/plain`: "/plain", `/cut\04`: `/cut\04`} {
+		assert.Equal(t, want, unescapeMount(in), in)
+	}
 	assert.True(t, kernelAtLeast(2, 6))
 	assert.False(t, kernelAtLeast(99, 0))
 }
