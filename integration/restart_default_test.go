@@ -14,7 +14,7 @@ import (
 )
 
 // TestDataDirDefaultLive runs --data-dir with --data-live's default, which keeps the live copy in
-// /dev/shm when it is a tmpfs with room for -m (doc/design/restart.md, "The live copy"): the start says
+// /dev/shm when it is a tmpfs with room for -m (doc/design/restart-live.md): the start says
 // so in one line, the copy is there while the server runs and after it stops, a restart after SIGTERM
 // and after kill -9 serves every value, and a start with --data-live off serves them from the directory
 // and frees the copy. The fallback, a directory mapped where there is no such tmpfs, is

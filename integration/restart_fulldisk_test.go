@@ -28,7 +28,7 @@ const (
 // TestDataDirFullDisk: a server with the default live copy whose data directory's file system fills up
 // goes on serving, and starts again on the directory. On btrfs, before the files were made nocow, it died
 // with SIGBUS: meta is mapped in DIR with a live copy too, and a rewrite of a block the kernel has written
-// back needs new space on a copy-on-write file system (doc/design/restart.md, "File systems"). Every set
+// back needs new space on a copy-on-write file system (doc/design/restart-costs.md, "File systems"). Every set
 // is answered STORED, the syncs that find no room fail (data_sync_failures) instead, the last values
 // stored read back exact, a SIGTERM stops it cleanly, and the restart, from the live copy, serves every
 // item it had and only values that were stored. With DIR's files mapped (--data-live off) the same fill

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Reads write nothing to the data directory (doc/design/restart.md, costs): a read of an item already
+// Reads write nothing to the data directory (doc/design/restart-costs.md): a read of an item already
 // read twice leaves its header alone, so a read-only load dirties no page of --data-dir's files and the
 // next sync writes nothing back. Before, every read in a new second moved the item's time, and a sync
 // rewrote (and write-protected) every page the load had read.

@@ -17,7 +17,7 @@ const itemUpdateInterval = 60
 // So a read of an item already fetched, active and visited writes nothing, not even a time a second
 // newer: its header is on a page of the data directory's file (--data-dir), and a store would dirty the
 // page, which the next sync writes back and write-protects, so a read-only load would rewrite everything
-// it reads at every sync (see doc/design/restart.md, costs). Without a data directory the same rule keeps
+// it reads at every sync (see doc/design/restart-costs.md). Without a data directory the same rule keeps
 // a hot item's cache line shared between the event loops' CPUs.
 func bump(b []byte, now int64) {
 	st := b[offState]

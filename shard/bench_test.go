@@ -144,7 +144,7 @@ func benchParallelMix(b *testing.B, ownShards bool, setEvery int) {
 }
 
 // BenchmarkSetOverwriteDataDir is BenchmarkSetOverwrite with a data directory, for the values of make
-// bench's rows: the cost of sealing a store (doc/design/restart.md), and proof that it allocates nothing.
+// bench's rows: the cost of sealing a store (doc/design/restart-costs.md), and proof that it allocates nothing.
 func BenchmarkSetOverwriteDataDir(b *testing.B) {
 	for _, n := range []int{100, 4096} {
 		b.Run(fmt.Sprintf("%dB", n), func(b *testing.B) {

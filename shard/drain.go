@@ -106,7 +106,7 @@ func (sh *shard) rescue(r, head slab.Ref, id int, now int64) bool {
 		copy(nb, ob)
 	}
 	// Every chunk written here is marked for a live copy's sync (Wrote): the copy, and the links
-	// rewritten in place, or DIR keeps chains that lead to freed chunks (restart.md rule 10).
+	// rewritten in place, or DIR keeps chains that lead to freed chunks (restart-live.md rule 10).
 	sh.al.Wrote(nu, len(nb))
 	if r == head {
 		h := Hash(itemKey(nb))

@@ -72,7 +72,7 @@ func (sh *shard) toGhost(h uint64, old slab.Ref, why cause, now int64) bool {
 	b[offState] = b[offState]&^flagVisited | flagGhost
 	setItemTime(b, uint32(until)) // a ghost's last access is never read: its time field is free
 	// Changed in place: a live copy copies the chunk into DIR at the next sync, or a restart from DIR would
-	// find the deleted item live (restart.md rule 10).
+	// find the deleted item live (restart-live.md rule 10).
 	sh.al.Wrote(old, len(b))
 	sh.stats.staleItems++
 	return true

@@ -132,7 +132,7 @@ func (sh *shard) vivify(h uint64, key []byte, now int64) (slab.Ref, []byte) {
 
 // setTokenSent records that a reader of live item ref (head chunk b) was handed its token (W; the next see
 // Z). The bit is outside the seal and written in place, as memcached's ITEM_TOKEN_SENT is; a live copy's
-// sync must still take it to DIR, or a reboot hands the token out again (doc/design/restart.md rule 10).
+// sync must still take it to DIR, or a reboot hands the token out again (doc/design/restart-live.md rule 10).
 func (sh *shard) setTokenSent(ref slab.Ref, b []byte) {
 	b[offMeta] |= metaTokenSent
 	sh.al.Wrote(ref, offMeta+1)

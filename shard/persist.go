@@ -145,7 +145,7 @@ func (sh *shard) prefetchNew(n int) {
 // out), then the CAS and the bytes that say how to read them (layout, key length, chained) mixed in:
 // everything a reader is given, and nothing a read changes (doc/design/restart.md rule 1). XXH3, not the
 // index's xxhash: its vector code does a 4 KiB value in about a quarter of the time, and one call over one
-// span costs a store least (doc/design/restart.md, "What it costs"). The seal key is mixed with the CAS
+// span costs a store least (doc/design/restart-costs.md). The seal key is mixed with the CAS
 // inside the last mix, so that no one who does not know it can compute a seal: a client's value can hold
 // the bytes of an item, and a page read with another class's geometry puts chunk starts inside values
 // (slab.Backing.SealKey).

@@ -12,7 +12,7 @@ import (
 )
 
 // reboot stands for a machine reboot after a clean stop of s: tmpfs is emptied, so the next start on dir
-// finds only what the syncs wrote into it (restart.md rules 9-11).
+// finds only what the syncs wrote into it (restart.md rule 9, restart-live.md rules 10-11).
 func reboot(t *testing.T, s *Store, root string) {
 	t.Helper()
 	s.Close() // a clean stop syncs

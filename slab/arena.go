@@ -135,7 +135,7 @@ func NewLargePageArena(limit int64) (*Arena, error) {
 // NewBackedArena is NewArena with its pages in data directory b (backing.go, persist.go): what is stored
 // in them survives the process. The pages of a live copy on tmpfs move onto huge pages as NewArena's do
 // (Collapse); DIR's own files' pages never do: the kernel would write a huge page back whole for any byte
-// changed in it (doc/design/restart.md, "What it costs").
+// changed in it (doc/design/restart-costs.md).
 func NewBackedArena(limit int64, b *Backing) (*Arena, error) {
 	a := &Arena{dir: new(directory), spare: &spareHalves{}, back: b}
 	ok, huge := b.collapsible()

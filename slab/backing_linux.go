@@ -22,7 +22,7 @@ import (
 // ids are taken, and a page that is released is punched out of it, so it costs neither disk nor page
 // cache and reads back as zeros. A mapping past a file's end is never touched. meta is read into memory
 // at start and written with pwrite, never mapped: a write that a full file system refuses fails with an
-// error instead of killing the server with SIGBUS (doc/design/restart.md, "File systems").
+// error instead of killing the server with SIGBUS (doc/design/restart-costs.md, "File systems").
 type Backing struct {
 	dir         string
 	lock        *os.File // flock'ed for the Backing's life: one server per directory
@@ -53,7 +53,7 @@ var errBackingClosed = errors.New("slab: data directory closed")
 // With opt.Huge, the items mapping is advised onto transparent huge pages (-L), and the files grow
 // by whole huge pages, since the kernel maps a huge page of a file only where all of it is inside the
 // file; without, they are advised against them. A huge page is written back whole once any byte of it
-// changes (doc/design/restart.md, "What it costs").
+// changes (doc/design/restart-costs.md).
 func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reason string, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, "", err
@@ -340,7 +340,7 @@ func fileFlags(f *os.File) (uint32, error) {
 const zfsSuperMagic = 0x2fc12fc1
 
 // UnkeptReservations says why, where it is so, reserve's fallocate does not make later stores into the
-// reserved blocks of the items file the server maps for data directory dir safe (see doc/design/restart.md,
+// reserved blocks of the items file the server maps for data directory dir safe (see doc/design/restart-costs.md,
 // "File systems"): there a full file system can kill the server with SIGBUS. "" where the reservations
 // hold, or when the file cannot be examined. The file is dir's own, or with a live copy under liveRoot
 // the live one (dir's is then written with write, as meta always is, which fails with ENOSPC). A

@@ -22,7 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A live copy (--data-live, doc/design/restart.md "The live copy"): the items file the server maps is on
+// A live copy (--data-live, doc/design/restart-live.md): the items file the server maps is on
 // tmpfs, in a directory of its own under the live root, and each sync copies the 4 KiB blocks written
 // since the last one into the data directory's file itself. The kernel then never writes back a page the
 // server stores to, so no store faults on a write-protected page. The tmpfs file survives the process
@@ -528,8 +528,8 @@ func (l *live) remark(s, e int64) {
 
 // copyChanged writes the blocks that check lists and the directory's file holds otherwise,
 // and takes them off the list: after a crash most of the directory is what the live copy holds, and
-// reading it back writes nothing that did not change (it costs more CPU than writing it all: "What it
-// costs" in doc/design/restart.md). It reads a run of blocks at a time, keeping none in the page cache.
+// reading it back writes nothing that did not change (it costs more CPU than writing it all:
+// doc/design/restart-costs.md). It reads a run of blocks at a time, keeping none in the page cache.
 // The blocks taken were written already; a block that cannot be read stays listed, one that cannot be
 // written is marked for the next sync.
 func (l *live) copyChanged(src *liveFile, taken []uint64) error {

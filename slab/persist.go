@@ -83,7 +83,7 @@ func (al *Allocator) Adopt(id uint32, class int) error {
 // the data directory's files (Backing.LiveLoaded) gets the page's contents. A page that cannot be
 // reserved is given back (its items are lost, as a page a smaller -m has no room for); one that cannot be
 // read reads as zeros, which hold no item. It runs in each shard's rebuild, not in Adopt, so that the
-// listener does not wait for it (doc/design/restart.md rules 7 and 11).
+// listener does not wait for it (doc/design/restart.md rule 7 and restart-live.md rule 11).
 func (al *Allocator) LoadPages() error {
 	b := al.arena.back
 	if b == nil {

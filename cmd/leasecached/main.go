@@ -319,8 +319,7 @@ const (
 
 // autoLive is where --data-live auto keeps data directory dir's live copy: under root when root is a tmpfs
 // with room for the memory limit and dir is not on a tmpfs itself, else nowhere (""), so that the server
-// maps dir's files (on a disk, its stores then fault after each sync's writeback; doc/design/restart.md,
-// "The live copy"). Either choice is one line at start, since the first keeps memory in root after the
+// maps dir's files (on a disk, its stores then fault after each sync's writeback; doc/design/restart-live.md). Either choice is one line at start, since the first keeps memory in root after the
 // server stops and the second costs CPU.
 func autoLive(root, dir string, memoryLimit int64, logger *slog.Logger) string {
 	if slab.OnTmpfs(existingAncestor(dir)) {
