@@ -363,8 +363,17 @@ func (r *crashRun) command(i int, model map[string]crashItem) string {
 		require.Equal(t, map[bool]Result{true: Deleted, false: NotFound}[in], res, "delete %s", k)
 		delete(model, k)
 		return fmt.Sprintf("delete %s: %s", k, res)
-	case x < 58: // touch, gat, mg T
-		exp, how := r.exptime(), r.rng.IntN(3)
+	case x < 58: // touch, gat, mg T, mg N T
+		exp, how := r.exptime(), r.rng.IntN(4)
+		if how == 3 {
+			req := MetaGetRequest{Ops: ops(ExpVivify, int(exp)), Vivify: true, Locked: true}
+			_, res := s.MetaGet(nil, []byte(k), &req)
+			require.Equal(t, !in, res.Created, "mg %s N: created", k)
+			if res.Created {
+				model[k] = crashItem{exp: abs(exp)} // made with its exptime: one change
+			}
+			return fmt.Sprintf("mg %s N%d: created %v", k, exp, res.Created)
+		}
 		var hit bool
 		switch how {
 		case 0:
@@ -387,6 +396,14 @@ func (r *crashRun) command(i int, model map[string]crashItem) string {
 			model[k] = old // same CAS
 		}
 		return fmt.Sprintf("%s %s exp %d: hit %v", []string{"touch", "gat", "mg T"}[how], k, exp, hit)
+	case x < 70 && !in: // ma N T on a miss: a counter made with its exptime
+		initial, exp := r.rng.Uint64N(1000), r.exptime()
+		res := s.MetaArith([]byte(k), &MetaArithRequest{Incr: true, Delta: 1, Vivify: true, Initial: initial, Ops: ops(ExpVivify, int(exp))})
+		require.True(t, res.Created || res.Result == NoMemory, "ma %s N: %s", k, res.Result)
+		if res.Created {
+			model[k] = crashItem{val: strconv.FormatUint(initial, 10), exp: abs(exp)}
+		}
+		return fmt.Sprintf("ma %s N%d J%d: %s", k, exp, initial, res.Result)
 	case x < 68: // get: marks the item read, which page moves keep
 		v, _, hit := s.Get(nil, []byte(k))
 		require.Equal(t, in, hit, "get %s", k)

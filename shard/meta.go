@@ -40,6 +40,19 @@ func (o *ExpOps) Add(kind ExpKind, exptime int64) {
 // Len is the number of ops.
 func (o *ExpOps) Len() int { return o.n }
 
+// createdExp is the exptime an item this request creates (N after a miss) ends it with: T and N applied
+// in order to an item without one. The item is made with it, so that making it is one change
+// (doc/design/restart.md rule 2), not a link and a move.
+func (o *ExpOps) createdExp(now int64) uint32 {
+	var exp uint32
+	for _, op := range o.ops[:o.n] {
+		if op.Kind == ExpTouch || op.Kind == ExpVivify {
+			exp = absExptime(op.Exptime, now)
+		}
+	}
+	return exp
+}
+
 // TTLs holds the remaining TTL as mg/ma's t flag prints it: TTLs[0] before any exptime op, TTLs[i]
 // after the first i. NoTTL means the item never expires.
 type TTLs [MaxExpOps + 1]int64

@@ -51,7 +51,7 @@ func (s *Store) MetaArith(key []byte, req *MetaArithRequest) MetaArithResult {
 		res.Result = NotFound
 		return res
 	case ref == slab.NilRef:
-		if ref, b = sh.vivifyCounter(h, key, req.Initial, now); ref == slab.NilRef {
+		if ref, b = sh.vivifyCounter(h, key, req.Initial, req.Ops.createdExp(now), now); ref == slab.NilRef {
 			res.Result = NoMemory
 			return res
 		}
@@ -76,6 +76,9 @@ func (s *Store) MetaArith(key []byte, req *MetaArithRequest) MetaArithResult {
 		}
 	}
 	exp := itemExp(b)
+	if res.Created {
+		exp = 0 // as in MetaGet
+	}
 	res.TTL[0] = s.ttl(exp, now)
 	for i, op := range req.Ops.ops[:req.Ops.n] {
 		switch op.Kind {
@@ -96,15 +99,16 @@ func (s *Store) MetaArith(key []byte, req *MetaArithRequest) MetaArithResult {
 	return res
 }
 
-// vivifyCounter links a new item holding initial in decimal (ma N after a miss), flags 0, no exptime.
-func (sh *shard) vivifyCounter(h uint64, key []byte, initial uint64, now int64) (slab.Ref, []byte) {
+// vivifyCounter links a new item holding initial in decimal (ma N after a miss), flags 0, exptime exp
+// (createdExp).
+func (sh *shard) vivifyCounter(h uint64, key []byte, initial uint64, exp uint32, now int64) (slab.Ref, []byte) {
 	var buf [maxCounterDigits]byte
 	digits := strconv.AppendUint(buf[:0], initial, 10)
-	nu, nb, ok := sh.allocItem(len(key), len(digits), layoutOf(0, 0, len(digits)), now)
+	nu, nb, ok := sh.allocItem(len(key), len(digits), layoutOf(0, exp, len(digits)), now)
 	if !ok {
 		return slab.NilRef, nil
 	}
-	writeHeader(nb, sh.st.cas.Add(1), 0, uint32(now), 0, key, len(digits), 0)
+	writeHeader(nb, sh.st.cas.Add(1), exp, uint32(now), 0, key, len(digits), 0)
 	copy(nb[dataOff(nb):], digits)
 	nb[offState] &^= flagPinned
 	sh.mutate(h, slab.NilRef, nu, causeStore, now)

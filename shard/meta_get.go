@@ -53,7 +53,7 @@ func (s *Store) MetaGet(dst, key []byte, req *MetaGetRequest) ([]byte, MetaGetRe
 		if !req.Vivify {
 			return dst, res
 		}
-		if ref, b = sh.vivify(h, key, now); ref == slab.NilRef {
+		if ref, b = sh.vivify(h, key, req.Ops.createdExp(now), now); ref == slab.NilRef {
 			return dst, res // no memory: memcached answers a plain miss
 		}
 		res.Created = true
@@ -67,6 +67,9 @@ func (s *Store) MetaGet(dst, key []byte, req *MetaGetRequest) ([]byte, MetaGetRe
 	res.KeyBinary = meta&metaKeyBinary != 0
 
 	exp := itemExp(b)
+	if res.Created {
+		exp = 0 // t before the ops: the item as N makes it, which the ops then give its exptime
+	}
 	won := false
 	res.TTL[0] = s.ttl(exp, now)
 	for i, op := range req.Ops.ops[:req.Ops.n] {
@@ -118,13 +121,14 @@ func (s *Store) MetaGet(dst, key []byte, req *MetaGetRequest) ([]byte, MetaGetRe
 	return dst, res
 }
 
-// vivify links an empty item for key (mg N after a miss) and returns it, or NilRef without memory.
-func (sh *shard) vivify(h uint64, key []byte, now int64) (slab.Ref, []byte) {
-	nu, nb, ok := sh.allocItem(len(key), 0, layoutOf(0, 0, 0), now)
+// vivify links an empty item for key with exptime exp (mg N after a miss; createdExp) and returns it, or
+// NilRef without memory.
+func (sh *shard) vivify(h uint64, key []byte, exp uint32, now int64) (slab.Ref, []byte) {
+	nu, nb, ok := sh.allocItem(len(key), 0, layoutOf(0, exp, 0), now)
 	if !ok {
 		return slab.NilRef, nil
 	}
-	writeHeader(nb, sh.st.cas.Add(1), 0, uint32(now), 0, key, 0, 0)
+	writeHeader(nb, sh.st.cas.Add(1), exp, uint32(now), 0, key, 0, 0)
 	nb[offState] &^= flagPinned
 	sh.mutate(h, slab.NilRef, nu, causeVivify, now)
 	return nu, nb
