@@ -121,8 +121,9 @@ func dropLive(root, dir string) {
 // the newest (its origin names dir and the header's instance, as openLive requires) and whose server did
 // not stop cleanly is ahead of the directory by up to a sync's interval, anywhere: mapped as it is, the
 // directory would bring back what the last seconds before the stop deleted or overwrote. So every block
-// the copy holds is written over the directory's, then synced. The pages it punched need nothing: meta,
-// the directory's own, has no record of them, and the restart frees what no record names (FinishAdopt).
+// the copy holds is written over the directory's, every hole of it (a page punched, and perhaps taken again
+// by another class since: meta, the directory's own, then records it) is punched in the directory's, and
+// the file is synced.
 func catchUpLive(root, dir string, hdr []byte, items *os.File) error {
 	le := binary.LittleEndian
 	instance := le.Uint64(hdr[hdrInstance:])
@@ -145,14 +146,29 @@ func catchUpLive(root, dir string, hdr []byte, items *os.File) error {
 	if err != nil {
 		return err
 	}
+	size := st.Size()
+	if dst, err := items.Stat(); err != nil {
+		return err
+	} else if dst.Size() < size {
+		if err := items.Truncate(size); err != nil {
+			return err
+		}
+	}
 	src := &liveFile{f: f}
-	src.scan((st.Size() + 1<<blockShift - 1) >> blockShift)
+	src.scan((size + 1<<blockShift - 1) >> blockShift)
 	buf := make([]byte, 1<<20)
-	for _, r := range src.data {
-		for off, end := r[0]<<blockShift, min(r[1]<<blockShift, st.Size()); off < end; {
-			p := buf[:min(int64(len(buf)), end-off)]
-			if _, err := f.ReadAt(p, off); err != nil && err != io.EOF {
+	hole := int64(0) // where the run of blocks after the last data run starts
+	for _, r := range append(src.data, [2]int64{size >> blockShift, size >> blockShift}) {
+		if from := hole << blockShift; r[0]<<blockShift > from {
+			if err := punchFile(items, from, r[0]<<blockShift-from); err != nil {
 				return err
+			}
+		}
+		hole = r[1]
+		for off, end := r[0]<<blockShift, min(r[1]<<blockShift, size); off < end; {
+			p := buf[:min(int64(len(buf)), end-off)]
+			if n, err := f.ReadAt(p, off); n < len(p) {
+				return fmt.Errorf("slab: reading %s at %d: %d bytes of %d: %v", f.Name(), off, n, len(p), err)
 			}
 			if _, err := items.WriteAt(p, off); err != nil {
 				return err
