@@ -409,13 +409,21 @@ func (r *crashRun) command(i int, model map[string]crashItem) string {
 		require.Equal(t, in, hit, "get %s", k)
 		require.True(t, !hit || string(v) == old.val, "get %s: the value", k)
 		return fmt.Sprintf("get %s: hit %v", k, hit)
-	case x < 78: // incr, decr
+	case x < 78: // incr, decr; ma with T now and then
 		incr, delta := r.rng.IntN(2) == 0, r.rng.Uint64N(2000)
 		if r.rng.IntN(10) == 0 {
 			delta = r.rng.Uint64()
 		}
-		n, res := s.Arith([]byte(k), incr, delta)
-		what := fmt.Sprintf("incr %v %s by %d: %s", incr, k, delta, res)
+		var n uint64
+		var res Result
+		ttl, exp := r.rng.IntN(3) == 0, r.exptime()
+		if ttl {
+			out := s.MetaArith([]byte(k), &MetaArithRequest{Incr: incr, Delta: delta, Ops: ops(ExpTouch, int(exp))})
+			n, res = out.Value, out.Result
+		} else {
+			n, res = s.Arith([]byte(k), incr, delta)
+		}
+		what := fmt.Sprintf("incr %v %s by %d (T %v %d): %s", incr, k, delta, ttl, exp, res)
 		cur, numeric := parseCounter([]byte(old.val))
 		switch {
 		case !in:
@@ -433,8 +441,11 @@ func (r *crashRun) command(i int, model map[string]crashItem) string {
 			}
 			require.Equal(t, cur, n, what)
 			it := crashItem{val: strconv.FormatUint(cur, 10), flags: old.flags, exp: old.exp, stale: old.stale}
-			if len(it.val) <= len(old.val) { // in place, padded: the item keeps its bits
+			if len(it.val) <= len(old.val) { // in place, padded: the item keeps its bits, and takes T
 				it.val += strings.Repeat(" ", len(old.val)-len(it.val))
+				if ttl {
+					it.exp = abs(exp)
+				}
 			} else {
 				it.stale = false // a new item
 			}

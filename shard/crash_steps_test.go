@@ -17,7 +17,7 @@ import (
 
 // The tests here need the crashsteps build tag (make test runs them): crashStep is a hook in those builds.
 
-// TestRestartUndoSteps runs a set, an incr, a touch and an md I through the store, takes a crash image at
+// TestRestartUndoSteps runs a set, an incr, a touch, an md I, and an ma and md I with a TTL through the store, takes a crash image at
 // each step of the change in place (undo.go, crashStep) and restarts on it: the item comes back whole, as it
 // was before the change until the changed item is sealed and as the change left it after (a touch, which
 // keeps the CAS, either way once both are sealed), never missing; the restart frees the undo chunk.
@@ -54,6 +54,14 @@ func TestRestartUndoSteps(t *testing.T) {
 		{"touch", "touched", 600, func(s *Store) { require.Equal(t, Touched, s.Touch([]byte(key), 1200)) }},
 		{"md I", "invalidated", 0, func(s *Store) {
 			require.Equal(t, Deleted, s.MetaDelete([]byte(key), &MetaDeleteRequest{Invalidate: true}))
+		}},
+		// A command is one change: the value or mark and the exptime together.
+		{"ma T", "41", 600, func(s *Store) {
+			res := s.MetaArith([]byte(key), &MetaArithRequest{Incr: true, Delta: 1, Ops: ops(ExpTouch, 1200)})
+			require.Equal(t, Stored, res.Result)
+		}},
+		{"md I T", "invalidated", 600, func(s *Store) {
+			require.Equal(t, Deleted, s.MetaDelete([]byte(key), &MetaDeleteRequest{Invalidate: true, SetTTL: true, Exptime: 1200}))
 		}},
 	}
 	for _, op := range ops {

@@ -40,13 +40,12 @@ func (o *ExpOps) Add(kind ExpKind, exptime int64) {
 // Len is the number of ops.
 func (o *ExpOps) Len() int { return o.n }
 
-// createdExp is the exptime an item this request creates (N after a miss) ends it with: T and N applied
-// in order to an item without one. The item is made with it, so that making it is one change
-// (doc/design/restart.md rule 2), not a link and a move.
-func (o *ExpOps) createdExp(now int64) uint32 {
-	var exp uint32
+// applied is the exptime an item whose exptime is exp ends the request with: T applied, and N when the
+// request created the item. The item is made or changed with it at once, so that a command is one change
+// (doc/design/restart.md rule 2), not a change and a move.
+func (o *ExpOps) applied(exp uint32, created bool, now int64) uint32 {
 	for _, op := range o.ops[:o.n] {
-		if op.Kind == ExpTouch || op.Kind == ExpVivify {
+		if op.Kind == ExpTouch || op.Kind == ExpVivify && created {
 			exp = absExptime(op.Exptime, now)
 		}
 	}

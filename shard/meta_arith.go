@@ -45,13 +45,16 @@ func (s *Store) MetaArith(key []byte, req *MetaArithRequest) MetaArithResult {
 	sh.invalidateLeases(h, causeStore)
 	ref, b := sh.find(h, key, now)
 	res.Found = ref != slab.NilRef
-	applies := true // whether T reaches the item holding the value
+	var exp0 uint32 // the exptime before the ops, for t
+	if res.Found {
+		exp0 = itemExp(b)
+	}
 	switch {
 	case ref == slab.NilRef && !req.Vivify:
 		res.Result = NotFound
 		return res
 	case ref == slab.NilRef:
-		if ref, b = sh.vivifyCounter(h, key, req.Initial, req.Ops.createdExp(now), now); ref == slab.NilRef {
+		if ref, b = sh.vivifyCounter(h, key, req.Initial, req.Ops.applied(0, true, now), now); ref == slab.NilRef {
 			res.Result = NoMemory
 			return res
 		}
@@ -66,19 +69,13 @@ func (s *Store) MetaArith(key []byte, req *MetaArithRequest) MetaArithResult {
 			res.Result = Exists
 			return res
 		}
-		out := sh.arith(h, ref, b, req.Incr, req.Delta, now)
+		out := sh.arith(h, ref, b, req.Incr, req.Delta, req.Ops.applied(exp0, false, now), now)
 		res.Result, res.Value, res.Cas = out.res, out.value, out.cas
 		if out.res != Stored {
 			return res
 		}
-		if applies = out.inPlace; applies {
-			ref, b = out.ref, out.b
-		}
 	}
-	exp := itemExp(b)
-	if res.Created {
-		exp = 0 // as in MetaGet
-	}
+	exp := exp0
 	res.TTL[0] = s.ttl(exp, now)
 	for i, op := range req.Ops.ops[:req.Ops.n] {
 		switch op.Kind {
@@ -91,16 +88,11 @@ func (s *Store) MetaArith(key []byte, req *MetaArithRequest) MetaArithResult {
 		}
 		res.TTL[i+1] = s.ttl(exp, now)
 	}
-	if applies && exp != itemExp(b) {
-		if ref, _ = sh.setExp(h, ref, b, exp, now); ref != slab.NilRef {
-			sh.mutate(h, ref, ref, causeTouch, now)
-		}
-	}
 	return res
 }
 
 // vivifyCounter links a new item holding initial in decimal (ma N after a miss), flags 0, exptime exp
-// (createdExp).
+// (ExpOps.applied).
 func (sh *shard) vivifyCounter(h uint64, key []byte, initial uint64, exp uint32, now int64) (slab.Ref, []byte) {
 	var buf [maxCounterDigits]byte
 	digits := strconv.AppendUint(buf[:0], initial, 10)

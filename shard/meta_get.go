@@ -53,7 +53,7 @@ func (s *Store) MetaGet(dst, key []byte, req *MetaGetRequest) ([]byte, MetaGetRe
 		if !req.Vivify {
 			return dst, res
 		}
-		if ref, b = sh.vivify(h, key, req.Ops.createdExp(now), now); ref == slab.NilRef {
+		if ref, b = sh.vivify(h, key, req.Ops.applied(0, true, now), now); ref == slab.NilRef {
 			return dst, res // no memory: memcached answers a plain miss
 		}
 		res.Created = true
@@ -121,7 +121,7 @@ func (s *Store) MetaGet(dst, key []byte, req *MetaGetRequest) ([]byte, MetaGetRe
 	return dst, res
 }
 
-// vivify links an empty item for key with exptime exp (mg N after a miss; createdExp) and returns it, or
+// vivify links an empty item for key with exptime exp (mg N after a miss; ExpOps.applied) and returns it, or
 // NilRef without memory.
 func (sh *shard) vivify(h uint64, key []byte, exp uint32, now int64) (slab.Ref, []byte) {
 	nu, nb, ok := sh.allocItem(len(key), 0, layoutOf(0, exp, 0), now)

@@ -264,24 +264,23 @@ func (s *Store) Arith(key []byte, incr bool, delta uint64) (uint64, Result) {
 	if ref == slab.NilRef {
 		return 0, NotFound
 	}
-	out := sh.arith(h, ref, b, incr, delta, now)
+	out := sh.arith(h, ref, b, incr, delta, itemExp(b), now)
 	return out.value, out.res
 }
 
 // arithOutcome is what sh.arith did.
 type arithOutcome struct {
-	res     Result
-	value   uint64
-	cas     uint64 // the CAS of the item now holding the value
-	inPlace bool   // the value was rewritten in its item (else a new item replaced it), as memcached does it
-	// ref and b are where the item is after an in-place change: a data directory moves it (moveItem).
-	ref slab.Ref
-	b   []byte
+	res   Result
+	value uint64
+	cas   uint64 // the CAS of the item now holding the value
 }
 
 // arith applies incr/decr to the live item ref (b its head chunk), under the shard lock. Like
-// memcached's do_add_delta it leaves the fetched bit alone: an increment is not a read.
-func (sh *shard) arith(h uint64, ref slab.Ref, b []byte, incr bool, delta uint64, now int64) arithOutcome {
+// memcached's do_add_delta it leaves the fetched bit alone: an increment is not a read. A value whose
+// digits fit is rewritten in its item, which then gets exptime exp in the same change (ma T, one change:
+// doc/design/restart.md rule 2); a longer one goes into a new item with the old exptime, as memcached's
+// ma leaves T off an item it had to replace.
+func (sh *shard) arith(h uint64, ref slab.Ref, b []byte, incr bool, delta uint64, exp uint32, now int64) arithOutcome {
 	if itemChained(b) {
 		return arithOutcome{res: NonNumeric} // memcached refuses chunked items: far too long for a number
 	}
@@ -314,11 +313,11 @@ func (sh *shard) arith(h uint64, ref slab.Ref, b []byte, incr bool, delta uint64
 			setItemCas(b, cas)
 			bumpIdle(b, now)
 		}
-		if ref, b = sh.changeInPlace(h, ref, b, itemExp(b), now, write); ref == slab.NilRef {
+		if ref, b = sh.changeExp(h, ref, b, exp, now, write); ref == slab.NilRef {
 			return arithOutcome{res: NoMemory} // no memory for the new chunk a data directory needed (undo.go)
 		}
 		sh.mutate(h, ref, ref, causeStore, now)
-		return arithOutcome{res: Stored, value: n, cas: cas, inPlace: true, ref: ref, b: b}
+		return arithOutcome{res: Stored, value: n, cas: cas}
 	}
 	b[offState] |= flagPinned
 	nu, nb, ok := sh.allocItem(itemKlen(b), len(digits), layoutOf(itemFlags(b), itemExp(b), len(digits)), now)
