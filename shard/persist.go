@@ -294,6 +294,9 @@ func (s *Store) rebuild(start time.Time) {
 				p.dropped.Add(dropped)
 				raiseTo(&maxCas, mc)
 				<-marked
+				if err := p.back.ShardLoaded(i); err != nil && p.syncFailed != nil {
+					p.syncFailed(err) // a start after a kill reads this shard's pages from DIR again
+				}
 				sh.mu.Unlock()
 			}
 		}()

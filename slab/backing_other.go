@@ -52,6 +52,7 @@ func (b *Backing) SyncNames()                   {}
 func (b *Backing) loadPage(uint32) error        { return nil }
 func (b *Backing) reservePage(uint32) error     { return nil }
 func (b *Backing) LiveLoaded() error            { return nil }
+func (b *Backing) ShardLoaded(int) error        { return nil }
 func (b *Backing) SetQuiesce(func())            {}
 func (b *Backing) Flushed() (int64, uint64)     { return 0, 0 }
 func (b *Backing) SetFlushed(int64, uint64)     {}

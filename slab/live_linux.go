@@ -43,6 +43,9 @@ type live struct {
 	// which makes the copy usable by a later start, is written once all are in (LiveLoaded).
 	owed     atomic.Bool
 	instance uint64
+	// inCopy lists, while owed, the shards whose adopted pages the copy holds already: a start after a kill
+	// that found the copy half made (resume); loadPage leaves their pages alone. Read-only once open.
+	inCopy map[uint8]bool
 
 	// marks has one bit per 4 KiB block of the items file; anonymous memory the kernel backs as bits are
 	// set.
@@ -68,7 +71,11 @@ const (
 	blockShift = 12
 	itemsMarks = MaxPages * PageSize >> blockShift // bits for the items file
 	liveOrigin = "origin"                          // in a live directory: the data directory's path and its instance
-	livePrefix = "leasecached-"
+	// While a live copy is being made: the origin it will have (liveLoading), and the shards whose pages
+	// are in it, one decimal a line (liveLoaded), so that a start after a kill goes on making it (resume).
+	liveLoading = "loading"
+	liveLoaded  = "loaded"
+	livePrefix  = "leasecached-"
 )
 
 // liveDirFor is where data directory dir (already made) keeps its live copy under root: named by the
@@ -134,7 +141,8 @@ func catchUpLive(root, dir string, hdr []byte, items *os.File) error {
 	if err != nil {
 		return nil
 	}
-	if origin, _ := os.ReadFile(filepath.Join(ld, liveOrigin)); string(origin) != (*live)(nil).originText(dir, instance) {
+	inCopy, found, resumed := liveState(ld, dir, instance)
+	if !found && !resumed {
 		return nil // none, or not the newest: the directory is
 	}
 	f, err := os.Open(filepath.Join(ld, "items"))
@@ -157,26 +165,86 @@ func catchUpLive(root, dir string, hdr []byte, items *os.File) error {
 	src := &liveFile{f: f}
 	src.scan((size + 1<<blockShift - 1) >> blockShift)
 	buf := make([]byte, 1<<20)
-	hole := int64(0) // where the run of blocks after the last data run starts
-	for _, r := range append(src.data, [2]int64{size >> blockShift, size >> blockShift}) {
-		if from := hole << blockShift; r[0]<<blockShift > from {
-			if err := punchFile(items, from, r[0]<<blockShift-from); err != nil {
-				return err
-			}
+	if !resumed {
+		if err := catchUpRange(src, items, buf, 0, size); err != nil {
+			return err
 		}
-		hole = r[1]
-		for off, end := r[0]<<blockShift, min(r[1]<<blockShift, size); off < end; {
-			p := buf[:min(int64(len(buf)), end-off)]
-			if n, err := f.ReadAt(p, off); n < len(p) {
-				return fmt.Errorf("slab: reading %s at %d: %d bytes of %d: %v", f.Name(), off, n, len(p), err)
-			}
-			if _, err := items.WriteAt(p, off); err != nil {
+		return items.Sync()
+	}
+	// A copy being made holds the pages of the shards in inCopy, written to since; the others' are
+	// the directory's, not read in yet (holes).
+	m, err := os.Open(filepath.Join(dir, "meta"))
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	var rec [recordBytes]byte
+	for id := int64(0); id < size/PageSize; id++ {
+		if n, _ := m.ReadAt(rec[:], headerBytes+id*recordBytes); n < len(rec) {
+			continue
+		}
+		if _, owner, ok := decodeRecord(binary.LittleEndian.Uint64(rec[:])); ok && inCopy[owner] {
+			if err := catchUpRange(src, items, buf, id*PageSize, (id+1)*PageSize); err != nil {
 				return err
 			}
-			off += int64(len(p))
 		}
 	}
 	return items.Sync()
+}
+
+// catchUpRange writes bytes [from, to) of the live file src into the directory's items: the blocks src
+// holds, read with buf, and zeros (punched) where it has holes.
+func catchUpRange(src *liveFile, items *os.File, buf []byte, from, to int64) error {
+	at := from // the directory's bytes before at are done
+	var err error
+	src.dataRuns(from>>blockShift, (to+1<<blockShift-1)>>blockShift, func(s, e int64) {
+		if err != nil {
+			return
+		}
+		if s<<blockShift > at {
+			if err = punchFile(items, at, s<<blockShift-at); err != nil {
+				return
+			}
+		}
+		for off, end := s<<blockShift, min(e<<blockShift, to); off < end && err == nil; {
+			p := buf[:min(int64(len(buf)), end-off)]
+			if n, rerr := src.f.ReadAt(p, off); n < len(p) {
+				err = fmt.Errorf("slab: reading %s at %d: %d bytes of %d: %v", src.f.Name(), off, n, len(p), rerr)
+				return
+			}
+			_, err = items.WriteAt(p, off)
+			off += int64(len(p))
+		}
+		at = min(e<<blockShift, to)
+	})
+	if err == nil && to > at {
+		err = punchFile(items, at, to-at)
+	}
+	return err
+}
+
+// liveState reads live directory ld of data directory dir, whose header names instance: found when it is
+// a whole copy of it (its origin), resumed when one was being made and its server was killed (liveLoading),
+// with the shards whose pages it holds.
+func liveState(ld, dir string, instance uint64) (inCopy map[uint8]bool, found, resumed bool) {
+	want := (*live)(nil).originText(dir, instance)
+	if instance == 0 {
+		return nil, false, false
+	}
+	if origin, _ := os.ReadFile(filepath.Join(ld, liveOrigin)); string(origin) == want {
+		return nil, true, false
+	}
+	if loading, _ := os.ReadFile(filepath.Join(ld, liveLoading)); string(loading) != want {
+		return nil, false, false
+	}
+	inCopy = map[uint8]bool{}
+	loaded, _ := os.ReadFile(filepath.Join(ld, liveLoaded))
+	for _, line := range strings.Split(string(loaded), "\n") {
+		if n, err := strconv.ParseUint(line, 10, 8); err == nil {
+			inCopy[uint8(n)] = true
+		}
+	}
+	return inCopy, false, true
 }
 
 // OnTmpfs reports whether path is on a tmpfs, where --data-live is meant to be: elsewhere the kernel
@@ -187,8 +255,9 @@ func OnTmpfs(path string) bool {
 }
 
 // sweepLive removes the live copies under root whose data directory is gone (removed, or replaced by
-// another one at its path): nothing else would ever free their memory. A live directory without an
-// origin may be being made by a server starting now, and is left alone.
+// another one at its path): nothing else would ever free their memory. A live directory naming no data
+// directory yet (neither origin nor liveLoading) may be being made by a server starting now, and is left
+// alone.
 func sweepLive(root string) {
 	ents, _ := os.ReadDir(root)
 	for _, e := range ents {
@@ -198,7 +267,9 @@ func sweepLive(root string) {
 		d := filepath.Join(root, e.Name())
 		origin, err := os.ReadFile(filepath.Join(d, liveOrigin))
 		if err != nil {
-			continue
+			if origin, err = os.ReadFile(filepath.Join(d, liveLoading)); err != nil {
+				continue
+			}
 		}
 		path, _, _ := strings.Cut(strings.TrimSuffix(string(origin), "\n"), "\n")
 		if now, err := liveDirFor(root, path); err != nil || now != d {
@@ -232,9 +303,12 @@ func (b *Backing) openLive(root string, usable bool) error {
 	l := &live{dir: dir, items: b.items, direct: -1}
 	b.items, b.live = nil, l
 	instance := atomic.LoadUint64(b.counter(hdrInstance))
-	origin, _ := os.ReadFile(filepath.Join(dir, liveOrigin))
-	found := usable && instance != 0 && string(origin) == l.originText(b.dir, instance)
-	if !found {
+	inCopy, found, resumed := liveState(dir, b.dir, instance)
+	if !usable {
+		found, resumed = false, false
+	}
+	fresh := !found && !resumed
+	if fresh {
 		// What the directory holds is the newest there is: a new live copy is made of it.
 		_ = os.RemoveAll(dir)
 		instance = newInstance()
@@ -243,10 +317,15 @@ func (b *Backing) openLive(root string, usable bool) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
+	if fresh {
+		if err := writeFileAtomic(filepath.Join(dir, liveLoading), l.originText(b.dir, instance)); err != nil {
+			return err
+		}
+	}
 	if b.items, err = os.OpenFile(filepath.Join(dir, "items"), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
 		return err
 	}
-	if !found {
+	if fresh {
 		st, err := l.items.Stat()
 		if err != nil {
 			return err
@@ -259,7 +338,7 @@ func (b *Backing) openLive(root string, usable bool) error {
 			return err
 		}
 	}
-	l.instance = instance
+	l.instance, l.inCopy = instance, inCopy
 	if !found {
 		l.owed.Store(true)
 	}
@@ -271,19 +350,23 @@ func (b *Backing) openLive(root string, usable bool) error {
 		return err
 	}
 	l.marks = unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(m))), len(m)/8)
-	if found && atomic.LoadUint64(b.counter(hdrClean)) != instance {
+	if !fresh && atomic.LoadUint64(b.counter(hdrClean)) != instance {
 		// The server that wrote the live copy did not stop cleanly: the directory's files may be behind
-		// it anywhere, so the first sync compares every block.
+		// it anywhere, so the first sync once the copy is whole compares every block.
 		b.checkAllLive()
 	}
 	b.setMeta(hdrClean, 0) // until a clean stop has copied everything again
 	return nil
 }
 
-// loadPage reads page id of the directory's file into the live copy, while the copy is owed.
+// loadPage reads page id of the directory's file into the live copy, while the copy is owed, unless
+// the copy holds it already (inCopy).
 func (b *Backing) loadPage(id uint32) error {
 	l := b.live
 	if l == nil || !l.owed.Load() {
+		return nil
+	}
+	if _, owner, ok := decodeRecord(atomic.LoadUint64(b.recordWord(id))); ok && l.inCopy[owner] {
 		return nil
 	}
 	return readInto(l.items, b.itemsMem[int64(id)*PageSize:int64(id+1)*PageSize], int64(id)*PageSize)
@@ -322,7 +405,28 @@ func (b *Backing) LiveLoaded() error {
 		return nil
 	}
 	l.owed.Store(false)
-	return writeFileAtomic(filepath.Join(l.dir, liveOrigin), l.originText(b.dir, l.instance))
+	err := writeFileAtomic(filepath.Join(l.dir, liveOrigin), l.originText(b.dir, l.instance))
+	if err == nil {
+		_ = os.Remove(filepath.Join(l.dir, liveLoading))
+		_ = os.Remove(filepath.Join(l.dir, liveLoaded))
+	}
+	return err
+}
+
+// ShardLoaded records, while a live copy is being made, that shard owner's pages are in it, before the
+// shard changes any of them: a start after a kill keeps them (resume), where the directory lacks what
+// the shard changed since. Without a live copy being made it does nothing.
+func (b *Backing) ShardLoaded(owner int) error {
+	l := b.live
+	if l == nil || !l.owed.Load() {
+		return nil
+	}
+	f, err := os.OpenFile(filepath.Join(l.dir, liveLoaded), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(strconv.Itoa(owner) + "\n")
+	return errors.Join(err, f.Close())
 }
 
 // originText is what a live copy's origin file holds: the data directory and its instance (l may be nil).
@@ -419,7 +523,7 @@ func (b *Backing) syncLive(size int64) error {
 		src := liveFile{f: b.items, mem: b.itemsMem}
 		src.scan(size >> blockShift)
 		errs = append(errs, l.copyTaken(&src, taken))
-		if l.check != nil {
+		if l.check != nil && !l.owed.Load() { // pages not read in yet are holes: not to punch in DIR
 			errs = append(errs, l.copyChanged(&src, taken))
 		}
 	}

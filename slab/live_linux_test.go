@@ -763,3 +763,69 @@ func TestLiveCopySyncSkipsPunched(t *testing.T) {
 			"DIR still holds the released page")
 	}
 }
+
+// TestLiveCopyResume: a server killed while it made its live copy (a start after a reboot: each shard reads
+// its pages in, then serves and changes them) leaves a copy that holds the changes of the shards that had
+// read theirs in, and the directory, which lacks them, all the other pages. The next start goes on making
+// the copy instead of making it again from the directory, which would bring back what those shards
+// deleted or overwrote; a start with --data-live off writes those shards' pages into the directory.
+func TestLiveCopyResume(t *testing.T) {
+	if !OnTmpfs(DefaultLiveRoot) {
+		t.Skip("no tmpfs at " + DefaultLiveRoot)
+	}
+	id := Identity{Shards: 2, Classes: DefaultClasses()}
+	for _, restart := range []string{"live", "off"} {
+		t.Run(restart, func(t *testing.T) {
+			dir := t.TempDir()
+			held, err := liveDirFor(DefaultLiveRoot, dir)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = os.RemoveAll(held) })
+			// The directory as a reboot leaves it: page 0 of shard 0, page 1 of shard 1.
+			b, _, err := OpenBacking(dir, id, BackingOptions{})
+			require.NoError(t, err)
+			for page := range uint32(2) {
+				mem, err := b.page(page, true)
+				require.NoError(t, err)
+				fill(mem, byte(10+page))
+				b.setRecord(page, encodeRecord(3, uint8(page)))
+			}
+			require.NoError(t, b.Close())
+
+			// A start makes the live copy; shard 0 reads its page in and changes it, then the kill.
+			b, reason, err := OpenBacking(dir, id, BackingOptions{Live: DefaultLiveRoot})
+			require.NoError(t, err)
+			require.Empty(t, reason)
+			require.True(t, b.live.owed.Load())
+			require.NoError(t, b.loadPage(0))
+			require.NoError(t, b.ShardLoaded(0))
+			fill(b.itemsMem[:PageSize], 20)
+			b.live.mark(0, PageSize)
+			crash(t, b)
+			require.NoFileExists(t, filepath.Join(held, liveOrigin))
+
+			want := map[uint32]byte{0: 20, 1: 11}
+			var got func(page uint32) []byte
+			if restart == "live" {
+				b, _, err = OpenBacking(dir, id, BackingOptions{Live: DefaultLiveRoot})
+				require.NoError(t, err)
+				defer b.Close()
+				require.True(t, b.live.owed.Load(), "the copy is still being made")
+				for page := range uint32(2) {
+					require.NoError(t, b.loadPage(page))
+				}
+				require.NoError(t, b.LiveLoaded())
+				require.FileExists(t, filepath.Join(held, liveOrigin))
+				require.NoFileExists(t, filepath.Join(held, liveLoading))
+				got = func(page uint32) []byte { return b.itemsPage(page) }
+			} else {
+				b, _, err = OpenBacking(dir, id, BackingOptions{})
+				require.NoError(t, err)
+				defer b.Close()
+				got = func(page uint32) []byte { return b.itemsPage(page) }
+			}
+			for page, v := range want {
+				require.Equal(t, bytes.Repeat([]byte{v}, PageSize), got(page), "page %d", page)
+			}
+		})
+	}
+}
