@@ -231,12 +231,7 @@ func TestBackingFullDisk(t *testing.T) {
 			}
 			assert.Empty(t, UnkeptReservations(dir, ""), "the directory's files keep their reservations")
 			const pages = 8
-			for id := range uint32(pages) {
-				mem, err := b.page(id, true)
-				require.NoError(t, err)
-				fill(mem, byte(id+1))
-				b.setRecord(id, encodeRecord(0, 0))
-			}
+			takePages(t, b, pages)
 			require.NoError(t, b.Sync()) // written back: a copy-on-write block now needs new space to change
 			fillFS(t, mnt)
 			require.False(t, faults(func() {
@@ -284,12 +279,7 @@ func TestLiveCopyFullCowDisk(t *testing.T) {
 	assert.Empty(t, UnkeptReservations(dir, root), "the live copy is on tmpfs: nothing of dir is mapped")
 
 	const pages = 8
-	for id := range uint32(pages) {
-		mem, err := b.page(id, true)
-		require.NoError(t, err)
-		fill(mem, byte(id+1))
-		b.setRecord(id, encodeRecord(0, 0))
-	}
+	takePages(t, b, pages)
 	require.NoError(t, b.Sync())
 	fillFS(t, mnt)
 	var syncErr error
@@ -373,6 +363,17 @@ func TestUnkeptReservationsOverlay(t *testing.T) {
 		assert.Contains(t, UnkeptReservations(dir, ""), "overlayfs over btrfs, on a kernel before 6.17")
 	}
 	assert.Empty(t, overlayUpper(mnt), "btrfs itself is no overlayfs")
+}
+
+// takePages takes pages 0..n-1 of b, fills each with its id+1 and records it in class 0.
+func takePages(t *testing.T, b *Backing, n uint32) {
+	t.Helper()
+	for id := range n {
+		mem, err := b.page(id, true)
+		require.NoError(t, err)
+		fill(mem, byte(id+1))
+		b.setRecord(id, encodeRecord(0, 0))
+	}
 }
 
 // syncFS commits the file system at dir.
