@@ -280,6 +280,8 @@ func (s *Store) rebuild(start time.Time) {
 		p.syncMark()
 	}()
 	var wg sync.WaitGroup
+	var heldMu sync.Mutex
+	var held []*shard // shards whose pages could not be recorded as in the live copy (ShardLoaded)
 	for range min(runtime.GOMAXPROCS(0), len(s.shards)) {
 		wg.Add(1)
 		go func() {
@@ -294,8 +296,16 @@ func (s *Store) rebuild(start time.Time) {
 				p.dropped.Add(dropped)
 				raiseTo(&maxCas, mc)
 				<-marked
-				if err := p.back.ShardLoaded(i); err != nil && p.syncFailed != nil {
-					p.syncFailed(err) // a start after a kill reads this shard's pages from DIR again
+				if err := p.back.ShardLoaded(i); err != nil {
+					// A start after a kill would read this shard's pages from DIR again, without what it
+					// changed since: it changes nothing until the copy is whole (LiveLoaded).
+					if p.syncFailed != nil {
+						p.syncFailed(err)
+					}
+					heldMu.Lock()
+					held = append(held, sh)
+					heldMu.Unlock()
+					continue
 				}
 				sh.mu.Unlock()
 			}
@@ -304,6 +314,9 @@ func (s *Store) rebuild(start time.Time) {
 	wg.Wait()
 	if err := p.back.LiveLoaded(); err != nil && p.syncFailed != nil {
 		p.syncFailed(err) // the next start copies the directory again
+	}
+	for _, sh := range held {
+		sh.mu.Unlock()
 	}
 	// No item's CAS should be above the stored mark (a client cannot choose one in memcached 1.6.18); were
 	// one there, from a directory written by another build, larger ones are handed out from now on.

@@ -401,7 +401,7 @@ func overlayUpper(dir string) string {
 			continue
 		}
 		mp := unescapeMount(f[4])
-		if len(mp) <= best || !(dir == mp || strings.HasPrefix(dir, strings.TrimSuffix(mp, "/")+"/")) {
+		if len(mp) < best || !(dir == mp || strings.HasPrefix(dir, strings.TrimSuffix(mp, "/")+"/")) {
 			continue
 		}
 		best, upper = len(mp), ""

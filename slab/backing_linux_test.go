@@ -376,6 +376,27 @@ func takePages(t *testing.T, b *Backing, n uint32) {
 	}
 }
 
+// TestOverlayUpperStacked: of two mounts on one mount point, the last one, on top, is the one seen.
+func TestOverlayUpperStacked(t *testing.T) {
+	base := t.TempDir()
+	layers := filepath.Join(base, "layers")
+	for _, d := range []string{"lower", "upper", "work"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(layers, d), 0o700))
+	}
+	mp := filepath.Join(base, "mp")
+	require.NoError(t, os.Mkdir(mp, 0o700))
+	if err := unix.Mount("tmpfs", mp, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("mounting a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(mp, unix.MNT_DETACH) })
+	opts := fmt.Sprintf("lowerdir=%s/lower,upperdir=%s/upper,workdir=%s/work", layers, layers, layers)
+	if err := unix.Mount("overlay", mp, "overlay", 0, opts); err != nil {
+		t.Skipf("mounting an overlayfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(mp, unix.MNT_DETACH) })
+	require.Equal(t, filepath.Join(layers, "upper"), overlayUpper(filepath.Join(mp, "dir")))
+}
+
 // syncFS commits the file system at dir.
 func syncFS(t *testing.T, dir string) {
 	t.Helper()

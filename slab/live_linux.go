@@ -46,6 +46,7 @@ type live struct {
 	// inCopy lists, while owed, the shards whose adopted pages the copy holds already: a start after a kill
 	// that found the copy half made (resume); loadPage leaves their pages alone. Read-only once open.
 	inCopy map[uint8]bool
+	loaded *os.File // liveLoaded while owed (openLoaded), for ShardLoaded
 
 	// marks has one bit per 4 KiB block of the items file; anonymous memory the kernel backs as bits are
 	// set.
@@ -317,29 +318,42 @@ func (b *Backing) openLive(root string, usable bool) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	if fresh {
-		if err := writeFileAtomic(filepath.Join(dir, liveLoading), l.originText(b.dir, instance)); err != nil {
-			return err
-		}
-	}
 	if b.items, err = os.OpenFile(filepath.Join(dir, "items"), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
 		return err
 	}
 	if fresh {
-		st, err := l.items.Stat()
-		if err != nil {
-			return err
-		}
 		if err := b.items.Truncate(0); err != nil {
 			return err
 		}
 		noCow(b.items) // a root that is not a tmpfs may be btrfs (UnkeptReservations)
-		if err := b.items.Truncate(st.Size()); err != nil {
+	}
+	if !found { // as large as the directory's file: every page id it names is read in (a resumed copy too)
+		have, err := fileSize(b.items)
+		if err != nil {
 			return err
+		}
+		want, err := fileSize(l.items)
+		if err != nil {
+			return err
+		}
+		if want > have {
+			if err := b.items.Truncate(want); err != nil {
+				return err
+			}
 		}
 	}
 	l.instance, l.inCopy = instance, inCopy
 	if !found {
+		// Named only once the copy is as large as the directory's file: a start that resumes it reads
+		// every page id in, and its adopted pages are those of the files' sizes.
+		if fresh {
+			if err := writeFileAtomic(filepath.Join(dir, liveLoading), l.originText(b.dir, instance)); err != nil {
+				return err
+			}
+		}
+		if err := l.openLoaded(); err != nil {
+			return err
+		}
 		l.owed.Store(true)
 	}
 	if fd, err := unix.Open(l.items.Name(), unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0); err == nil {
@@ -405,6 +419,10 @@ func (b *Backing) LiveLoaded() error {
 		return nil
 	}
 	l.owed.Store(false)
+	if l.loaded != nil {
+		_ = l.loaded.Close()
+		l.loaded = nil
+	}
 	err := writeFileAtomic(filepath.Join(l.dir, liveOrigin), l.originText(b.dir, l.instance))
 	if err == nil {
 		_ = os.Remove(filepath.Join(l.dir, liveLoading))
@@ -415,18 +433,32 @@ func (b *Backing) LiveLoaded() error {
 
 // ShardLoaded records, while a live copy is being made, that shard owner's pages are in it, before the
 // shard changes any of them: a start after a kill keeps them (resume), where the directory lacks what
-// the shard changed since. Without a live copy being made it does nothing.
+// the shard changed since. Without a live copy being made it does nothing. The file is open and its room
+// reserved already (openLoaded), so this write does not fail on a full tmpfs or for want of a
+// descriptor; if it fails all the same, the caller must not let the shard change its pages before
+// LiveLoaded.
 func (b *Backing) ShardLoaded(owner int) error {
 	l := b.live
 	if l == nil || !l.owed.Load() {
 		return nil
 	}
+	_, err := l.loaded.WriteString(strconv.Itoa(owner) + "\n") // O_APPEND: one write a line, whole
+	return err
+}
+
+// openLoaded opens liveLoaded for ShardLoaded, with room for a line per shard id reserved.
+func (l *live) openLoaded() error {
 	f, err := os.OpenFile(filepath.Join(l.dir, liveLoaded), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return err
 	}
-	_, err = f.WriteString(strconv.Itoa(owner) + "\n")
-	return errors.Join(err, f.Close())
+	const room = 4 << 10 // "255\n" for every shard id of a record, twice (a resumed start appends again)
+	if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, room); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+		_ = f.Close()
+		return fmt.Errorf("slab: reserving %s: %w", f.Name(), err)
+	}
+	l.loaded = f
+	return nil
 }
 
 // originText is what a live copy's origin file holds: the data directory and its instance (l may be nil).
@@ -794,6 +826,10 @@ func (l *live) close() error {
 	if l.marks != nil {
 		errs = append(errs, unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(l.marks)), uintptr(len(l.marks)*8)))
 		l.marks = nil
+	}
+	if l.loaded != nil {
+		errs = append(errs, l.loaded.Close())
+		l.loaded = nil
 	}
 	errs = append(errs, l.items.Close())
 	return errors.Join(errs...)

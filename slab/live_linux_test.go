@@ -774,7 +774,7 @@ func TestLiveCopyResume(t *testing.T) {
 		t.Skip("no tmpfs at " + DefaultLiveRoot)
 	}
 	id := Identity{Shards: 2, Classes: DefaultClasses()}
-	for _, restart := range []string{"live", "off"} {
+	for _, restart := range []string{"live", "off", "live, the copy cut short"} {
 		t.Run(restart, func(t *testing.T) {
 			dir := t.TempDir()
 			held, err := liveDirFor(DefaultLiveRoot, dir)
@@ -802,10 +802,13 @@ func TestLiveCopyResume(t *testing.T) {
 			b.live.mark(0, PageSize)
 			crash(t, b)
 			require.NoFileExists(t, filepath.Join(held, liveOrigin))
+			if restart == "live, the copy cut short" { // shorter than DIR's: grown again, page 1 read in
+				require.NoError(t, os.Truncate(filepath.Join(held, "items"), PageSize))
+			}
 
 			want := map[uint32]byte{0: 20, 1: 11}
 			var got func(page uint32) []byte
-			if restart == "live" {
+			if restart != "off" {
 				b, _, err = OpenBacking(dir, id, BackingOptions{Live: DefaultLiveRoot})
 				require.NoError(t, err)
 				defer b.Close()
@@ -828,4 +831,22 @@ func TestLiveCopyResume(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestShardLoadedOnFullTmpfs: recording a shard as read into the copy being made needs no new room, as
+// the live root may be full by then (its pages are reserved for -m): the file was reserved at start.
+func TestShardLoadedOnFullTmpfs(t *testing.T) {
+	root := smallTmpfs(t, "4m")
+	dir := t.TempDir()
+	b, _, err := OpenBacking(dir, Identity{Shards: 2, Classes: DefaultClasses()}, BackingOptions{Live: root})
+	require.NoError(t, err)
+	defer b.Close()
+	require.True(t, b.live.owed.Load())
+	fillFS(t, root)
+	for owner := range 2 {
+		require.NoError(t, b.ShardLoaded(owner))
+	}
+	loaded, err := os.ReadFile(filepath.Join(b.live.dir, liveLoaded))
+	require.NoError(t, err)
+	require.Equal(t, "0\n1\n", string(loaded))
 }
