@@ -313,7 +313,9 @@ func (s *Store) rebuild(start time.Time) {
 	}
 	wg.Wait()
 	if err := p.back.LiveLoaded(); err != nil && p.syncFailed != nil {
-		p.syncFailed(err) // the next start copies the directory again
+		// No origin: a start after a kill resumes the copy, reading the shards not listed in it (held
+		// ones too, unlocked below all the same) from DIR, as of the last sync.
+		p.syncFailed(err)
 	}
 	for _, sh := range held {
 		sh.mu.Unlock()

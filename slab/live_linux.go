@@ -452,8 +452,11 @@ func (l *live) openLoaded() error {
 	if err != nil {
 		return err
 	}
-	const room = 4 << 10 // "255\n" for every shard id of a record, twice (a resumed start appends again)
-	if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, room); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+	// A line per shard (at most 64) for several resumed starts, each of which lists them all again. On a
+	// tmpfs already full the file goes without: a shard ShardLoaded fails for stays locked instead.
+	const room = 4 << 10
+	err = unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, room)
+	if err != nil && !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSPC) {
 		_ = f.Close()
 		return fmt.Errorf("slab: reserving %s: %w", f.Name(), err)
 	}
