@@ -179,12 +179,10 @@ func catchUpLive(root, dir string, hdr []byte, items *os.File) error {
 		return err
 	}
 	defer m.Close()
-	var rec [recordBytes]byte
-	for id := int64(0); id < size/PageSize; id++ {
-		if n, _ := m.ReadAt(rec[:], headerBytes+id*recordBytes); n < len(rec) {
-			continue
-		}
-		if _, owner, ok := decodeRecord(binary.LittleEndian.Uint64(rec[:])); ok && inCopy[owner] {
+	recs := make([]byte, size/PageSize*recordBytes)
+	n, _ := m.ReadAt(recs, headerBytes) // records past meta's end are whole in no page
+	for id := int64(0); (id+1)*recordBytes <= int64(n); id++ {
+		if _, owner, ok := decodeRecord(binary.LittleEndian.Uint64(recs[id*recordBytes:])); ok && inCopy[owner] {
 			if err := catchUpRange(src, items, buf, id*PageSize, (id+1)*PageSize); err != nil {
 				return err
 			}
