@@ -94,9 +94,13 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	hdr := make([]byte, headerBytes)
 	n, _ := b.meta.ReadAt(hdr, 0)
 	reason = identityMismatch(hdr[:n], id)
-	if reason == "" && opt.Live == "" {
-		if err := catchUpLive(DefaultLiveRoot, dir, hdr, b.items); err != nil {
-			reason = fmt.Sprintf("its live copy in %s is newer and could not be written into it: %v", DefaultLiveRoot, err)
+	// A live copy newer than the files is where the last server with one kept it; a start that keeps
+	// the copy elsewhere, or maps the files, writes that one into them first (doc/design/restart-live.md).
+	prevRoot := recordedLiveRoot(dir)
+	moved := !sameRoot(prevRoot, opt.Live)
+	if reason == "" && moved {
+		if err := catchUpLive(prevRoot, dir, hdr, b.items); err != nil {
+			reason = fmt.Sprintf("its live copy in %s is newer and could not be written into it: %v", prevRoot, err)
 		}
 	}
 	if reason != "" {
@@ -124,15 +128,22 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 		b.writeMetaLocked(0, headerBytes)
 		b.metaMu.Unlock()
 	}
+	if moved {
+		// The files are as new as the copy there (or it was not to be used): it is freed, as nothing else
+		// would free it.
+		dropLive(prevRoot, dir)
+	}
 	if opt.Live != "" {
+		if err := recordLiveRoot(dir, opt.Live); err != nil {
+			return b, "", err
+		}
 		if err := b.openLive(opt.Live, reason == ""); err != nil {
 			return b, "", fmt.Errorf("--data-live %s: %w", opt.Live, err)
 		}
 	} else {
 		// The directory's files change from now on: a live copy of them left by an earlier server is
-		// not to be used again (live_linux.go), and one in the default root is freed.
+		// not to be used again (live_linux.go).
 		b.setMeta(hdrInstance, 0)
-		dropLive(DefaultLiveRoot, dir)
 	}
 	if b.itemsMem, err = mapShared(b.items, MaxPages*PageSize); err != nil {
 		return b, "", err

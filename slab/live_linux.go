@@ -77,7 +77,47 @@ const (
 	liveLoading = "loading"
 	liveLoaded  = "loaded"
 	livePrefix  = "leasecached-"
+	// In the data directory: the root its live copy was last kept under (no file: DefaultLiveRoot), where
+	// a start that keeps it elsewhere, or maps the directory's files, looks for a copy newer than them.
+	liveRootFile = "live-root"
 )
+
+// recordedLiveRoot is the root data directory dir's live copy was last kept under (liveRootFile); one
+// that is not a clean absolute path was damaged, and is taken for DefaultLiveRoot.
+func recordedLiveRoot(dir string) string {
+	if b, err := os.ReadFile(filepath.Join(dir, liveRootFile)); err == nil {
+		if root := string(b); filepath.IsAbs(root) && filepath.Clean(root) == root {
+			return root
+		}
+	}
+	return DefaultLiveRoot
+}
+
+// sameRoot reports whether live roots a and b are one directory ("" is none: the directory's files mapped).
+func sameRoot(a, b string) bool {
+	if a == "" || b == "" {
+		return a == b
+	}
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	sb, err := os.Stat(b)
+	return err == nil && os.SameFile(sa, sb)
+}
+
+// recordLiveRoot names root (absolute) in data directory dir as where its live copy is kept from now on,
+// unless it is named there already.
+func recordLiveRoot(dir, root string) error {
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return err
+	}
+	if old, err := os.ReadFile(filepath.Join(dir, liveRootFile)); err == nil && string(old) == root {
+		return nil
+	}
+	return writeFileAtomic(filepath.Join(dir, liveRootFile), root)
+}
 
 // liveDirFor is where data directory dir (already made) keeps its live copy under root: named by the
 // directory's device and inode, so that a copy or a new directory at the same path gets a copy of its own.
@@ -854,7 +894,18 @@ func punchFile(f *os.File, off, n int64) error {
 // writeFileAtomic writes a small file whole or not at all.
 func writeFileAtomic(path, text string) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(text)
+	if err == nil {
+		err = f.Sync() // a root that is not a tmpfs keeps its copy over a reboot: its name must be whole then
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)

@@ -618,24 +618,44 @@ func TestDirectStartDropsDefaultLiveCopy(t *testing.T) {
 	require.NoDirExists(t, held)
 }
 
-// TestDirectStartCatchesUpLiveCopy: a start that maps the directory's own files (--data-live off) after a
-// server with a live copy in the default root was killed first writes the copy's blocks into the
-// directory, which is behind it by what came after the last sync, and punches the copy's holes in it (a
-// page moved to another class since is a hole until written, and the directory's still holds the old
-// class's items); after a clean stop there is nothing to write. Either way the directory then holds what
-// the live copy held, and the copy is freed.
+// TestDirectStartCatchesUpLiveCopy: a start that maps the directory's own files (--data-live off), or keeps
+// its live copy under another root, after a server with a live copy was killed first writes the copy's
+// blocks into the directory, which is behind it by what came after the last sync, and punches the copy's
+// holes in it (a page moved to another class since is a hole until written, and the directory's still
+// holds the old class's items); after a clean stop there is nothing to write. Either way the directory
+// then holds what the live copy held, and the copy is freed. The copy is found where the directory
+// records it was kept, the default root or another.
 func TestDirectStartCatchesUpLiveCopy(t *testing.T) {
 	if !OnTmpfs(DefaultLiveRoot) {
 		t.Skip("no tmpfs at " + DefaultLiveRoot)
 	}
 	c := DefaultClasses()
-	for _, killed := range []bool{true, false} {
-		t.Run(fmt.Sprintf("killed=%v", killed), func(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		from, to string // live roots: "default" is DefaultLiveRoot, "" is off
+		killed   bool
+	}{
+		{"default to off, killed", "default", "", true},
+		{"default to off, stopped", "default", "", false},
+		{"other to off, killed", "other", "", true},
+		{"other to off, stopped", "other", "", false},
+		{"other to another, killed", "other", "another", true},
+		{"default to another, killed", "default", "another", true},
+		{"other to default, stopped", "other", "default", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			roots := map[string]string{"": "", "default": DefaultLiveRoot, "other": liveRoot(t), "another": liveRoot(t)}
+			from, to := roots[tc.from], roots[tc.to]
 			dir := t.TempDir()
-			held, err := liveDirFor(DefaultLiveRoot, dir)
+			held, err := liveDirFor(from, dir)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = os.RemoveAll(held) })
-			b, al := openLiveBacking(t, dir, DefaultLiveRoot, c)
+			if to != "" {
+				next, err := liveDirFor(to, dir)
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = os.RemoveAll(next) })
+			}
+			b, al := openLiveBacking(t, dir, from, c)
 			r := writeChunk(t, al, 5, 7)
 			moved := writeChunk(t, al, 9, 6) // a page of its own
 			require.NoError(t, b.Sync())
@@ -651,13 +671,13 @@ func TestDirectStartCatchesUpLiveCopy(t *testing.T) {
 			want, err := os.ReadFile(filepath.Join(held, "items"))
 			require.NoError(t, err)
 			require.Len(t, want, int(b.itemsSize))
-			if killed {
+			if tc.killed {
 				crash(t, b)
 			} else {
 				require.NoError(t, b.Close())
 			}
 
-			b, reason, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{})
+			b, reason, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{Live: to})
 			require.NoError(t, err)
 			defer b.Close()
 			require.Empty(t, reason)
@@ -665,6 +685,11 @@ func TestDirectStartCatchesUpLiveCopy(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, bytes.Equal(want, disk), "the directory holds what the live copy held")
 			require.NoDirExists(t, held)
+			if to != "" {
+				loadLive(t, b)
+				require.True(t, bytes.Equal(want, b.itemsMem[:b.itemsSize]), "the new live copy holds it")
+				require.Equal(t, to, recordedLiveRoot(dir))
+			}
 		})
 	}
 }
@@ -850,3 +875,31 @@ func TestShardLoadedOnFullTmpfs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "0\n1\n", string(loaded))
 }
+
+// TestRecordedLiveRoot: the root a data directory names for its live copy is used only when it is a clean
+// absolute path; anything else (no file, a damaged one) is the default root.
+func TestRecordedLiveRoot(t *testing.T) {
+	for _, tc := range []struct {
+		file *string
+		want string
+	}{
+		{nil, DefaultLiveRoot},
+		{ptr("/mnt/live"), "/mnt/live"},
+		{ptr(""), DefaultLiveRoot},
+		{ptr("mnt/live"), DefaultLiveRoot},
+		{ptr("/mnt/live/"), DefaultLiveRoot},
+		{ptr("/mnt/\x00live"), "/mnt/\x00live"}, // clean and absolute: not found where it is looked for
+		{ptr("/mnt/../live"), DefaultLiveRoot},
+	} {
+		dir := t.TempDir()
+		if tc.file != nil {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, liveRootFile), []byte(*tc.file), 0o600))
+		}
+		require.Equal(t, tc.want, recordedLiveRoot(dir))
+	}
+	dir := t.TempDir()
+	require.NoError(t, recordLiveRoot(dir, "/dev/shm/../shm"))
+	require.Equal(t, "/dev/shm", recordedLiveRoot(dir))
+}
+
+func ptr(s string) *string { return &s }
