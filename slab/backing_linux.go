@@ -394,7 +394,10 @@ func UnkeptReservations(dir, liveRoot string) string {
 }
 
 // overlayUpper is the upper directory of the overlayfs mount that holds dir, from /proc/self/mountinfo:
-// "" when the mount holding dir is not an overlayfs or names none.
+// "" when the mount holding dir is not an overlayfs or names none. The mount is the first whose device is
+// dir's (an overlayfs reports its own for a directory); where none is, or dir cannot be examined (not
+// made yet), the one with the longest mount point above it, the last listed of those (the top of a
+// stack), which a mount placed beneath another (MOVE_MOUNT_BENEATH) can mislead.
 func overlayUpper(dir string) string {
 	if d, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = d
@@ -402,6 +405,11 @@ func overlayUpper(dir string) string {
 	info, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return ""
+	}
+	dev := ""
+	var st unix.Stat_t
+	if unix.Stat(dir, &st) == nil {
+		dev = fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
 	}
 	best, upper := -1, ""
 	for _, line := range strings.Split(string(info), "\n") {
@@ -411,20 +419,30 @@ func overlayUpper(dir string) string {
 		if !ok || len(f) < 5 || len(g) < 3 {
 			continue
 		}
+		if dev != "" && f[2] == dev {
+			return upperDir(g)
+		}
 		mp := unescapeMount(f[4])
 		if len(mp) < best || !(dir == mp || strings.HasPrefix(dir, strings.TrimSuffix(mp, "/")+"/")) {
 			continue
 		}
-		best, upper = len(mp), ""
-		if g[0] == "overlay" {
-			for _, opt := range strings.Split(g[2], ",") {
-				if v, ok := strings.CutPrefix(opt, "upperdir="); ok {
-					upper = unescapeMount(v)
-				}
-			}
-		}
+		best, upper = len(mp), upperDir(g)
 	}
 	return upper
+}
+
+// upperDir is the upperdir option of a mountinfo line's fields after " - " (fstype, source, superoptions):
+// "" for one that is not an overlayfs.
+func upperDir(g []string) string {
+	if g[0] != "overlay" {
+		return ""
+	}
+	for _, opt := range strings.Split(g[2], ",") {
+		if v, ok := strings.CutPrefix(opt, "upperdir="); ok {
+			return unescapeMount(v)
+		}
+	}
+	return ""
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space, \011, \012, \134).

@@ -537,3 +537,37 @@ func TestBackingOlderFormat(t *testing.T) {
 		})
 	}
 }
+
+// TestOverlayUpperBeneath: a mount placed beneath an overlayfs (MOVE_MOUNT_BENEATH, Linux 6.5) is listed
+// after it, though the overlayfs stays on top: the mount holding a directory is told by its device.
+func TestOverlayUpperBeneath(t *testing.T) {
+	base := t.TempDir()
+	layers := filepath.Join(base, "layers")
+	for _, d := range []string{"lower", "upper", "work"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(layers, d), 0o700))
+	}
+	mp, side := filepath.Join(base, "mp"), filepath.Join(base, "side")
+	require.NoError(t, os.Mkdir(mp, 0o700))
+	require.NoError(t, os.Mkdir(side, 0o700))
+	opts := fmt.Sprintf("lowerdir=%s/lower,upperdir=%s/upper,workdir=%s/work", layers, layers, layers)
+	if err := unix.Mount("overlay", mp, "overlay", 0, opts); err != nil {
+		t.Skipf("mounting an overlayfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(mp, unix.MNT_DETACH) })
+	require.NoError(t, unix.Mount("tmpfs", side, "tmpfs", 0, "size=1m"))
+	t.Cleanup(func() { _ = unix.Unmount(side, unix.MNT_DETACH) })
+	require.NoError(t, unix.Mount("", side, "", unix.MS_PRIVATE, ""))
+	require.NoError(t, unix.Mount("", mp, "", unix.MS_PRIVATE, ""))
+	fd, err := unix.OpenTree(unix.AT_FDCWD, side, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	const moveMountBeneath = 0x200 // linux/mount.h; not in x/sys/unix
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, mp, unix.MOVE_MOUNT_F_EMPTY_PATH|moveMountBeneath); err != nil {
+		t.Skipf("mounting beneath: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(mp, unix.MNT_DETACH) }) // the one beneath, once the overlayfs is gone
+	dir := filepath.Join(mp, "dir")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	require.DirExists(t, filepath.Join(layers, "upper", "dir"), "the overlayfs is on top")
+	require.Equal(t, filepath.Join(layers, "upper"), overlayUpper(dir))
+}
