@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/leasecached/leasecached/internal/tmpfstest"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // reboot stands for a machine reboot after a clean stop of s: tmpfs is emptied, so the next start on dir
@@ -124,5 +127,85 @@ func TestLiveCopyPageMoveReachesDir(t *testing.T) {
 				require.True(t, bytes.Equal(v, pattern(vlen, i)), "%s intact", hot(i))
 			}
 		})
+	}
+}
+
+// A start that makes a live copy on a tmpfs with no room left cannot list a shard as read into the copy
+// (slab.Backing.ShardLoaded): each such shard stays locked until the copy is whole (LiveLoaded, which
+// needs no room), so that none changes what a start after a kill would read from DIR again. Then every
+// shard serves, and the copy has its origin.
+func TestLiveCopyShardsHeldOnFullTmpfs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	root, dir, c := t.TempDir(), t.TempDir(), newClock()
+	require.NoError(t, unix.Mount("tmpfs", root, "tmpfs", 0, "size=16m"))
+	t.Cleanup(func() { _ = unix.Unmount(root, unix.MNT_DETACH) })
+	cfg := Config{MemoryLimit: 8 << 20, Shards: 2, DataLive: root}
+	s := persistStore(t, dir, c, cfg)
+	for i := range 50 {
+		require.Equal(t, Stored, s.Store(ModeSet, key(i), 0, 0, pattern(100, i), 0))
+	}
+	reboot(t, s, root)
+
+	// Room for the copy's loading file only: the loaded file's reservation and each page are refused.
+	filler := filepath.Join(root, "filler")
+	f, err := os.Create(filler)
+	require.NoError(t, err)
+	buf := make([]byte, 64<<10)
+	for err == nil {
+		_, err = f.Write(buf)
+	}
+	require.ErrorIs(t, err, unix.ENOSPC)
+	for size := int64(0); ; {
+		var st unix.Statfs_t
+		require.NoError(t, unix.Statfs(root, &st))
+		if st.Bavail > 0 {
+			break
+		}
+		fi, err := f.Stat()
+		require.NoError(t, err)
+		size = (fi.Size() - 1) &^ 4095
+		require.NoError(t, f.Truncate(size))
+	}
+	require.NoError(t, f.Close())
+
+	var mu sync.Mutex
+	var failed []error
+	cfg.SyncFailed = func(err error) {
+		mu.Lock()
+		failed = append(failed, err)
+		mu.Unlock()
+	}
+	s = persistStore(t, dir, c, cfg)
+	mu.Lock()
+	require.Len(t, failed, cfg.Shards, "one ShardLoaded failure a shard, and none for LiveLoaded: %v", failed)
+	for _, err := range failed {
+		require.ErrorIs(t, err, unix.ENOSPC)
+	}
+	mu.Unlock()
+	copies, err := filepath.Glob(filepath.Join(root, "leasecached-*", "origin"))
+	require.NoError(t, err)
+	require.Len(t, copies, 1, "the copy is whole")
+
+	require.NoError(t, os.Remove(filler))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 50 {
+			s.Store(ModeSet, key(i), 0, 0, pattern(100, -i), 0)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		// Not FailNow, nor a panic: the cleanup's Close would wait on the shard too.
+		fmt.Fprintln(os.Stderr, "FAIL: TestLiveCopyShardsHeldOnFullTmpfs: a held shard was never unlocked")
+		os.Exit(1)
+	}
+	for i := range 50 {
+		v, _, ok := s.Get(nil, key(i))
+		require.True(t, ok, "key %d", i)
+		require.Equal(t, pattern(100, -i), v, "key %d", i)
 	}
 }

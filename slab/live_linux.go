@@ -448,9 +448,10 @@ func readInto(f *os.File, p []byte, off int64) error {
 	return nil
 }
 
-// LiveLoaded ends the making of a live copy (every adopted page was loaded): its origin is written, so
-// that a later start uses it. Before that a start copies the directory's files again. Without a live copy
-// being made it does nothing.
+// LiveLoaded ends the making of a live copy (every adopted page was loaded): it gets its origin, so
+// that a later start uses it. Before that a start resumes the copy (liveState). Without a live copy
+// being made it does nothing. The origin is liveLoading renamed, which holds its text: a rename needs no
+// new room, so a full tmpfs, on which ShardLoaded may have failed, does not fail it too.
 func (b *Backing) LiveLoaded() error {
 	l := b.live
 	if l == nil || !l.owed.Load() {
@@ -461,7 +462,11 @@ func (b *Backing) LiveLoaded() error {
 		_ = l.loaded.Close()
 		l.loaded = nil
 	}
-	err := writeFileAtomic(filepath.Join(l.dir, liveOrigin), l.originText(b.dir, l.instance))
+	origin := filepath.Join(l.dir, liveOrigin)
+	err := os.Rename(filepath.Join(l.dir, liveLoading), origin)
+	if err != nil {
+		err = writeFileAtomic(origin, l.originText(b.dir, l.instance))
+	}
 	if err == nil {
 		_ = os.Remove(filepath.Join(l.dir, liveLoading))
 		_ = os.Remove(filepath.Join(l.dir, liveLoaded))

@@ -858,8 +858,9 @@ func TestLiveCopyResume(t *testing.T) {
 	}
 }
 
-// TestShardLoadedOnFullTmpfs: recording a shard as read into the copy being made needs no new room, as
-// the live root may be full by then (its pages are reserved for -m): the file was reserved at start.
+// TestShardLoadedOnFullTmpfs: recording a shard as read into the copy being made (its file was reserved
+// at start), and the copy as made (a rename), need no new room, as the live root may be full by then
+// (its pages are reserved for -m).
 func TestShardLoadedOnFullTmpfs(t *testing.T) {
 	root := smallTmpfs(t, "4m")
 	dir := t.TempDir()
@@ -874,6 +875,12 @@ func TestShardLoadedOnFullTmpfs(t *testing.T) {
 	loaded, err := os.ReadFile(filepath.Join(b.live.dir, liveLoaded))
 	require.NoError(t, err)
 	require.Equal(t, "0\n1\n", string(loaded))
+	require.NoError(t, b.LiveLoaded(), "the copy's origin needs no new room either")
+	origin, err := os.ReadFile(filepath.Join(b.live.dir, liveOrigin))
+	require.NoError(t, err)
+	require.Equal(t, b.live.originText(dir, b.live.instance), string(origin))
+	require.NoFileExists(t, filepath.Join(b.live.dir, liveLoading))
+	require.NoFileExists(t, filepath.Join(b.live.dir, liveLoaded))
 }
 
 // TestRecordedLiveRoot: the root a data directory names for its live copy is used only when it is a clean
