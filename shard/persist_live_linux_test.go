@@ -132,8 +132,8 @@ func TestLiveCopyPageMoveReachesDir(t *testing.T) {
 
 // A start that makes a live copy on a tmpfs with no room left cannot list a shard as read into the copy
 // (slab.Backing.ShardLoaded): each such shard stays locked until the copy is whole (LiveLoaded, which
-// needs no room), so that none changes what a start after a kill would read from DIR again. Then every
-// shard serves, and the copy has its origin.
+// needs no room), so that none changes what a start after a kill would read from DIR again. Stores sent
+// while the last shard's failure is reported wait until the copy has its origin; then every shard serves.
 func TestLiveCopyShardsHeldOnFullTmpfs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a tmpfs needs root")
@@ -141,9 +141,10 @@ func TestLiveCopyShardsHeldOnFullTmpfs(t *testing.T) {
 	root, dir, c := t.TempDir(), t.TempDir(), newClock()
 	require.NoError(t, unix.Mount("tmpfs", root, "tmpfs", 0, "size=16m"))
 	t.Cleanup(func() { _ = unix.Unmount(root, unix.MNT_DETACH) })
+	const keys = 50
 	cfg := Config{MemoryLimit: 8 << 20, Shards: 2, DataLive: root}
 	s := persistStore(t, dir, c, cfg)
-	for i := range 50 {
+	for i := range keys {
 		require.Equal(t, Stored, s.Store(ModeSet, key(i), 0, 0, pattern(100, i), 0))
 	}
 	reboot(t, s, root)
@@ -157,7 +158,7 @@ func TestLiveCopyShardsHeldOnFullTmpfs(t *testing.T) {
 		_, err = f.Write(buf)
 	}
 	require.ErrorIs(t, err, unix.ENOSPC)
-	for size := int64(0); ; {
+	for {
 		var st unix.Statfs_t
 		require.NoError(t, unix.Statfs(root, &st))
 		if st.Bavail > 0 {
@@ -165,45 +166,79 @@ func TestLiveCopyShardsHeldOnFullTmpfs(t *testing.T) {
 		}
 		fi, err := f.Stat()
 		require.NoError(t, err)
-		size = (fi.Size() - 1) &^ 4095
-		require.NoError(t, f.Truncate(size))
+		require.NoError(t, f.Truncate((fi.Size()-1)&^4095))
 	}
 	require.NoError(t, f.Close())
 
+	hasOrigin := func() bool {
+		m, _ := filepath.Glob(filepath.Join(root, "leasecached-*", "origin"))
+		return len(m) > 0
+	}
 	var mu sync.Mutex
 	var failed []error
+	var early []int // keys stored before the copy was whole
+	started := make(chan *Store, 1)
+	stored := make(chan int, keys)
 	cfg.SyncFailed = func(err error) {
 		mu.Lock()
 		failed = append(failed, err)
+		last := len(failed) == cfg.Shards
 		mu.Unlock()
+		if !last {
+			return
+		}
+		// Every other shard has reported its failure and gone on: a shard unlocked then would serve
+		// these stores now, before LiveLoaded.
+		s := <-started
+		for i := range keys {
+			go func() {
+				s.Store(ModeSet, key(i), 0, 0, pattern(100, -i), 0)
+				stored <- i
+			}()
+		}
+		deadline := time.After(500 * time.Millisecond)
+		for {
+			select {
+			case i := <-stored:
+				if !hasOrigin() {
+					mu.Lock()
+					early = append(early, i)
+					mu.Unlock()
+				}
+				stored <- i // counted again below
+				return
+			case <-deadline:
+				return
+			}
+		}
 	}
-	s = persistStore(t, dir, c, cfg)
+	s = startPersistStore(t, dir, c, cfg)
+	started <- s
+	waitRestart(t, s)
+	require.True(t, hasOrigin(), "the copy is whole")
 	mu.Lock()
-	require.Len(t, failed, cfg.Shards, "one ShardLoaded failure a shard, and none for LiveLoaded: %v", failed)
-	for _, err := range failed {
+	errs, earlyKeys := append([]error(nil), failed...), append([]int(nil), early...)
+	mu.Unlock()
+	require.Len(t, errs, cfg.Shards, "one ShardLoaded failure a shard, and none for LiveLoaded: %v", errs)
+	for _, err := range errs {
 		require.ErrorIs(t, err, unix.ENOSPC)
 	}
-	mu.Unlock()
-	copies, err := filepath.Glob(filepath.Join(root, "leasecached-*", "origin"))
-	require.NoError(t, err)
-	require.Len(t, copies, 1, "the copy is whole")
+	require.Empty(t, earlyKeys, "stored into a shard that ShardLoaded failed for, before the copy was whole")
 
-	require.NoError(t, os.Remove(filler))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := range 50 {
-			s.Store(ModeSet, key(i), 0, 0, pattern(100, -i), 0)
+	timeout := time.After(10 * time.Second)
+	for range keys { // the stores sent while held (into a full tmpfs: refused or evicting, either is fine)
+		select {
+		case <-stored:
+		case <-timeout:
+			// Not FailNow, nor a panic: the cleanup's Close would wait on the shard too.
+			fmt.Fprintln(os.Stderr, "FAIL: TestLiveCopyShardsHeldOnFullTmpfs: a held shard was never unlocked")
+			_ = unix.Unmount(root, unix.MNT_DETACH)
+			os.Exit(1)
 		}
-	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		// Not FailNow, nor a panic: the cleanup's Close would wait on the shard too.
-		fmt.Fprintln(os.Stderr, "FAIL: TestLiveCopyShardsHeldOnFullTmpfs: a held shard was never unlocked")
-		os.Exit(1)
 	}
-	for i := range 50 {
+	require.NoError(t, os.Remove(filler))
+	for i := range keys {
+		require.Equal(t, Stored, s.Store(ModeSet, key(i), 0, 0, pattern(100, -i), 0), "key %d", i)
 		v, _, ok := s.Get(nil, key(i))
 		require.True(t, ok, "key %d", i)
 		require.Equal(t, pattern(100, -i), v, "key %d", i)

@@ -19,8 +19,16 @@ import (
 	"github.com/zeebo/xxh3"
 )
 
-// persistStore opens a store on dir with the test clock c (nil: a new one).
+// persistStore opens a store on dir with the test clock c (nil: a new one), and waits for its rebuild.
 func persistStore(t testing.TB, dir string, c *clock, cfg Config) *Store {
+	t.Helper()
+	s := startPersistStore(t, dir, c, cfg)
+	waitRestart(t, s)
+	return s
+}
+
+// startPersistStore is persistStore without the wait: its shards may still be rebuilding.
+func startPersistStore(t testing.TB, dir string, c *clock, cfg Config) *Store {
 	t.Helper()
 	if c == nil {
 		c = newClock()
@@ -37,7 +45,6 @@ func persistStore(t testing.TB, dir string, c *clock, cfg Config) *Store {
 	s, err := New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
-	waitRestart(t, s)
 	return s
 }
 

@@ -106,12 +106,16 @@ func sameRoot(a, b string) bool {
 	return err == nil && os.SameFile(sa, sb)
 }
 
-// recordLiveRoot names root (absolute) in data directory dir as where its live copy is kept from now on,
-// unless it is named there already.
+// recordLiveRoot names root in data directory dir as where its live copy is kept from now on, unless it
+// is named there already: absolute, and with its symlinks resolved, since a link pointed elsewhere later
+// would hide the copy from the next start.
 func recordLiveRoot(dir, root string) error {
 	root, err := filepath.Abs(root)
 	if err != nil {
 		return err
+	}
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
 	}
 	if old, err := os.ReadFile(filepath.Join(dir, liveRootFile)); err == nil && string(old) == root {
 		return nil
@@ -144,9 +148,21 @@ func LiveRoom(root, dir string, memoryLimit int64) error {
 	pages := (memoryLimit + PageSize - 1) / PageSize
 	need := pages * PageSize
 	have := int64(st.Bavail) * st.Bsize
-	if d, err := liveDirFor(root, dir); err == nil {
+	// dir's copy there, and the one under the root it was last kept under when that is on this tmpfs
+	// too, are freed or reused by the start.
+	var rst unix.Stat_t
+	if err := unix.Stat(root, &rst); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, r := range []string{root, recordedLiveRoot(dir)} {
+		d, err := liveDirFor(r, dir)
+		if err != nil || seen[d] {
+			continue
+		}
+		seen[d] = true
 		var fst unix.Stat_t
-		if unix.Stat(filepath.Join(d, "items"), &fst) == nil {
+		if unix.Stat(filepath.Join(d, "items"), &fst) == nil && fst.Dev == rst.Dev {
 			have += fst.Blocks * 512
 		}
 	}
@@ -910,8 +926,11 @@ func writeFileAtomic(path, text string) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return err
+	if err == nil {
+		err = os.Rename(tmp, path)
 	}
-	return os.Rename(tmp, path)
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
 }

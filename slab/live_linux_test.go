@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -570,6 +571,17 @@ func TestLiveRoom(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, unix.Fallocate(int(f.Fd()), 0, 0, 10<<20))
 	require.NoError(t, f.Close())
+	// moved's copy is under another root on the same tmpfs, which moved names (a start frees it).
+	moved, sub := t.TempDir(), filepath.Join(root, "sub")
+	require.NoError(t, os.Mkdir(sub, 0o700))
+	require.NoError(t, recordLiveRoot(moved, sub))
+	old, err := liveDirFor(sub, moved)
+	require.NoError(t, err)
+	require.NoError(t, os.Mkdir(old, 0o700))
+	f, err = os.Create(filepath.Join(old, "items"))
+	require.NoError(t, err)
+	require.NoError(t, unix.Fallocate(int(f.Fd()), 0, 0, 4<<20))
+	require.NoError(t, f.Close())
 
 	disk := t.TempDir()
 	cases := []struct {
@@ -578,9 +590,10 @@ func TestLiveRoom(t *testing.T) {
 		errHas          string
 	}{
 		{"not a tmpfs", disk, dir, 1 << 20, "not a tmpfs"},
-		{"room", root, other, 4 << 20, ""},
-		{"no room", root, other, 12 << 20, "MiB free"},
-		{"room counting its own live copy", root, dir, 12 << 20, ""},
+		{"room", root, other, 1 << 20, ""},
+		{"no room", root, other, 4 << 20, "MiB free"},
+		{"room counting its copy under another root", root, moved, 4 << 20, ""},
+		{"room counting its own live copy", root, dir, 11 << 20, ""},
 		{"more than the tmpfs", root, dir, 17 << 20, "-m needs 17 MiB"},
 	}
 	for _, tc := range cases {
@@ -642,16 +655,21 @@ func TestDirectStartCatchesUpLiveCopy(t *testing.T) {
 		{"other to another, killed", "other", "another", true},
 		{"default to another, killed", "default", "another", true},
 		{"other to default, stopped", "other", "default", false},
+		// "link" is a symlink to other, pointed at another before the second start.
+		{"link, repointed, killed", "link", "link", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			roots := map[string]string{"": "", "default": DefaultLiveRoot, "other": liveRoot(t), "another": liveRoot(t)}
+			link := filepath.Join(t.TempDir(), "link")
+			roots := map[string]string{"": "", "default": DefaultLiveRoot, "other": liveRoot(t), "another": liveRoot(t),
+				"link": link}
+			require.NoError(t, os.Symlink(roots["other"], link))
 			from, to := roots[tc.from], roots[tc.to]
 			dir := t.TempDir()
-			held, err := liveDirFor(from, dir)
+			held, err := liveDirFor(roots[strings.Replace(tc.from, "link", "other", 1)], dir)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = os.RemoveAll(held) })
 			if to != "" {
-				next, err := liveDirFor(to, dir)
+				next, err := liveDirFor(roots[strings.Replace(tc.to, "link", "another", 1)], dir)
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = os.RemoveAll(next) })
 			}
@@ -676,6 +694,8 @@ func TestDirectStartCatchesUpLiveCopy(t *testing.T) {
 			} else {
 				require.NoError(t, b.Close())
 			}
+			require.NoError(t, os.Remove(link))
+			require.NoError(t, os.Symlink(roots["another"], link))
 
 			b, reason, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{Live: to})
 			require.NoError(t, err)
@@ -688,7 +708,9 @@ func TestDirectStartCatchesUpLiveCopy(t *testing.T) {
 			if to != "" {
 				loadLive(t, b)
 				require.True(t, bytes.Equal(want, b.itemsMem[:b.itemsSize]), "the new live copy holds it")
-				require.Equal(t, to, recordedLiveRoot(dir))
+				real, err := filepath.EvalSymlinks(to)
+				require.NoError(t, err)
+				require.Equal(t, real, recordedLiveRoot(dir))
 			}
 		})
 	}
