@@ -139,13 +139,13 @@ soak:
 
 ## restart-soak: the kill -9 campaign (integration/restart_kill_test.go) for RESTARTROUNDS rounds instead of
 ## the 3 `make test` runs: a write-heavy load killed with SIGKILL at a random moment, the daemon restarted on
-## the same directory and every key checked against the model, once with DIR's files mapped and once with
-## the live copy, with the race detector as in make test (`make restart-soak RESTARTROUNDS=500`; replay a
+## the same directory and every key checked against the model, once with DIR's files mapped, once with
+## the live copy and once with the copy's root changed at each restart, with the race detector as in make test (`make restart-soak RESTARTROUNDS=500`; replay a
 ## failure with LEASECACHED_RESTART_SEED). Each round bounds itself, hence no go test timeout.
 RESTARTROUNDS ?= 100
 .PHONY: restart-soak
 restart-soak: test-deps
-	LEASECACHED_KILL_ROUNDS=$(RESTARTROUNDS) $(GO) test -race -count=1 -timeout 0 -v -run '^TestRestartAfterKillDuringWrites(Live)?$$' ./integration/
+	LEASECACHED_KILL_ROUNDS=$(RESTARTROUNDS) $(GO) test -race -count=1 -timeout 0 -v -run '^TestRestartAfterKillDuringWrites(Live|SwitchingRoots)?$$' ./integration/
 
 ## herd: issue 27's measurement (integration/plain_herd_test.go): 200 plain get/set clients on one hot key that
 ## expires every 2 s, then on one a writer deletes every 2 s, against memcached 1.6.18 and leasecached with

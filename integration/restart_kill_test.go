@@ -268,6 +268,21 @@ func TestRestartAfterKillDuringWritesLive(t *testing.T) {
 		func(d *daemon) { stopDaemon(t, d, stopKill) })
 }
 
+// TestRestartAfterKillDuringWritesSwitchingRoots is TestRestartAfterKillDuringWritesLive with the live
+// copy's root changed at each restart (one root, another, --data-live off, the first again): a start on
+// another root, or off, first writes the killed server's copy, ahead of the directory by what came after
+// the last sync, into the directory (doc/design/restart-live.md), so no value goes back.
+func TestRestartAfterKillDuringWritesSwitchingRoots(t *testing.T) {
+	requireRestart(t)
+	roots := [][]string{liveArgs(t), liveArgs(t), {"--data-live", "off"}}
+	starts := 0
+	killDuringWrites(t, killRoundsFor(t), func(dir string) *daemon {
+		args := append(roots[starts%len(roots)], "--data-sync", "1s")
+		starts++
+		return startOnDir(t, dir, args...)
+	}, func(d *daemon) { stopDaemon(t, d, stopKill) })
+}
+
 // killDuringWrites is TestRestartAfterKillDuringWrites' body, for any number of rounds and any way to die:
 // start starts a daemon on the directory, and kill must end it at a round's random moment.
 func killDuringWrites(t *testing.T, rounds int, start func(dir string) *daemon, kill func(d *daemon)) {
