@@ -134,6 +134,9 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 		dropLive(prevRoot, dir)
 	}
 	if opt.Live != "" {
+		if err := os.MkdirAll(opt.Live, 0o700); err != nil { // made first, so that its path resolves
+			return b, "", fmt.Errorf("--data-live %s: %w", opt.Live, err)
+		}
 		if err := recordLiveRoot(dir, opt.Live); err != nil {
 			return b, "", err
 		}
