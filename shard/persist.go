@@ -69,6 +69,7 @@ type RestartStats struct {
 	Dropped      int64
 	Seconds      float64
 	StartedEmpty string // why the stored data was not used; "" when it was, or there was none
+	CaughtUp     string // the live copy written into the data directory first (slab.Backing.CaughtUp); "" if none
 	PagesLeft    int    // stored pages a smaller -m had no room for
 	ItemsLeft    int64  // the items they held, dropped (counted in Dropped too)
 	Syncs        uint64 // periodic syncs done
@@ -83,7 +84,7 @@ func (s *Store) RestartStats() RestartStats {
 		return RestartStats{}
 	}
 	return RestartStats{Enabled: true, Loading: p.loading.Load(), Loaded: p.loaded.Load(),
-		Dropped: p.dropped.Load(), Seconds: float64(p.nanos.Load()) / 1e9, StartedEmpty: p.reason,
+		Dropped: p.dropped.Load(), Seconds: float64(p.nanos.Load()) / 1e9, StartedEmpty: p.reason, CaughtUp: p.back.CaughtUp(),
 		PagesLeft: p.pagesLeft, ItemsLeft: p.itemsLeft, Syncs: p.syncs.Load(), SyncFailures: p.syncFailures.Load(),
 		SyncedAt: p.syncedAt.Load()}
 }

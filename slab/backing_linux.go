@@ -43,7 +43,14 @@ type Backing struct {
 	live *live
 	// quiesce returns once every chunk owner has finished what it was doing when it was called (SetQuiesce).
 	quiesce func()
+	// caughtUp is the live copy whose blocks OpenBacking wrote into the directory's items first (catchUpLive),
+	// "" when none was.
+	caughtUp string
 }
+
+// CaughtUp is the live copy a start that maps the directory's files, or keeps the copy under another root,
+// found newer than them and wrote into them before anything else: "" when none was.
+func (b *Backing) CaughtUp() string { return b.caughtUp }
 
 var errBackingClosed = errors.New("slab: data directory closed")
 
@@ -99,8 +106,10 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	prevRoot := recordedLiveRoot(dir)
 	moved := !sameRoot(prevRoot, opt.Live)
 	if reason == "" && moved {
-		if err := catchUpLive(prevRoot, dir, hdr, b.items); err != nil {
+		if ld, err := catchUpLive(prevRoot, dir, hdr, b.items); err != nil {
 			reason = fmt.Sprintf("its live copy in %s is newer and could not be written into it: %v", prevRoot, err)
+		} else {
+			b.caughtUp = ld
 		}
 	}
 	if reason != "" {

@@ -46,6 +46,7 @@ func (b *Backing) setRecord(uint32, uint64)     {}
 func (b *Backing) Records() []PageRecord        { return nil }
 func (b *Backing) CasHigh() uint64              { return 0 }
 func (b *Backing) SealKey() uint64              { return 0 }
+func (b *Backing) CaughtUp() string             { return "" }
 func (b *Backing) SetCasHigh(uint64)            {}
 func (b *Backing) SyncHeader() error            { return nil }
 func (b *Backing) SyncNames()                   {}

@@ -187,36 +187,36 @@ func dropLive(root, dir string) {
 // directory would bring back what the last seconds before the stop deleted or overwrote. So every block
 // the copy holds is written over the directory's, every hole of it (a page punched, and perhaps taken again
 // by another class since: meta, the directory's own, then records it) is punched in the directory's, and
-// the file is synced.
-func catchUpLive(root, dir string, hdr []byte, items *os.File) error {
+// the file is synced. caughtUp is the copy written in, "" when there was none to write.
+func catchUpLive(root, dir string, hdr []byte, items *os.File) (caughtUp string, err error) {
 	le := binary.LittleEndian
 	instance := le.Uint64(hdr[hdrInstance:])
 	if instance == 0 || le.Uint64(hdr[hdrClean:]) == instance {
-		return nil // no live copy was made from these files since, or its server stopped cleanly
+		return "", nil // no live copy was made from these files since, or its server stopped cleanly
 	}
 	ld, err := liveDirFor(root, dir)
 	if err != nil {
-		return nil
+		return "", nil
 	}
 	inCopy, found, resumed := liveState(ld, dir, instance)
 	if !found && !resumed {
-		return nil // none, or not the newest: the directory is
+		return "", nil // none, or not the newest: the directory is
 	}
 	f, err := os.Open(filepath.Join(ld, "items"))
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return err
+		return "", err
 	}
 	size := st.Size()
 	if dst, err := items.Stat(); err != nil {
-		return err
+		return "", err
 	} else if dst.Size() < size {
 		if err := items.Truncate(size); err != nil {
-			return err
+			return "", err
 		}
 	}
 	src := &liveFile{f: f}
@@ -224,15 +224,15 @@ func catchUpLive(root, dir string, hdr []byte, items *os.File) error {
 	buf := make([]byte, 1<<20)
 	if !resumed {
 		if err := catchUpRange(src, items, buf, 0, size); err != nil {
-			return err
+			return "", err
 		}
-		return items.Sync()
+		return ld, items.Sync()
 	}
 	// A copy being made holds the pages of the shards in inCopy, written to since; the others' are
 	// the directory's, not read in yet (holes).
 	m, err := os.Open(filepath.Join(dir, "meta"))
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer m.Close()
 	recs := make([]byte, size/PageSize*recordBytes)
@@ -240,11 +240,11 @@ func catchUpLive(root, dir string, hdr []byte, items *os.File) error {
 	for id := int64(0); (id+1)*recordBytes <= int64(n); id++ {
 		if _, owner, ok := decodeRecord(binary.LittleEndian.Uint64(recs[id*recordBytes:])); ok && inCopy[owner] {
 			if err := catchUpRange(src, items, buf, id*PageSize, (id+1)*PageSize); err != nil {
-				return err
+				return "", err
 			}
 		}
 	}
-	return items.Sync()
+	return ld, items.Sync()
 }
 
 // catchUpRange writes bytes [from, to) of the live file src into the directory's items: the blocks src

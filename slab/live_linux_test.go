@@ -704,6 +704,11 @@ func TestDirectStartCatchesUpLiveCopy(t *testing.T) {
 			disk, err := os.ReadFile(filepath.Join(dir, "items"))
 			require.NoError(t, err)
 			require.True(t, bytes.Equal(want, disk), "the directory holds what the live copy held")
+			if tc.killed {
+				require.Equal(t, held, b.CaughtUp(), "the start says it wrote that copy in")
+			} else {
+				require.Empty(t, b.CaughtUp(), "a clean stop's copy has nothing to write")
+			}
 			require.NoDirExists(t, held)
 			if to != "" {
 				loadLive(t, b)

@@ -184,7 +184,12 @@ func serve(cfg server.Config, enableShutdown bool) error {
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
 	}
-	if rs := store.RestartStats(); rs.StartedEmpty != "" && rs.StartedEmpty != slab.NoStoredData {
+	rs := store.RestartStats()
+	if rs.CaughtUp != "" {
+		cfg.Logger.Warn("--data-dir " + cfg.DataDir + ": the live copy in " + rs.CaughtUp + " was newer (its server did " +
+			"not stop cleanly) and was written into it before the listener opened; that copy is freed")
+	}
+	if rs.StartedEmpty != "" && rs.StartedEmpty != slab.NoStoredData {
 		cfg.Logger.Error("--data-dir " + cfg.DataDir + ": starting empty: " + rs.StartedEmpty)
 	} else if rs.PagesLeft > 0 {
 		cfg.Logger.Warn(fmt.Sprintf("--data-dir %s: this -m has no room for %d stored pages: their %d items are dropped",
