@@ -277,19 +277,25 @@ func TestRestartAfterKillDuringWritesSwitchingRoots(t *testing.T) {
 	roots := [][]string{liveArgs(t), liveArgs(t), {"--data-live", "off"}}
 	starts := 0
 	// The copy a killed server left under the previous root is written into DIR first, and the start says
-	// so (--data-live off clears DIR's instance: the start after it has no copy to write). Checked at the
-	// kill, by when the line, written before the listener opened, has been read.
+	// so (--data-live off clears DIR's instance: the start after it has no copy to write). Checked once
+	// the daemon has exited, when all it wrote has been read.
 	caughtUp := map[*daemon]bool{}
+	check := func(d *daemon) {
+		require.Equal(t, caughtUp[d], strings.Contains(d.out.String(), "was newer"), "its output:\n%s", d.out.String())
+	}
+	var last *daemon
 	killDuringWrites(t, killRoundsFor(t), func(dir string) *daemon {
 		args := append(roots[starts%len(roots)], "--data-sync", "1s")
-		d := startOnDir(t, dir, args...)
-		caughtUp[d] = starts%len(roots) != 0
+		last = startOnDir(t, dir, args...)
+		caughtUp[last] = starts%len(roots) != 0
 		starts++
-		return d
+		return last
 	}, func(d *daemon) {
-		require.Equal(t, caughtUp[d], strings.Contains(d.out.String(), "was newer"), "its output:\n%s", d.out.String())
 		stopDaemon(t, d, stopKill)
+		check(d)
 	})
+	stopDaemon(t, last, stopKill)
+	check(last)
 }
 
 // killDuringWrites is TestRestartAfterKillDuringWrites' body, for any number of rounds and any way to die:

@@ -226,7 +226,7 @@ func catchUpLive(root, dir string, hdr []byte, items *os.File) (caughtUp string,
 		if err := catchUpRange(src, items, buf, 0, size); err != nil {
 			return "", err
 		}
-		return ld, items.Sync()
+		return synced(ld, items)
 	}
 	// A copy being made holds the pages of the shards in inCopy, written to since; the others' are
 	// the directory's, not read in yet (holes).
@@ -244,7 +244,15 @@ func catchUpLive(root, dir string, hdr []byte, items *os.File) (caughtUp string,
 			}
 		}
 	}
-	return ld, items.Sync()
+	return synced(ld, items)
+}
+
+// synced ends catchUpLive: items synced, then ld, the copy written in ("" if the sync failed).
+func synced(ld string, items *os.File) (string, error) {
+	if err := items.Sync(); err != nil {
+		return "", err
+	}
+	return ld, nil
 }
 
 // catchUpRange writes bytes [from, to) of the live file src into the directory's items: the blocks src

@@ -876,6 +876,7 @@ func TestLiveCopyResume(t *testing.T) {
 				b, _, err = OpenBacking(dir, id, BackingOptions{})
 				require.NoError(t, err)
 				defer b.Close()
+				require.Equal(t, held, b.CaughtUp(), "the copy being made was written in")
 				got = func(page uint32) []byte { return b.itemsPage(page) }
 			}
 			for page, v := range want {

@@ -187,7 +187,7 @@ func serve(cfg server.Config, enableShutdown bool) error {
 	rs := store.RestartStats()
 	if rs.CaughtUp != "" {
 		cfg.Logger.Warn("--data-dir " + cfg.DataDir + ": the live copy in " + rs.CaughtUp + " was newer (its server did " +
-			"not stop cleanly) and was written into it before the listener opened; that copy is freed")
+			"not stop cleanly): written into " + cfg.DataDir + " before the listener opened, then removed")
 	}
 	if rs.StartedEmpty != "" && rs.StartedEmpty != slab.NoStoredData {
 		cfg.Logger.Error("--data-dir " + cfg.DataDir + ": starting empty: " + rs.StartedEmpty)
