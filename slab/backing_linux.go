@@ -106,7 +106,7 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	prevRoot := recordedLiveRoot(dir)
 	moved := !sameRoot(prevRoot, opt.Live)
 	if reason == "" && moved {
-		if ld, err := catchUpLive(prevRoot, dir, hdr, b.items); err != nil {
+		if ld, err := catchUpLive(prevRoot, dir, hdr, b.meta, b.items); err != nil {
 			reason = fmt.Sprintf("its live copy in %s is newer and could not be written into it: %v", prevRoot, err)
 		} else {
 			b.caughtUp = ld

@@ -154,13 +154,12 @@ func LiveRoom(root, dir string, memoryLimit int64) error {
 	if err := unix.Stat(root, &rst); err != nil {
 		return err
 	}
-	seen := map[string]bool{}
-	for _, r := range []string{root, recordedLiveRoot(dir)} {
+	here, _ := liveDirFor(root, dir)
+	for i, r := range []string{root, recordedLiveRoot(dir)} {
 		d, err := liveDirFor(r, dir)
-		if err != nil || seen[d] {
+		if err != nil || i > 0 && d == here {
 			continue
 		}
-		seen[d] = true
 		var fst unix.Stat_t
 		if unix.Stat(filepath.Join(d, "items"), &fst) == nil && fst.Dev == rst.Dev {
 			have += fst.Blocks * 512
@@ -181,14 +180,16 @@ func dropLive(root, dir string) {
 }
 
 // catchUpLive brings the directory's file items up to data directory dir's live copy under root, for a
-// start that maps the directory's own files (--data-live off), whose stored header is hdr. A copy that is
+// start that maps the directory's own files (--data-live off) or keeps the copy under another root; hdr is
+// the stored header, and meta the file it is in, whose page records say which pages a copy still being
+// made holds. A copy that is
 // the newest (its origin names dir and the header's instance, as openLive requires) and whose server did
 // not stop cleanly is ahead of the directory by up to a sync's interval, anywhere: mapped as it is, the
 // directory would bring back what the last seconds before the stop deleted or overwrote. So every block
 // the copy holds is written over the directory's, every hole of it (a page punched, and perhaps taken again
 // by another class since: meta, the directory's own, then records it) is punched in the directory's, and
 // the file is synced. caughtUp is the copy written in, "" when there was none to write.
-func catchUpLive(root, dir string, hdr []byte, items *os.File) (caughtUp string, err error) {
+func catchUpLive(root, dir string, hdr []byte, meta, items *os.File) (caughtUp string, err error) {
 	le := binary.LittleEndian
 	instance := le.Uint64(hdr[hdrInstance:])
 	if instance == 0 || le.Uint64(hdr[hdrClean:]) == instance {
@@ -230,13 +231,8 @@ func catchUpLive(root, dir string, hdr []byte, items *os.File) (caughtUp string,
 	}
 	// A copy being made holds the pages of the shards in inCopy, written to since; the others' are
 	// the directory's, not read in yet (holes).
-	m, err := os.Open(filepath.Join(dir, "meta"))
-	if err != nil {
-		return "", err
-	}
-	defer m.Close()
 	recs := make([]byte, size/PageSize*recordBytes)
-	n, _ := m.ReadAt(recs, headerBytes) // records past meta's end are whole in no page
+	n, _ := meta.ReadAt(recs, headerBytes) // records past meta's end are whole in no page
 	for id := int64(0); (id+1)*recordBytes <= int64(n); id++ {
 		if _, owner, ok := decodeRecord(binary.LittleEndian.Uint64(recs[id*recordBytes:])); ok && inCopy[owner] {
 			if err := catchUpRange(src, items, buf, id*PageSize, (id+1)*PageSize); err != nil {
