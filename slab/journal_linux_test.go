@@ -1,0 +1,125 @@
+//go:build linux
+
+package slab
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// journalDir makes a data directory's meta and items files holding four pages (0xA0+id each) and their
+// records, and returns them open.
+func journalDir(t *testing.T) (dir string, meta, items *os.File) {
+	t.Helper()
+	dir = t.TempDir()
+	var err error
+	meta, err = os.OpenFile(filepath.Join(dir, "meta"), os.O_RDWR|os.O_CREATE, 0o600)
+	require.NoError(t, err)
+	items, err = os.OpenFile(filepath.Join(dir, "items"), os.O_RDWR|os.O_CREATE, 0o600)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = meta.Close(); _ = items.Close() })
+	for id := range uint32(4) {
+		_, err = items.WriteAt(bytes.Repeat([]byte{0xA0 + byte(id)}, PageSize), int64(id)*PageSize)
+		require.NoError(t, err)
+		_, err = meta.WriteAt(binary.LittleEndian.AppendUint64(nil, encodeRecord(3, 0)), int64(recordOffset(id)))
+		require.NoError(t, err)
+	}
+	return dir, meta, items
+}
+
+// journalState is what meta and items hold: each page's record and first byte (0 for a hole).
+func journalState(t *testing.T, meta, items *os.File, pages int) (recs []uint64, first []byte) {
+	t.Helper()
+	for id := range uint32(pages) {
+		b := make([]byte, recordBytes)
+		_, _ = meta.ReadAt(b, int64(recordOffset(id)))
+		recs = append(recs, binary.LittleEndian.Uint64(b))
+		p := make([]byte, PageSize)
+		_, _ = items.ReadAt(p, int64(id)*PageSize)
+		require.True(t, bytes.Count(p, p[:1]) == PageSize, "page %d is one byte throughout", id)
+		first = append(first, p[0])
+	}
+	return recs, first
+}
+
+// The journal (rule 12): a whole one is applied by the next start, once; one cut short or damaged
+// anywhere is dropped, and the files keep what they held.
+func TestJournalReplay(t *testing.T) {
+	moves := []movedPage{
+		{id: 1, rec: encodeRecord(7, 0), image: bytes.Repeat([]byte{0xB1}, PageSize)}, // moved to class 7
+		{id: 2},                          // released: punched
+		{id: 4, rec: encodeRecord(3, 0)}, // taken since: its record only
+		{id: 0, rec: encodeRecord(5, 0), image: bytes.Repeat([]byte{0xB0}, PageSize)},
+	}
+	whole := journalBytes(moves)
+	_, meta0, items0 := journalDir(t)
+	_, before := journalState(t, meta0, items0, 4)
+	applied := func() ([]uint64, []byte) {
+		return []uint64{encodeRecord(5, 0), encodeRecord(7, 0), 0, encodeRecord(3, 0), encodeRecord(3, 0)},
+			[]byte{0xB0, 0xB1, 0, 0xA3, 0}
+	}
+	for _, tc := range []struct {
+		name    string
+		journal []byte
+		applied bool
+	}{
+		{"whole", whole, true},
+		{"empty", nil, false},
+		{"header only", whole[:journalHeader], false},
+		{"cut in the entries", whole[:journalHeader+journalEntry], false},
+		{"cut in an image", whole[:len(whole)-PageSize/2], false},
+		{"cut at an image", whole[:len(whole)-PageSize], false},
+		{"a byte of an image flipped", flip(whole, len(whole)-1), false},
+		{"a byte of an entry flipped", flip(whole, journalHeader+3), false},
+		{"the count flipped", flip(whole, 8), false},
+		{"longer", append(append([]byte(nil), whole...), make([]byte, 4096)...), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, meta, items := journalDir(t)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, journalFile), tc.journal, 0o600))
+			wantRecs, wantFirst := []uint64{encodeRecord(3, 0), encodeRecord(3, 0), encodeRecord(3, 0), encodeRecord(3, 0), 0}, append(before, 0)
+			if tc.applied {
+				wantRecs, wantFirst = applied()
+			}
+			for range 2 { // a second start finds the journal emptied
+				require.NoError(t, replayJournal(dir, meta, items))
+				recs, first := journalState(t, meta, items, 5)
+				require.Equal(t, wantRecs, recs)
+				require.Equal(t, wantFirst, first)
+				fi, err := os.Stat(filepath.Join(dir, journalFile))
+				require.NoError(t, err)
+				require.Zero(t, fi.Size(), "the journal, after the start")
+			}
+		})
+	}
+}
+
+func flip(b []byte, at int) []byte {
+	out := append([]byte(nil), b...)
+	out[at] ^= 0x10
+	return out
+}
+
+// FuzzParseJournal: a journal file's bytes, whatever they are, parse to pages within range or to nothing,
+// without a panic.
+func FuzzParseJournal(f *testing.F) {
+	f.Add(journalBytes([]movedPage{{id: 3, rec: encodeRecord(2, 1)}}))
+	f.Add(journalBytes([]movedPage{{id: 1, rec: encodeRecord(2, 0), image: make([]byte, PageSize)}, {id: 9}}))
+	f.Add([]byte(journalMagic))
+	f.Fuzz(func(t *testing.T, j []byte) {
+		pages, ok := parseJournal(j)
+		if !ok {
+			return
+		}
+		for _, p := range pages {
+			require.Less(t, p.id, uint32(MaxPages))
+			require.True(t, p.image == nil || len(p.image) == PageSize)
+		}
+		require.Equal(t, j, journalBytes(pages), "a journal that parses is what its pages lay out")
+	})
+}
