@@ -95,7 +95,8 @@ fmt-check:
 FUZZTIME ?= 30s
 FUZZMINTIME ?= 2s
 FUZZ_TARGETS := ./protocol:FuzzParse ./protocol:FuzzStrtoMagnitude ./protocol:FuzzSplitLine ./protocol:FuzzParseHot ./protocol:FuzzParseMetaFlags ./protocol:FuzzDecodeKeyBase64 \
-	./protocol:FuzzParseAuth ./server:FuzzBinaryServe ./clientlib:FuzzReplyParsers ./cmd/leasecached:FuzzParseListen ./cmd/leasecached:FuzzExtendedFlags ./auth:FuzzParse
+	./protocol:FuzzParseAuth ./server:FuzzBinaryServe ./clientlib:FuzzReplyParsers ./cmd/leasecached:FuzzParseListen ./cmd/leasecached:FuzzExtendedFlags ./auth:FuzzParse \
+	./slab:FuzzParseJournal
 # The load tool's targets, run inside its own module ($(BENCH_MOD)).
 BENCH_FUZZ_TARGETS := ./load:FuzzValueLineFast
 fuzz-smoke:

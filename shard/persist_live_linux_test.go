@@ -3,13 +3,17 @@ package shard
 import (
 	"bytes"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/leasecached/leasecached/internal/tmpfstest"
+	"github.com/leasecached/leasecached/slab"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
@@ -149,7 +153,8 @@ func TestLiveCopyShardsHeldOnFullTmpfs(t *testing.T) {
 	}
 	reboot(t, s, root)
 
-	// Room for the copy's loading file only: the loaded file's reservation and each page are refused.
+	// Room for the copy's meta (its header and a block of records) and its loading file only: the loaded
+	// file's reservation and each page are refused.
 	filler := filepath.Join(root, "filler")
 	f, err := os.Create(filler)
 	require.NoError(t, err)
@@ -161,7 +166,7 @@ func TestLiveCopyShardsHeldOnFullTmpfs(t *testing.T) {
 	for {
 		var st unix.Statfs_t
 		require.NoError(t, unix.Statfs(root, &st))
-		if st.Bavail > 0 {
+		if st.Bavail >= 3 {
 			break
 		}
 		fi, err := f.Stat()
@@ -242,5 +247,245 @@ func TestLiveCopyShardsHeldOnFullTmpfs(t *testing.T) {
 		v, _, ok := s.Get(nil, key(i))
 		require.True(t, ok, "key %d", i)
 		require.Equal(t, pattern(100, -i), v, "key %d", i)
+	}
+}
+
+// dirImage copies data directory dir's files as they are in the page cache now, the journal too when
+// there is one; a reboot keeps, for each 4 KiB block, either what the last fsync of its file made durable
+// or anything written since (mixImages).
+func dirImage(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	img := map[string][]byte{}
+	for _, name := range []string{"meta", "items", "journal"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if name == "journal" && os.IsNotExist(err) {
+			continue
+		}
+		require.NoError(t, err)
+		if name == "meta" { // most of it is a hole, which reads as zeros: kept short
+			end := len(b)
+			for end > 0 && b[end-1] == 0 {
+				end--
+			}
+			b = b[:(end+4095)/4096*4096]
+		}
+		img[name] = b
+	}
+	return img
+}
+
+// mixImages writes into a new directory each file of b with every 4 KiB block taken from a or b at
+// random (pick): what a disk may hold after a reboot between the two moments, when no fsync of the file
+// ended in between. A file's length is b's, or a's when pick says so.
+func mixImages(t *testing.T, a, b map[string][]byte, pick *rand.Rand) string {
+	t.Helper()
+	out := t.TempDir()
+	for _, name := range []string{"meta", "items", "journal"} {
+		older, newer := a[name], b[name]
+		if pick.IntN(2) == 0 && len(older) != len(newer) {
+			older, newer = newer, older
+		}
+		mixed := append([]byte(nil), newer...)
+		for off := 0; off < len(mixed); off += 4096 {
+			if off < len(older) && pick.IntN(2) == 0 {
+				copy(mixed[off:min(off+4096, len(mixed))], older[off:min(off+4096, len(older))])
+			}
+		}
+		if mixed != nil {
+			require.NoError(t, os.WriteFile(filepath.Join(out, name), mixed, 0o600))
+		}
+	}
+	return out
+}
+
+// A machine reboot keeps what the last sync wrote, and loses at most what came after it (restart.md rule
+// 9): an item stored before the last sync and not changed since is served after any reboot, even when a
+// page move since then moved it and the reboot cut the next sync short anywhere. Page moves rewrite
+// pages in place (the page moved, the rescued chains' links) and copy items elsewhere; each step of the
+// sync must leave DIR holding every such item on one side of the move or the other. The images are DIR
+// as the page cache holds it before the sync and after each of its steps (slab.Backing.SetSyncSteps),
+// mixed block by block between consecutive ones.
+func TestLiveCopyRebootDuringSyncAfterPageMoves(t *testing.T) {
+	const (
+		small = 3000    // items of one class, two pages of them, the first page full
+		big   = 700_000 // a chained value: a head in the largest class and one part in a smaller one
+	)
+	root, dir, c := tmpfstest.Dir(t, "lc-shard-live-"), t.TempDir(), newClock()
+	cfg := Config{MemoryLimit: 32 << 20, Shards: 1, DataLive: root}
+	s := persistStore(t, dir, c, cfg)
+	smallKey := func(i int) []byte { return fmt.Appendf(nil, "small:%04d", i) }
+	bigKey := func(i int) []byte { return fmt.Appendf(nil, "big:%d", i) }
+	id, _ := s.classes.For(headerLen(layoutOf(0, 0, small), false) + len(smallKey(0)) + small)
+	perPage := s.classes.PerPage(id)
+	want := map[string][]byte{}
+	for i := range perPage * 3 / 2 {
+		want[string(smallKey(i))] = pattern(small, i)
+	}
+	for i := range 3 {
+		want[string(bigKey(i))] = pattern(big, i)
+	}
+	for k, v := range want {
+		require.Equal(t, Stored, s.Store(ModeSet, []byte(k), 0, 0, v, 0))
+	}
+	for k := range want {
+		mustGet(t, s, k) // fetched just now: a page move keeps them (keepOnMove)
+	}
+	sh := &s.shards[0]
+	head := refOf(s, bigKey(0))
+	sh.mu.Lock()
+	b := sh.chunk(head)
+	part := readRef(b[chainOff(b):])
+	sh.mu.Unlock()
+	s.persist.sync() // everything reaches DIR; what follows moves it without changing it
+
+	drainTo(t, s, refOf(s, smallKey(0)).Page(), 0)
+	drainTo(t, s, head.Page(), 0)
+	drainTo(t, s, part.Page(), 0)
+	require.Positive(t, s.Stats().SlabRescues)
+	for i := range 2000 { // new items in the moved pages
+		require.Equal(t, Stored, s.Store(ModeSet, key(i), 0, 0, pattern(20, i), 0))
+	}
+	for k, v := range want {
+		got, _, ok := s.Get(nil, []byte(k))
+		require.True(t, ok, "%s: lost by the moves themselves", k)
+		require.True(t, bytes.Equal(v, got), "%s", k)
+	}
+
+	images := []map[string][]byte{dirImage(t, dir)}
+	s.persist.back.SetSyncSteps(func() { images = append(images, dirImage(t, dir)) })
+	s.persist.sync()
+	images = append(images, dirImage(t, dir))
+	s.persist.back.SetSyncSteps(nil)
+	s.Close()
+	restartOnImages(t, images, 6, Config{MemoryLimit: 32 << 20, Shards: 1}, c, want, func(s *Store) {
+		for i := range 2000 {
+			if got, _, ok := s.Get(nil, key(i)); ok {
+				require.Equal(t, pattern(20, i), got, "%s: a wrong value", key(i))
+			}
+		}
+	})
+}
+
+// restartOnImages starts a store with cfg on each of images (dirImage's, in the order taken), and on mixes
+// of each two consecutive ones (seeds of them), and requires every key of want served with its value;
+// check looks at the rest.
+func restartOnImages(t *testing.T, images []map[string][]byte, seeds uint64, cfg Config, c *clock,
+	want map[string][]byte, check func(s *Store)) {
+	t.Helper()
+	restart := func(t *testing.T, d string) {
+		s := persistStore(t, d, c, cfg)
+		defer s.Close()
+		lost := 0
+		for k, v := range want {
+			got, _, ok := s.Get(nil, []byte(k))
+			if !ok {
+				lost++
+				continue
+			}
+			require.True(t, bytes.Equal(v, got), "%s: a wrong value", k)
+		}
+		check(s)
+		require.Zero(t, lost, "of %d items stored before the last sync and unchanged since; %+v", len(want), s.RestartStats())
+	}
+	for i := range images {
+		t.Run(fmt.Sprintf("step%d", i), func(t *testing.T) {
+			d := t.TempDir()
+			for name, b := range images[i] {
+				require.NoError(t, os.WriteFile(filepath.Join(d, name), b, 0o600))
+			}
+			restart(t, d)
+		})
+		if i == 0 {
+			continue
+		}
+		for seed := range seeds {
+			t.Run(fmt.Sprintf("step%d-%d/mix%d", i-1, i, seed), func(t *testing.T) {
+				restart(t, mixImages(t, images[i-1], images[i], rand.New(rand.NewPCG(seed, uint64(i)))))
+			})
+		}
+	}
+}
+
+// TestLiveCopyRebootDuringSyncsWhileMoving is TestLiveCopyRebootDuringSyncAfterPageMoves with the page
+// moves made while the syncs run: a sync copies what it writes while no move runs, and leaves for the
+// next one the pages a move wrote meanwhile (restart-live.md rule 12). Every item stored before the first
+// sync and still held at the end (a move may evict) is in every image of DIR, and in every mix of two
+// consecutive ones.
+func TestLiveCopyRebootDuringSyncsWhileMoving(t *testing.T) {
+	const small = 3000
+	root, dir, c := tmpfstest.Dir(t, "lc-shard-live-"), t.TempDir(), newClock()
+	cfg := Config{MemoryLimit: 32 << 20, Shards: 1, DataLive: root}
+	s := persistStore(t, dir, c, cfg)
+	smallKey := func(i int) []byte { return fmt.Appendf(nil, "small:%04d", i) }
+	id, _ := s.classes.For(headerLen(layoutOf(0, 0, small), false) + len(smallKey(0)) + small)
+	stored := map[string][]byte{}
+	for i := range s.classes.PerPage(id) * 2 {
+		stored[string(smallKey(i))] = pattern(small, i)
+	}
+	for i := range 2 {
+		stored[fmt.Sprintf("big:%d", i)] = pattern(700_000, i)
+	}
+	for k, v := range stored {
+		require.Equal(t, Stored, s.Store(ModeSet, []byte(k), 0, 0, v, 0))
+		mustGet(t, s, k) // fetched just now: a page move keeps them (keepOnMove)
+	}
+	s.persist.sync()
+
+	images := []map[string][]byte{dirImage(t, dir)}
+	var mu sync.Mutex // guards images
+	s.persist.back.SetSyncSteps(func() {
+		img := dirImage(t, dir)
+		mu.Lock()
+		images = append(images, img)
+		mu.Unlock()
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 6 {
+			s.persist.sync()
+		}
+	}()
+	keys := slices.Sorted(maps.Keys(stored))
+	for i := range 12 { // moves, and new items that take the pages moved
+		k := []byte(keys[(i*37)%len(keys)])
+		if r := refOf(s, k); r != slab.NilRef {
+			drainTo(t, s, r.Page(), i%2)
+		}
+		for j := range 50 {
+			require.Equal(t, Stored, s.Store(ModeSet, key(i*50+j), 0, 0, pattern(20+i%2*100, j), 0))
+		}
+	}
+	<-done
+	s.persist.sync()
+	s.persist.back.SetSyncSteps(nil)
+	want := map[string][]byte{}
+	for k, v := range stored {
+		if got, _, ok := s.Get(nil, []byte(k)); ok {
+			require.True(t, bytes.Equal(v, got), "%s", k)
+			want[k] = v
+		}
+	}
+	require.Positive(t, s.Stats().SlabRescues)
+	t.Logf("%d images, %d of %d items kept by the moves", len(images), len(want), len(stored))
+	s.Close()
+	restartOnImages(t, images, 2, Config{MemoryLimit: 32 << 20, Shards: 1}, c, want, func(*Store) {})
+}
+
+// BenchmarkSetOverwriteLive is BenchmarkSetOverwriteDataDir with a live copy (--data-live's default): a
+// store also marks the blocks it wrote (restart-live.md rule 10), and a page during a drain as moved (rule
+// 12).
+func BenchmarkSetOverwriteLive(b *testing.B) {
+	for _, n := range []int{100, 4096} {
+		b.Run(fmt.Sprintf("%dB", n), func(b *testing.B) {
+			s := persistStore(b, b.TempDir(), nil, Config{MemoryLimit: 256 << 20, DataLive: tmpfstest.Dir(b, "lc-bench-live-")})
+			k, v := key(42), pattern(n, 1)
+			s.Store(ModeSet, k, 0, 0, v, 0)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				s.Store(ModeSet, k, 0, 0, v, 0)
+			}
+		})
 	}
 }

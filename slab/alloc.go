@@ -119,7 +119,7 @@ func (al *Allocator) Free(r Ref) {
 	b := al.arena.chunkAt(r, StateOffset+1)
 	writeLink(b, cs.free)
 	b[StateOffset] = StateFree
-	al.arena.linked(r)
+	al.linked(r)
 	cs.free = r
 	cs.nfree++
 	cs.used--

@@ -20,9 +20,12 @@ import (
 const (
 	backingMagic = "LCDATA\x00\x01"
 	// backingVersion changes whenever what a page holds is read another way (shard's item layout or seal).
-	backingVersion = 6
-	headerBytes    = 4096
-	recordBytes    = 8
+	backingVersion = 7
+	// backingVersionOld is the format before a live copy kept its own meta (restart-live.md rule 12):
+	// pages are read the same way, and a start upgrades the header (upgradeIdentity).
+	backingVersionOld = 6
+	headerBytes       = 4096
+	recordBytes       = 8
 	// oldSums is the file where format 4 and earlier kept the seals, removed when found.
 	oldSums = "sums"
 
@@ -99,6 +102,14 @@ func writeIdentity(hdr []byte, id Identity) {
 	copy(hdr[hdrSealKey:], key[:])
 }
 
+// upgradeIdentity makes a header of backingVersionOld this build's: the same identity, the new version,
+// so that a build before it, which would take the directory's own page records for the newest, starts
+// empty on it instead.
+func upgradeIdentity(hdr []byte) {
+	binary.LittleEndian.PutUint32(hdr[hdrVersion:], backingVersion)
+	binary.LittleEndian.PutUint64(hdr[hdrIdentitySum:], identitySum(hdr))
+}
+
 // flushCheck is the check word of flush_all's marks: any change to one of them changes it.
 func flushCheck(oldestLive, oldestCas uint64) uint64 {
 	return oldestLive*0x9E3779B97F4A7C15 ^ oldestCas*0xBF58476D1CE4E5B9 ^ 0x6C65617365636864
@@ -120,7 +131,7 @@ func identityMismatch(hdr []byte, id Identity) string {
 		return "the stored header is damaged or not leasecached's"
 	case le.Uint64(hdr[hdrIdentitySum:]) != identitySum(hdr):
 		return "the stored header is damaged"
-	case le.Uint32(hdr[hdrVersion:]) != backingVersion:
+	case le.Uint32(hdr[hdrVersion:]) != backingVersion && le.Uint32(hdr[hdrVersion:]) != backingVersionOld:
 		return fmt.Sprintf("stored format version %d, this build reads %d", le.Uint32(hdr[hdrVersion:]), backingVersion)
 	case le.Uint32(hdr[hdrPageSize:]) != PageSize || le.Uint32(hdr[hdrMinChunk:]) != MinChunk ||
 		le.Uint64(hdr[hdrClassHash:]) != classHash(id.Classes):

@@ -46,7 +46,13 @@ type Backing struct {
 	// caughtUp is the live copy whose blocks OpenBacking wrote into the directory's items first (catchUpLive),
 	// "" when none was.
 	caughtUp string
+	// syncSteps, when set, is called after each step of a Sync that made something durable (SetSyncSteps).
+	syncSteps func()
 }
+
+// SetSyncSteps has fn called after each step of a live copy's Sync that made something durable, with the
+// files as that step left them: a test's view of what a reboot in between could keep (nil: none).
+func (b *Backing) SetSyncSteps(fn func()) { b.syncSteps = fn }
 
 // CaughtUp is the live copy a start that maps the directory's files, or keeps the copy under another root,
 // found newer than them and wrote into them before anything else: "" when none was.
@@ -98,9 +104,16 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	}
 	_ = os.Remove(filepath.Join(dir, oldSums)) // a format 4 directory's: its data starts empty (identityMismatch)
 	metaLen := int64(headerBytes + recordBytes*MaxPages)
+	// A sync cut short while it changed pages in place left its journal: replayed first, the files hold
+	// what that sync wrote (doc/design/restart-live.md rule 12).
+	journalErr := replayJournal(dir, b.meta, b.items)
 	hdr := make([]byte, headerBytes)
 	n, _ := b.meta.ReadAt(hdr, 0)
 	reason = identityMismatch(hdr[:n], id)
+	if reason == "" && journalErr != nil {
+		reason = journalErr.Error()
+		_ = os.Remove(filepath.Join(dir, journalFile))
+	}
 	// A live copy newer than the files is where the last server with one kept it; a start that keeps
 	// the copy elsewhere, or maps the files, writes that one into them first (doc/design/restart-live.md).
 	prevRoot := recordedLiveRoot(dir)
@@ -131,9 +144,13 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	if err := b.loadMeta(metaLen); err != nil {
 		return b, "", err
 	}
-	if reason != "" {
+	if reason != "" || binary.LittleEndian.Uint32(b.metaMem[hdrVersion:]) != backingVersion {
 		b.metaMu.Lock()
-		writeIdentity(b.metaMem, id)
+		if reason != "" {
+			writeIdentity(b.metaMem, id)
+		} else {
+			upgradeIdentity(b.metaMem)
+		}
 		b.writeMetaLocked(0, headerBytes)
 		b.metaMu.Unlock()
 	}
@@ -173,20 +190,32 @@ func (b *Backing) loadMeta(n int64) error {
 	if b.metaMem, err = mapBytes(int(n)); err != nil {
 		return fmt.Errorf("slab: memory for %s: %w", b.meta.Name(), err)
 	}
-	src := liveFile{f: b.meta}
-	src.scan(n >> blockShift)
+	end, err := readData(b.meta, b.metaMem, 0)
+	b.metaEnd = max(b.metaEnd, end)
+	return err
+}
+
+// readData reads f's bytes from off on into mem[off:], skipping f's holes (mem keeps its bytes there);
+// end is where the last data read ended.
+func readData(f *os.File, mem []byte, off int) (end int, err error) {
+	n := int64(len(mem))
+	src := liveFile{f: f}
+	src.scan((n + 1<<blockShift - 1) >> blockShift)
 	for _, r := range src.data {
-		from, to := r[0]<<blockShift, min(r[1]<<blockShift, n)
-		if err := readInto(b.meta, b.metaMem[from:to], from); err != nil {
-			return err
+		from, to := max(r[0]<<blockShift, int64(off)), min(r[1]<<blockShift, n)
+		if from >= to {
+			continue
 		}
-		b.metaEnd = max(b.metaEnd, int(to))
+		if err := readInto(f, mem[from:to], from); err != nil {
+			return end, err
+		}
+		end = max(end, int(to))
 	}
-	return nil
+	return end, nil
 }
 
 // setMeta stores v at offset off of meta (a header counter or a page record, 8 bytes), in metaMem and in
-// the file.
+// the file (writeMetaLocked says which).
 func (b *Backing) setMeta(off int, v uint64) {
 	b.metaMu.Lock()
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&b.metaMem[off])), v)
@@ -194,12 +223,27 @@ func (b *Backing) setMeta(off int, v uint64) {
 	b.metaMu.Unlock()
 }
 
-// writeMetaLocked writes bytes [off, off+n) of metaMem into meta. A failure is kept for syncMeta, which
+// writeMetaLocked writes bytes [off, off+n) of metaMem into meta. With a live copy they go to the live
+// copy's meta, and only the header's to the directory's, whose page records change with the pages they
+// describe, at a sync (commitMoves: restart-live.md rule 12). A failure is kept for syncMeta, which
 // writes everything again: until then the file may lack the change. The caller holds metaMu.
 func (b *Backing) writeMetaLocked(off, n int) {
 	b.metaEnd = max(b.metaEnd, off+n)
-	if _, err := b.meta.WriteAt(b.metaMem[off:off+n], int64(off)); err != nil && b.metaErr == nil {
-		b.metaErr = err
+	keep := func(err error) {
+		if err != nil && b.metaErr == nil {
+			b.metaErr = err
+		}
+	}
+	if l := b.live; l != nil && l.meta != nil {
+		_, err := l.meta.WriteAt(b.metaMem[off:off+n], int64(off))
+		keep(err)
+	}
+	if b.live != nil {
+		n = min(off+n, headerBytes) - off
+	}
+	if n > 0 {
+		_, err := b.meta.WriteAt(b.metaMem[off:off+n], int64(off))
+		keep(err)
 	}
 }
 
@@ -225,12 +269,8 @@ func (b *Backing) SetQuiesce(fn func()) { b.quiesce = fn }
 // could otherwise lose (doc/design/restart.md rule 9). Best effort: a file system that cannot sync a
 // directory keeps names as it does anyway.
 func (b *Backing) SyncNames() {
-	for _, d := range []string{b.dir, filepath.Dir(b.dir)} {
-		if f, err := os.Open(d); err == nil {
-			_ = f.Sync()
-			_ = f.Close()
-		}
-	}
+	syncDir(b.dir)
+	syncDir(filepath.Dir(b.dir))
 }
 
 func fileSize(f *os.File) (int64, error) {
@@ -316,9 +356,15 @@ func (b *Backing) reserveBlocks(id uint32) error {
 	return reserve(b.items, int64(id)*PageSize, PageSize)
 }
 
-// reserveRecord allocates page id's record in the meta file (reservePageLocked).
+// reserveRecord allocates page id's record in the meta files (reservePageLocked).
 func (b *Backing) reserveRecord(id uint32) error {
-	return reserve(b.meta, headerBytes+int64(id)*recordBytes, recordBytes)
+	off := headerBytes + int64(id)*recordBytes
+	if l := b.live; l != nil && l.meta != nil {
+		if err := reserve(l.meta, off, recordBytes); err != nil {
+			return err
+		}
+	}
+	return reserve(b.meta, off, recordBytes)
 }
 
 // reserve allocates bytes [off, off+n) of f, where the file system can (ENOSPC when it is full).
@@ -532,7 +578,7 @@ func (b *Backing) punch(id uint32) {
 		clear(b.itemsMem[int(id)*PageSize : int(id+1)*PageSize]) // the zeros could not be written either
 	}
 	if b.live != nil {
-		b.live.punch(id)
+		b.live.moved(id)
 	}
 }
 
@@ -625,7 +671,7 @@ func (b *Backing) Close() error {
 	var errs []error
 	if b.itemsMem != nil { // not after an open that failed before the mapping
 		err := b.Sync()
-		if err == nil && b.live != nil {
+		if err == nil && b.live != nil && !b.live.movesOwed() {
 			b.setMeta(hdrClean, atomic.LoadUint64(b.counter(hdrInstance)))
 			err = b.syncMeta()
 		}

@@ -16,6 +16,7 @@ type Backing struct {
 type live struct{ owed atomic.Bool }
 
 func (*live) mark(int, int) {}
+func (*live) moved(uint32)  {}
 
 // OnTmpfs is false: data directories need Linux.
 func OnTmpfs(string) bool { return false }
@@ -59,3 +60,6 @@ func (b *Backing) Flushed() (int64, uint64)     { return 0, 0 }
 func (b *Backing) SetFlushed(int64, uint64)     {}
 func (b *Backing) Sync() error                  { return nil }
 func (b *Backing) Close() error                 { return nil }
+func (b *Backing) drainBegins(uint32)           {}
+func (b *Backing) drainEnds()                   {}
+func (b *Backing) SetSyncSteps(func())          {}

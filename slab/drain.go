@@ -63,7 +63,7 @@ func (al *Allocator) BeginDrain(p uint32) error {
 				cs.free = next
 			} else {
 				writeLink(al.arena.chunkAt(prev, LinkSize), next)
-				al.arena.linked(prev)
+				al.linked(prev)
 			}
 			cs.nfree--
 		} else {
@@ -81,6 +81,7 @@ func (al *Allocator) BeginDrain(p uint32) error {
 		cs.bumping = false
 	}
 	cs.used -= used
+	al.arena.back.drainBegins(p)
 	al.drain = drainState{page: p, class: from, carved: carved, used: used}
 	return nil
 }
@@ -108,7 +109,7 @@ func (al *Allocator) Draining() (p uint32, used int, ok bool) {
 // freeDrained is Free for a chunk of the draining page.
 func (al *Allocator) freeDrained(r Ref) {
 	al.arena.chunkAt(r, StateOffset+1)[StateOffset] = StateFree
-	al.arena.linked(r)
+	al.linked(r)
 	al.drain.used--
 }
 
@@ -135,6 +136,7 @@ func (al *Allocator) EndDrain(to int) error {
 		return fmt.Errorf("slab: draining page %d counts %d used chunks but holds none", d.page, d.used)
 	}
 	al.drain = drainState{page: noDrain}
+	defer al.arena.back.drainEnds()
 	var refused error
 	if to >= 0 && to != d.class && al.arena.clearForClass(d.page) != nil {
 		to, refused = -1, ErrPageRefused
@@ -158,7 +160,7 @@ func (al *Allocator) EndDrain(to int) error {
 		b := al.arena.chunkAt(MakeRef(d.page, off), StateOffset+1)
 		writeLink(b, ts.free)
 		b[StateOffset] = StateFree
-		al.arena.linked(MakeRef(d.page, off))
+		al.linked(MakeRef(d.page, off))
 		ts.free = MakeRef(d.page, off)
 		ts.nfree++
 	}

@@ -52,8 +52,18 @@ type live struct {
 	// set.
 	marks []uint64
 
-	mu      sync.Mutex // guards punched
-	punched []uint32   // pages punched in the live files since the last sync, to punch in the directory's
+	// meta is the live copy's meta file: the header and every page record, written through (setMeta),
+	// where the directory's meta gets its records only from syncs (commitMoves: rule 12).
+	meta *os.File
+	// movedBits has a bit for each page a page move wrote since the last sync (the page moved, and the
+	// pages it copied items into or rewrote links in), or that was punched: a sync writes those into the
+	// directory whole, through the journal. Anonymous memory, like marks.
+	movedBits []uint64
+	// drainMu is held shared by each page move, from BeginDrain to EndDrain, and alone by a sync while it
+	// reads the live file: whatever it copies is then on one side of every move.
+	drainMu sync.RWMutex
+	// dirRecs is each page's record as the directory's meta holds it. Under syncMu once open.
+	dirRecs []uint64
 
 	syncMu sync.Mutex // one sync at a time; guards check
 	// check has a bit for each block of the items file (as large as it was at the start) that the
@@ -70,6 +80,10 @@ const DefaultLiveRoot = "/dev/shm"
 
 const (
 	blockShift = 12
+	pageBlocks = PageSize >> blockShift // the blocks of a page
+	// copyBlocks bounds the blocks a sync writes out of the live file while no page move may run: a move
+	// waits for at most that write. Fewer, larger writes cost less CPU (doc/design/restart-costs.md).
+	copyBlocks = 4 * pageBlocks
 	itemsMarks = MaxPages * PageSize >> blockShift // bits for the items file
 	liveOrigin = "origin"                          // in a live directory: the data directory's path and its instance
 	// While a live copy is being made: the origin it will have (liveLoading), and the shards whose pages
@@ -179,16 +193,16 @@ func dropLive(root, dir string) {
 	}
 }
 
-// catchUpLive brings the directory's file items up to data directory dir's live copy under root, for a
+// catchUpLive brings the directory's files up to data directory dir's live copy under root, for a
 // start that maps the directory's own files (--data-live off) or keeps the copy under another root; hdr is
-// the stored header, and meta the file it is in, whose page records say which pages a copy still being
-// made holds. A copy that is
-// the newest (its origin names dir and the header's instance, as openLive requires) and whose server did
-// not stop cleanly is ahead of the directory by up to a sync's interval, anywhere: mapped as it is, the
-// directory would bring back what the last seconds before the stop deleted or overwrote. So every block
-// the copy holds is written over the directory's, every hole of it (a page punched, and perhaps taken again
-// by another class since: meta, the directory's own, then records it) is punched in the directory's, and
-// the file is synced. caughtUp is the copy written in, "" when there was none to write.
+// the stored header, meta and items the directory's files. A copy that is the newest (its origin names dir
+// and the header's instance, as openLive requires) and whose server did not stop cleanly is ahead of the
+// directory by up to a sync's interval, anywhere: mapped as it is, the directory would bring back what
+// the last seconds before the stop deleted or overwrote. So, as a sync does (rule 12), every block the
+// copy holds of a page whose record is the directory's is written over the directory's, every hole of it
+// punched there, and the file synced; then the pages whose records differ (moved since) go in whole
+// through the journal. A copy still being made holds only the pages of the shards it lists. caughtUp is
+// the copy written in, "" when there was none to write.
 func catchUpLive(root, dir string, hdr []byte, meta, items *os.File) (caughtUp string, err error) {
 	le := binary.LittleEndian
 	instance := le.Uint64(hdr[hdrInstance:])
@@ -220,35 +234,73 @@ func catchUpLive(root, dir string, hdr []byte, meta, items *os.File) (caughtUp s
 			return "", err
 		}
 	}
+	pages := size / PageSize
+	dirRecs := readRecords(meta, pages)
+	liveRecs := dirRecs // a copy made before rule 12 has no meta: the directory's records were written through
+	if lm, err := os.Open(filepath.Join(ld, "meta")); err == nil {
+		if fi, err := lm.Stat(); err == nil && fi.Size() > 0 {
+			liveRecs = readRecords(lm, pages)
+		}
+		_ = lm.Close()
+	}
 	src := &liveFile{f: f}
 	src.scan((size + 1<<blockShift - 1) >> blockShift)
 	buf := make([]byte, 1<<20)
-	if !resumed {
-		if err := catchUpRange(src, items, buf, 0, size); err != nil {
-			return "", err
-		}
-		return synced(ld, items)
-	}
-	// A copy being made holds the pages of the shards in inCopy, written to since; the others' are
-	// the directory's, not read in yet (holes).
-	recs := make([]byte, size/PageSize*recordBytes)
-	n, _ := meta.ReadAt(recs, headerBytes) // records past meta's end are whole in no page
-	for id := int64(0); (id+1)*recordBytes <= int64(n); id++ {
-		if _, owner, ok := decodeRecord(binary.LittleEndian.Uint64(recs[id*recordBytes:])); ok && inCopy[owner] {
-			if err := catchUpRange(src, items, buf, id*PageSize, (id+1)*PageSize); err != nil {
-				return "", err
+	var moved []movedPage
+	for id := range pages {
+		rec := liveRecs[id]
+		_, owner, inUse := decodeRecord(rec)
+		if rec != dirRecs[id] {
+			p := movedPage{id: uint32(id), rec: rec}
+			if inUse && recInUseOf(dirRecs[id]) { // the page may have been moved (openLiveMeta)
+				p.image = make([]byte, PageSize)
+				if err := readRange(src, p.image, id*PageSize); err != nil {
+					return "", err
+				}
+			}
+			moved = append(moved, p)
+			if p.image != nil || !inUse {
+				continue
 			}
 		}
+		if resumed && (!inUse || !inCopy[owner]) {
+			continue // a page the copy being made does not hold yet
+		}
+		if err := catchUpRange(src, items, buf, id*PageSize, (id+1)*PageSize); err != nil {
+			return "", err
+		}
 	}
-	return synced(ld, items)
-}
-
-// synced ends catchUpLive: items synced, then ld, the copy written in ("" if the sync failed).
-func synced(ld string, items *os.File) (string, error) {
 	if err := items.Sync(); err != nil {
 		return "", err
 	}
+	if _, err := commitMoves(dir, meta, items, moved, nil); err != nil {
+		return "", err
+	}
 	return ld, nil
+}
+
+// readRecords reads the first n page records of meta file f (zero where it has none).
+func readRecords(f *os.File, n int64) []uint64 {
+	b := make([]byte, n*recordBytes)
+	_, _ = f.ReadAt(b, headerBytes) // records past the file's end are whole in no page
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint64(b[i*recordBytes:])
+	}
+	return out
+}
+
+// readRange fills p with the live file's bytes from off: the blocks it holds, zeros for its holes.
+func readRange(src *liveFile, p []byte, off int64) error {
+	clear(p)
+	var err error
+	first := off >> blockShift
+	src.dataRuns(first, first+int64(len(p))>>blockShift, func(s, e int64) {
+		if err == nil {
+			err = readInto(src.f, p[(s-first)<<blockShift:(e-first)<<blockShift], s<<blockShift)
+		}
+	})
+	return err
 }
 
 // catchUpRange writes bytes [from, to) of the live file src into the directory's items: the blocks src
@@ -376,6 +428,9 @@ func (b *Backing) openLive(root string, usable bool) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
+	if err := b.openLiveMeta(fresh); err != nil {
+		return err
+	}
 	if b.items, err = os.OpenFile(filepath.Join(dir, "items"), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
 		return err
 	}
@@ -428,6 +483,66 @@ func (b *Backing) openLive(root string, usable bool) error {
 		b.checkAllLive()
 	}
 	b.setMeta(hdrClean, 0) // until a clean stop has copied everything again
+	return nil
+}
+
+// openLiveMeta opens the live copy's meta. A fresh copy's is made of the directory's (in metaMem); a copy
+// found or resumed has the newest page records, read into metaMem over the directory's. A copy made by a
+// build before rule 12 has none: the directory's records are its, then, written through by that build.
+// It also keeps the directory's records (dirRecs) and marks every page whose record differs as moved: a
+// server killed since its last sync leaves them for the next.
+func (b *Backing) openLiveMeta(fresh bool) error {
+	l := b.live
+	recs, err := mapBytes(MaxPages * recordBytes)
+	if err != nil {
+		return err
+	}
+	l.dirRecs = unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(recs))), MaxPages)
+	moved, err := mapBytes(MaxPages / 8)
+	if err != nil {
+		return err
+	}
+	l.movedBits = unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(moved))), MaxPages/64)
+	f, err := os.OpenFile(filepath.Join(l.dir, "meta"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	b.metaMu.Lock()
+	defer b.metaMu.Unlock()
+	pages := (b.metaEnd - headerBytes + recordBytes - 1) / recordBytes
+	for id := range max(pages, 0) {
+		l.dirRecs[id] = atomic.LoadUint64(b.recordWord(uint32(id)))
+	}
+	st, err := f.Stat()
+	write := max(b.metaEnd, headerBytes) // a fresh copy's meta is the directory's
+	if err == nil && !fresh && st.Size() > 0 {
+		clear(b.metaMem[headerBytes:max(b.metaEnd, headerBytes)])
+		var end int
+		end, err = readData(f, b.metaMem, headerBytes)
+		b.metaEnd = max(b.metaEnd, end)
+		pages = (b.metaEnd - headerBytes + recordBytes - 1) / recordBytes
+		for id := range max(pages, 0) {
+			// A page the directory's record names that changed since its last sync may have been moved:
+			// it goes in whole. One the directory's record leaves unused is read by no start.
+			if rec := atomic.LoadUint64(b.recordWord(uint32(id))); rec != l.dirRecs[id] && recInUseOf(l.dirRecs[id]) {
+				l.moved(uint32(id))
+			}
+		}
+		write = headerBytes // the directory's header is the newest
+	} else if err == nil {
+		err = f.Truncate(0)
+	}
+	if err == nil {
+		err = reserve(f, 0, headerBytes)
+	}
+	if err == nil {
+		_, err = f.WriteAt(b.metaMem[:write], 0)
+	}
+	if err != nil {
+		_ = f.Close()
+		return err
+	}
+	l.meta = f
 	return nil
 }
 
@@ -576,20 +691,50 @@ func (l *live) mark(off, n int) {
 	}
 }
 
-// punched records that page id was punched out of the live file.
-func (l *live) punch(id uint32) {
-	l.mu.Lock()
-	l.punched = append(l.punched, id)
-	l.mu.Unlock()
+// moved records that a page move wrote page id, or that it was punched (movedBits).
+func (l *live) moved(id uint32) {
+	p, bit := &l.movedBits[id>>6], uint64(1)<<(id&63)
+	if atomic.LoadUint64(p)&bit == 0 {
+		atomic.OrUint64(p, bit)
+	}
 }
 
-// syncLive copies what was written to the live file since the last sync into the directory's file and
-// syncs it (and meta). It takes the marks first, then lets every chunk owner finish what it is writing (quiesce:
-// a block its owner marked before the marks were taken is then whole in memory), then copies. Pages
-// punched since the last sync are punched in the directory's file first, so that a page taken again
-// is not left with what it held before. The punched pages are taken after the marks: a page punched,
-// taken again and written between the two would otherwise have its new blocks copied by this sync and
-// punched by the next. A block that cannot be written is marked again, for the next sync.
+// movesOwed says whether a page moved is still to be written into the directory.
+func (l *live) movesOwed() bool {
+	for i := range l.movedBits {
+		if atomic.LoadUint64(&l.movedBits[i]) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// drainBegins holds off a live copy's sync from reading the live file until drainEnds (drainMu), and
+// marks page p moved.
+func (b *Backing) drainBegins(p uint32) {
+	if b == nil || b.live == nil {
+		return
+	}
+	b.live.drainMu.RLock()
+	b.live.moved(p)
+}
+
+// drainEnds ends what drainBegins began.
+func (b *Backing) drainEnds() {
+	if b == nil || b.live == nil {
+		return
+	}
+	b.live.drainMu.RUnlock()
+}
+
+// syncLive copies what was written to the live file since the last sync into the directory's files and
+// syncs them, in two steps (restart-live.md rules 10 and 12). It takes the marks, lets every chunk owner
+// finish what it is writing (quiesce: a block its owner marked before the marks were taken is then whole
+// in memory), then takes the pages moved. First it copies the marked blocks of the other pages, and
+// syncs: whatever a move copied out of a page, or rewrote in place, is then in the directory on the new
+// side as well as the old. Then the pages moved, and the records that changed, go in through the journal
+// (commitLive). A block that cannot be written is marked again, for the next sync, and the moves wait
+// for it.
 func (b *Backing) syncLive(size int64) error {
 	l := b.live
 	l.syncMu.Lock()
@@ -598,36 +743,124 @@ func (b *Backing) syncLive(size int64) error {
 	if b.quiesce != nil {
 		b.quiesce()
 	}
-	l.mu.Lock()
-	punched := l.punched
-	l.punched = nil
-	l.mu.Unlock()
-	var errs []error
-	for _, id := range punched {
-		if err := punchFile(l.items, int64(id)*PageSize, PageSize); err != nil {
-			errs = append(errs, err)
-			l.punch(id) // again at the next sync
-		}
-	}
-	grown := true
+	moved := l.takeMoved()
+	// A page moved may have been taken since size was read (a rescue's): the file is as large as it
+	// then, and is read that far. Pages taken since are a later move's, which commitLive waits for.
+	b.mu.Lock()
+	size = b.itemsSize
+	b.mu.Unlock()
 	if st, err := l.items.Stat(); err != nil || st.Size() < size {
 		if err := l.items.Truncate(size); err != nil {
 			l.putBack(taken)
-			errs = append(errs, err)
-			grown = false
+			l.putBackMoved(moved)
+			return errors.Join(err, b.syncMeta())
 		}
 	}
-	if grown {
-		src := liveFile{f: b.items, mem: b.itemsMem}
-		src.scan(size >> blockShift)
-		errs = append(errs, l.copyTaken(&src, taken))
-		if l.check != nil && !l.owed.Load() { // pages not read in yet are holes: not to punch in DIR
-			errs = append(errs, l.copyChanged(&src, taken))
+	src := liveFile{f: b.items, mem: b.itemsMem}
+	src.scan(size >> blockShift)
+	errs := []error{l.copyTaken(&src, taken, moved)}
+	if l.check != nil && !l.owed.Load() { // pages not read in yet are holes: not to punch in DIR
+		errs = append(errs, l.copyChanged(&src, taken, moved))
+	}
+	errs = append(errs, l.items.Sync())
+	if err := errors.Join(errs...); err != nil {
+		l.putBackMoved(moved) // the copies the moves made may be missing: their sources stay
+		return errors.Join(err, b.syncMeta())
+	}
+	b.step()
+	return errors.Join(b.commitLive(&src, size, moved), b.syncMeta())
+}
+
+// step calls the test's SetSyncSteps function, if any.
+func (b *Backing) step() {
+	if b.syncSteps != nil {
+		b.syncSteps()
+	}
+}
+
+// commitLive writes into the directory, through the journal (commitMoves), every page in moved whole
+// and each page record that differs from the directory's; src holds the live file's first size bytes. The pages are read, and the records taken,
+// while no page move runs (drainMu); if one has moved a page of them since moved was taken, the moves
+// wait for the next sync, whose copy of the blocks will hold what that move copied.
+func (b *Backing) commitLive(src *liveFile, size int64, moved []uint64) error {
+	l := b.live
+	b.metaMu.Lock()
+	pages := uint32(max((b.metaEnd-headerBytes)/recordBytes, 0))
+	b.metaMu.Unlock()
+	var out []movedPage
+	late := false
+	l.drainMu.Lock()
+	for id := range pages {
+		rec := atomic.LoadUint64(b.recordWord(id))
+		if m := pageSet(moved, id); m || rec != l.dirRecs[id] {
+			p := movedPage{id: id, rec: rec, image: imageWanted(m, rec)}
+			out = append(out, p)
+			late = late || l.isMoved(id) || p.image != nil && int64(id+1)*PageSize > size // not read in src
+
 		}
 	}
-	// The punches above are made durable even when nothing could be copied.
-	errs = append(errs, l.items.Sync(), b.syncMeta())
-	return errors.Join(errs...)
+	for i := 0; i < len(out) && !late; i++ { // checked first: a page punched since the scan is not read
+		if p := &out[i]; p.image != nil {
+			p.image = make([]byte, PageSize)
+			first := int64(p.id) * PageSize >> blockShift
+			src.dataRuns(first, first+pageBlocks, func(s, e int64) {
+				copy(p.image[(s-first)<<blockShift:], src.mem[s<<blockShift:e<<blockShift])
+			})
+		}
+	}
+	l.drainMu.Unlock()
+	if late {
+		l.putBackMoved(moved)
+		return nil
+	}
+	written, err := commitMoves(b.dir, b.meta, l.items, out, b.syncSteps)
+	l.written.Add(written)
+	if err != nil {
+		l.putBackMoved(moved)
+		return err
+	}
+	for _, p := range out {
+		l.dirRecs[p.id] = p.rec
+	}
+	return nil
+}
+
+// imageWanted is a non-nil placeholder when a page moved (m) whose record rec is in use goes into the
+// journal whole.
+func imageWanted(m bool, rec uint64) []byte {
+	if m && recInUseOf(rec) {
+		return []byte{}
+	}
+	return nil
+}
+
+// isMoved says whether page id was marked moved since the last takeMoved.
+func (l *live) isMoved(id uint32) bool {
+	return atomic.LoadUint64(&l.movedBits[id>>6])&(1<<(id&63)) != 0
+}
+
+// takeMoved takes the pages marked moved (the words holding them, swapped to 0), up to the highest word
+// set.
+func (l *live) takeMoved() []uint64 {
+	var taken []uint64
+	for i := range l.movedBits {
+		if p := &l.movedBits[i]; atomic.LoadUint64(p) != 0 {
+			if taken == nil {
+				taken = make([]uint64, len(l.movedBits))
+			}
+			taken[i] = atomic.SwapUint64(p, 0)
+		}
+	}
+	return taken
+}
+
+// putBackMoved marks the pages of taken moved again.
+func (l *live) putBackMoved(taken []uint64) {
+	for i, v := range taken {
+		if v != 0 {
+			atomic.OrUint64(&l.movedBits[i], v)
+		}
+	}
 }
 
 // take takes the marks of blocks 0..n of the items file: the words holding them, swapped to 0. Bits past
@@ -705,11 +938,39 @@ func (src *liveFile) dataRuns(start, end int64, fn func(s, e int64)) {
 	}
 }
 
-// copyTaken writes every block taken marked from src to the directory's file, a run of consecutive
-// blocks in one write (dataRuns: a block punched out of the live copy since it was marked is left to the
-// punch that will be made in the directory); the blocks of a run that fails are marked again.
-func (l *live) copyTaken(src *liveFile, taken []uint64) error {
-	var errs []error
+// copyTaken writes every block taken marked from src to the directory's file, except those of the pages
+// in moved (commitLive writes them whole), a run of consecutive blocks in one write (dataRuns: a block
+// punched out of the live copy since it was marked is left to the punch that will be made in the
+// directory). Up to copyBlocks of them are written at a time while no page move runs (drainMu), so
+// that each is on one side of every move; those of a page that a move wrote since moved was taken are
+// left for the next sync (marked again), as are the blocks of a write that fails.
+func (l *live) copyTaken(src *liveFile, taken, moved []uint64) error {
+	type run struct{ s, e int64 } // blocks [s, e), in one page
+	var (
+		runs []run
+		used int64 // blocks that runs hold
+		errs []error
+	)
+	flush := func() {
+		l.drainMu.Lock()
+		for i := 0; i < len(runs); {
+			if l.isMoved(uint32(runs[i].s / pageBlocks)) {
+				l.remark(runs[i].s, runs[i].e)
+				i++
+				continue
+			}
+			s, e := runs[i].s, runs[i].e // and the runs that follow on, in one write
+			for i++; i < len(runs) && runs[i].s == e && !l.isMoved(uint32(runs[i].s/pageBlocks)); i++ {
+				e = runs[i].e
+			}
+			if err := l.write(src.mem[s<<blockShift:e<<blockShift], s<<blockShift); err != nil {
+				errs = append(errs, err)
+				l.remark(s, e)
+			}
+		}
+		l.drainMu.Unlock()
+		runs, used = runs[:0], 0
+	}
 	n := int64(len(taken)) << 6
 	for i := int64(0); i < n; {
 		if taken[i>>6] == 0 {
@@ -725,13 +986,31 @@ func (l *live) copyTaken(src *liveFile, taken []uint64) error {
 			i++
 		}
 		src.dataRuns(start, i, func(s, e int64) {
-			if err := l.write(src.mem[s<<blockShift:e<<blockShift], s<<blockShift); err != nil {
-				errs = append(errs, err)
-				l.remark(s, e)
+			for s < e {
+				pe := min(e, (s/pageBlocks+1)*pageBlocks)
+				if pageSet(moved, uint32(s/pageBlocks)) {
+					s = pe
+					continue
+				}
+				if used == copyBlocks {
+					flush()
+				}
+				ce := min(pe, s+copyBlocks-used)
+				runs = append(runs, run{s, ce})
+				used += ce - s
+				s = ce
 			}
 		})
 	}
+	if len(runs) > 0 {
+		flush()
+	}
 	return errors.Join(errs...)
+}
+
+// pageSet says whether page id's bit is set in w (nil: none is).
+func pageSet(w []uint64, id uint32) bool {
+	return int(id>>6) < len(w) && w[id>>6]&(1<<(id&63)) != 0
 }
 
 // zeroBlock is what a hole reads as.
@@ -750,8 +1029,8 @@ func (l *live) remark(s, e int64) {
 // doc/design/restart-costs.md). It reads a run of blocks at a time, keeping none in the page cache.
 // The blocks taken were written already; a block that cannot be read stays listed, one that cannot be
 // written is marked for the next sync.
-func (l *live) copyChanged(src *liveFile, taken []uint64) error {
-	const run = 256 // blocks read at once: 1 MiB
+func (l *live) copyChanged(src *liveFile, taken, moved []uint64) error {
+	const run = pageBlocks // blocks read at once, a page: 1 MiB
 	check, mem, disk := l.check, src.mem, l.items
 	set := func(w []uint64, i int64) bool { return i>>6 < int64(len(w)) && w[i>>6]&(1<<(i&63)) != 0 }
 	var data [run]bool                      // which blocks of the run the live file holds (dataRuns): the others read as zeros
@@ -764,8 +1043,9 @@ func (l *live) copyChanged(src *liveFile, taken []uint64) error {
 	n := int64(len(check)) << 6
 	for first := int64(0); first < n; first += run {
 		last := min(first+run, n)
-		if !slices.ContainsFunc(check[first>>6:(last+63)>>6], func(w uint64) bool { return w != 0 }) {
-			continue
+		page := uint32(first / pageBlocks)
+		if pageSet(moved, page) || !slices.ContainsFunc(check[first>>6:(last+63)>>6], func(w uint64) bool { return w != 0 }) {
+			continue // a page moved is written whole (commitLive), and compared again at the next sync
 		}
 		if err := l.read(buf[:(last-first)<<blockShift], first<<blockShift); err != nil {
 			errs = append(errs, err)
@@ -777,6 +1057,12 @@ func (l *live) copyChanged(src *liveFile, taken []uint64) error {
 				data[i-first] = true
 			}
 		})
+		// Compared and written while no page move runs, as copyTaken writes; a page a move wrote since waits.
+		l.drainMu.Lock()
+		if l.isMoved(page) {
+			l.drainMu.Unlock()
+			continue
+		}
 		stored := func(i int64) []byte { return buf[(i-first)<<blockShift : (i-first+1)<<blockShift] }
 		changed := func(i int64) bool {
 			if !set(check, i) || set(taken, i) {
@@ -814,6 +1100,7 @@ func (l *live) copyChanged(src *liveFile, taken []uint64) error {
 				check[j>>6] &^= 1 << (j & 63)
 			}
 		}
+		l.drainMu.Unlock()
 	}
 	if !slices.ContainsFunc(check, func(w uint64) bool { return w != 0 }) {
 		l.check = nil
@@ -893,9 +1180,17 @@ func (l *live) close() error {
 		errs = append(errs, unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(l.marks)), uintptr(len(l.marks)*8)))
 		l.marks = nil
 	}
-	if l.loaded != nil {
-		errs = append(errs, l.loaded.Close())
-		l.loaded = nil
+	for _, w := range []*[]uint64{&l.movedBits, &l.dirRecs} {
+		if *w != nil {
+			errs = append(errs, unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(*w)), uintptr(len(*w)*8)))
+			*w = nil
+		}
+	}
+	for _, f := range []**os.File{&l.loaded, &l.meta} {
+		if *f != nil {
+			errs = append(errs, (*f).Close())
+			*f = nil
+		}
 	}
 	errs = append(errs, l.items.Close())
 	return errors.Join(errs...)

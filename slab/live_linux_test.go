@@ -4,6 +4,7 @@ package slab
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -50,6 +51,13 @@ func requireDiskIsLive(t *testing.T, b *Backing, msg string) {
 					msg, i, i/PageSize, i>>blockShift)
 			}
 		}
+	}
+	// The page records, which reach the directory's meta through syncs only (rule 12).
+	meta, err := os.ReadFile(filepath.Join(b.dir, "meta"))
+	require.NoError(t, err)
+	for id := range uint32(b.itemsSize / PageSize) {
+		off := recordOffset(id)
+		require.Equal(t, *b.recordWord(id), binary.LittleEndian.Uint64(meta[off:]), "%s: page %d's record", msg, id)
 	}
 }
 
@@ -704,6 +712,7 @@ func TestDirectStartCatchesUpLiveCopy(t *testing.T) {
 			disk, err := os.ReadFile(filepath.Join(dir, "items"))
 			require.NoError(t, err)
 			require.True(t, bytes.Equal(want, disk), "the directory holds what the live copy held")
+			require.Contains(t, b.Records(), PageRecord{ID: moved.Page(), Class: 12}, "the moved page's record, in the directory")
 			if tc.killed {
 				require.Equal(t, held, b.CaughtUp(), "the start says it wrote that copy in")
 			} else {

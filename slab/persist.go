@@ -31,20 +31,20 @@ func (al *Allocator) NextAddr(id int) uintptr {
 
 // Wrote tells a data directory's live copy that the first size bytes of chunk r were written: the whole
 // chunk (the length of Chunk(r)) for a sealed item's chunks and a head changed in place, fewer for a
-// header bit. Without a live copy it does nothing. The caller passes the size of the chunk it holds
+// header bit. Without a live copy it does nothing. A page written during a drain is one a sync writes
+// into the directory whole (restart-live.md rule 12). The caller passes the size of the chunk it holds
 // rather than Wrote looking the page's class up again: every store calls it.
 func (al *Allocator) Wrote(r Ref, size int) {
 	if b := al.arena.back; b != nil && b.live != nil {
 		b.live.mark(int(r.Page())*PageSize+int(r.Offset()), size)
+		if al.drain.page != noDrain {
+			b.live.moved(r.Page())
+		}
 	}
 }
 
 // linked tells a data directory's live copy that chunk r's free-list link or state byte changed.
-func (a *Arena) linked(r Ref) {
-	if a.back != nil && a.back.live != nil {
-		a.back.live.mark(int(r.Page())*PageSize+int(r.Offset()), StateOffset+1)
-	}
-}
+func (al *Allocator) linked(r Ref) { al.Wrote(r, StateOffset+1) }
 
 // StoredChunks calls fn with each chunk of stored page rec as its class in al's table lays them out, for
 // a page no allocator adopts: what it holds can be counted before FinishAdopt empties it. The slices are
