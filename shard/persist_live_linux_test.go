@@ -352,7 +352,11 @@ func TestLiveCopyRebootDuringSyncAfterPageMoves(t *testing.T) {
 	}
 
 	images := []map[string][]byte{dirImage(t, dir)}
-	s.persist.back.SetSyncSteps(func() { images = append(images, dirImage(t, dir)) })
+	s.persist.back.SetSyncSteps(func(step string) {
+		if step != "copied" {
+			images = append(images, dirImage(t, dir))
+		}
+	})
 	s.persist.sync()
 	images = append(images, dirImage(t, dir))
 	s.persist.back.SetSyncSteps(nil)
@@ -433,7 +437,10 @@ func TestLiveCopyRebootDuringSyncsWhileMoving(t *testing.T) {
 
 	images := []map[string][]byte{dirImage(t, dir)}
 	var mu sync.Mutex // guards images
-	s.persist.back.SetSyncSteps(func() {
+	s.persist.back.SetSyncSteps(func(step string) {
+		if step == "copied" {
+			return
+		}
 		img := dirImage(t, dir)
 		mu.Lock()
 		images = append(images, img)
@@ -488,4 +495,67 @@ func BenchmarkSetOverwriteLive(b *testing.B) {
 			}
 		})
 	}
+}
+
+// A page move made while a sync writes blocks out (between two of its writes, "copied") moves items out of
+// a page the sync has yet to write (into a chunk it wrote already, or a page taken since). The sync must
+// not write the page moved as
+// the move left it (its items freed, or punched): DIR would then hold the items nowhere until the
+// journal is in. Every image of DIR from then on, and every mix of two consecutive ones, serves them
+// (restart-live.md rule 12).
+func TestLiveCopyRebootSyncRacingAMove(t *testing.T) {
+	const small = 3000
+	root, dir, c := tmpfstest.Dir(t, "lc-shard-live-"), t.TempDir(), newClock()
+	cfg := Config{MemoryLimit: 32 << 20, Shards: 1, DataLive: root}
+	s := persistStore(t, dir, c, cfg)
+	smallKey := func(i int) []byte { return fmt.Appendf(nil, "small:%04d", i) }
+	id, _ := s.classes.For(headerLen(layoutOf(0, 0, small), false) + len(smallKey(0)) + small)
+	perPage := s.classes.PerPage(id)
+	want := map[string][]byte{}
+	store := func(k []byte, v []byte) { require.Equal(t, Stored, s.Store(ModeSet, k, 0, 0, v, 0)) }
+	for i := range perPage { // the first page of the class, full
+		store(smallKey(i), pattern(small, i))
+	}
+	for i := range 6 * (1 << 20) / 1000 { // more than a sync writes at once, in pages after it
+		store(key(i), pattern(900, i))
+	}
+	for i := perPage; i < perPage+20; i++ { // a page after those
+		store(smallKey(i), pattern(small, i))
+	}
+	for i := range perPage + 20 {
+		mustGet(t, s, string(smallKey(i))) // fetched just now: a page move keeps them (keepOnMove)
+		if i%10 != 0 {
+			want[string(smallKey(i))] = pattern(small, i)
+		}
+	}
+	first, last := refOf(s, smallKey(0)).Page(), refOf(s, smallKey(perPage)).Page()
+	require.Less(t, first+4, last)
+	s.persist.sync()
+	for i := 0; i < perPage+20; i += 10 { // room in the first page, and every page changed
+		require.Equal(t, Deleted, s.Delete(smallKey(i)))
+	}
+	for i := range 6 * (1 << 20) / 1000 {
+		store(key(i), pattern(900, -i))
+	}
+
+	images := []map[string][]byte{dirImage(t, dir)}
+	moved := false
+	s.persist.back.SetSyncSteps(func(step string) {
+		if step == "copied" && !moved { // the first page is written, the last one not yet
+			moved = true
+			drainTo(t, s, last, 0)
+			require.NotEqual(t, last, refOf(s, smallKey(perPage+1)).Page(), "moved")
+		}
+		images = append(images, dirImage(t, dir))
+	})
+	s.persist.sync()
+	s.persist.back.SetSyncSteps(nil)
+	require.True(t, moved)
+	for k, v := range want {
+		got, _, ok := s.Get(nil, []byte(k))
+		require.True(t, ok, "%s: lost by the move itself", k)
+		require.True(t, bytes.Equal(v, got), "%s", k)
+	}
+	s.Close()
+	restartOnImages(t, images, 4, Config{MemoryLimit: 32 << 20, Shards: 1}, c, want, func(*Store) {})
 }

@@ -46,13 +46,15 @@ type Backing struct {
 	// caughtUp is the live copy whose blocks OpenBacking wrote into the directory's items first (catchUpLive),
 	// "" when none was.
 	caughtUp string
-	// syncSteps, when set, is called after each step of a Sync that made something durable (SetSyncSteps).
-	syncSteps func()
+	// syncSteps, when set, is called at each step of a Sync (SetSyncSteps).
+	syncSteps func(step string)
 }
 
-// SetSyncSteps has fn called after each step of a live copy's Sync that made something durable, with the
-// files as that step left them: a test's view of what a reboot in between could keep (nil: none).
-func (b *Backing) SetSyncSteps(fn func()) { b.syncSteps = fn }
+// SetSyncSteps has fn called at each step of a live copy's Sync, with the files as that step left them:
+// a test's view of what a reboot in between could keep (nil: none). The steps are "copied" (after each
+// write of blocks, before the fsync: no move runs from then until the next write), "items" (the blocks
+// synced), "journal" (the journal synced) and "applied" (the pages in place, synced).
+func (b *Backing) SetSyncSteps(fn func(step string)) { b.syncSteps = fn }
 
 // CaughtUp is the live copy a start that maps the directory's files, or keeps the copy under another root,
 // found newer than them and wrote into them before anything else: "" when none was.
@@ -104,15 +106,15 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	}
 	_ = os.Remove(filepath.Join(dir, oldSums)) // a format 4 directory's: its data starts empty (identityMismatch)
 	metaLen := int64(headerBytes + recordBytes*MaxPages)
-	// A sync cut short while it changed pages in place left its journal: replayed first, the files hold
-	// what that sync wrote (doc/design/restart-live.md rule 12).
-	journalErr := replayJournal(dir, b.meta, b.items)
 	hdr := make([]byte, headerBytes)
 	n, _ := b.meta.ReadAt(hdr, 0)
 	reason = identityMismatch(hdr[:n], id)
-	if reason == "" && journalErr != nil {
-		reason = journalErr.Error()
-		_ = os.Remove(filepath.Join(dir, journalFile))
+	if reason == "" {
+		// A sync cut short while it changed pages in place left its journal: replayed first, the files
+		// hold what that sync wrote (doc/design/restart-live.md rule 12).
+		if err := replayJournal(dir, binary.LittleEndian.Uint64(hdr[hdrSealKey:]), b.meta, b.items); err != nil {
+			reason = err.Error()
+		}
 	}
 	// A live copy newer than the files is where the last server with one kept it; a start that keeps
 	// the copy elsewhere, or maps the files, writes that one into them first (doc/design/restart-live.md).
@@ -126,6 +128,7 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 		}
 	}
 	if reason != "" {
+		dropJournal(dir) // it describes pages no longer there
 		for _, f := range []*os.File{b.meta, b.items} {
 			if err := f.Truncate(0); err != nil {
 				return b, "", err

@@ -62,4 +62,4 @@ func (b *Backing) Sync() error                  { return nil }
 func (b *Backing) Close() error                 { return nil }
 func (b *Backing) drainBegins(uint32)           {}
 func (b *Backing) drainEnds()                   {}
-func (b *Backing) SetSyncSteps(func())          {}
+func (b *Backing) SetSyncSteps(func(string))    {}

@@ -19,11 +19,14 @@ import (
 // class (or back to the arena); the copies may land in a page that a move rewrites too. No order of
 // writes in place keeps every item whole on one side or the other, so the records that change and the
 // whole pages moved are first written to DIR/journal and synced, then in place, then the journal is
-// emptied. A start replays a whole journal before anything reads the files (replayJournal); one cut short
-// fails its check and is dropped, the files then holding what they held before the sync began.
+// emptied. A start replays a whole journal before anything reads the files (replayJournal), and so does
+// the next commit, before it writes its own; one cut short fails its check and is dropped, the files then
+// holding what they held before the sync began. A journal names the directory's seal key, which changes
+// whenever the directory starts empty: one left by an earlier life of it (a start that failed to apply
+// it and started empty, a build that knows no journal) is never replayed over newer pages.
 //
 //	header  journalHeader bytes: magic, entries, images, the body's length, the XXH3 of the whole file
-//	        but these 8 bytes (journalSum), zeros
+//	        but these 8 bytes (journalSum), the seal key, zeros
 //	entries one journalEntry each: page id, flags (entryImage: its page follows), its record
 //	images  from the first PageSize boundary after the entries, a page each for the entries flagged, in order
 const (
@@ -42,8 +45,10 @@ type movedPage struct {
 	image []byte
 }
 
-// journalBytes lays pages out as the journal file holds them.
-func journalBytes(pages []movedPage) []byte {
+// layoutJournal makes the journal file of pages, for directory seal key key, but for the contents of
+// the pages with an image (not nil), which it points at their places in it, for the caller to fill
+// (sealJournal then ends it): the images are copied once.
+func layoutJournal(pages []movedPage, key uint64) []byte {
 	images := 0
 	for _, p := range pages {
 		if p.image != nil {
@@ -58,13 +63,14 @@ func journalBytes(pages []movedPage) []byte {
 	out := make([]byte, start+images*PageSize)
 	le := binary.LittleEndian
 	at := start
-	for i, p := range pages {
+	for i := range pages {
+		p := &pages[i]
 		e := out[journalHeader+i*journalEntry:]
 		le.PutUint32(e, p.id)
 		le.PutUint64(e[8:], p.rec)
 		if p.image != nil {
 			le.PutUint32(e[4:], entryImage)
-			copy(out[at:at+PageSize], p.image)
+			p.image = out[at : at+PageSize : at+PageSize]
 			at += PageSize
 		}
 	}
@@ -72,8 +78,22 @@ func journalBytes(pages []movedPage) []byte {
 	le.PutUint32(out[8:], uint32(len(pages)))
 	le.PutUint32(out[12:], uint32(images))
 	le.PutUint64(out[16:], uint64(len(out)-journalHeader))
-	le.PutUint64(out[24:], journalSum(out))
+	le.PutUint64(out[32:], key)
 	return out
+}
+
+// sealJournal ends journal file contents j, its images filled: its check.
+func sealJournal(j []byte) { binary.LittleEndian.PutUint64(j[24:], journalSum(j)) }
+
+// journalBytes is the journal file of pages for seal key key, their images copied in.
+func journalBytes(pages []movedPage, key uint64) []byte {
+	laid := slices.Clone(pages)
+	j := layoutJournal(laid, key)
+	for i, p := range pages {
+		copy(laid[i].image, p.image)
+	}
+	sealJournal(j)
+	return j
 }
 
 // journalSum is the check of journal file contents j: every byte but those that hold it.
@@ -84,16 +104,16 @@ func journalSum(j []byte) uint64 {
 	return h.Sum64()
 }
 
-// parseJournal reads the pages of journal file contents j; ok is false when j is not a whole journal
-// (cut short by a reboot, damaged, or empty). The images are slices of j.
-func parseJournal(j []byte) (pages []movedPage, ok bool) {
+// parseJournal reads the pages of journal file contents j and the seal key it names; ok is false when j
+// is not a whole journal (cut short by a reboot, damaged, or empty). The images are slices of j.
+func parseJournal(j []byte) (pages []movedPage, key uint64, ok bool) {
 	le := binary.LittleEndian
 	if len(j) < journalHeader || string(j[:len(journalMagic)]) != journalMagic || le.Uint64(j[24:]) != journalSum(j) {
-		return nil, false
+		return nil, 0, false
 	}
 	n, images, body := int(le.Uint32(j[8:])), int(le.Uint32(j[12:])), le.Uint64(j[16:])
 	if body != uint64(len(j)-journalHeader) {
-		return nil, false
+		return nil, 0, false
 	}
 	table := journalHeader + n*journalEntry
 	start := table
@@ -101,42 +121,46 @@ func parseJournal(j []byte) (pages []movedPage, ok bool) {
 		start = (table + PageSize - 1) / PageSize * PageSize
 	}
 	if n > MaxPages || start+images*PageSize != len(j) {
-		return nil, false
+		return nil, 0, false
 	}
 	at := start
 	for i := range n {
 		e := j[journalHeader+i*journalEntry:]
 		p := movedPage{id: le.Uint32(e), rec: le.Uint64(e[8:])}
 		if p.id >= MaxPages {
-			return nil, false
+			return nil, 0, false
 		}
 		if le.Uint32(e[4:])&entryImage != 0 {
 			if at+PageSize > len(j) {
-				return nil, false
+				return nil, 0, false
 			}
 			p.image = j[at : at+PageSize : at+PageSize]
 			at += PageSize
 		}
 		pages = append(pages, p)
 	}
-	return pages, at == len(j)
+	return pages, le.Uint64(j[32:]), at == len(j)
 }
 
-// commitMoves makes pages the directory's (dir, its files meta and items): written and synced to the
-// journal, then in place, synced, then the journal emptied. step, when not nil, is called after each sync.
-// written counts the bytes of pages written in place.
-func commitMoves(dir string, meta, items *os.File, pages []movedPage, step func()) (written int64, err error) {
+// commitMoves makes pages the directory's (dir, with seal key key, its files meta and items): j, their
+// journal (layoutJournal, sealJournal), written and synced, then the pages in place, synced, then the
+// journal emptied. A journal left by a commit whose writes in place failed is applied first. step, when
+// not nil, is called after each sync. written counts the bytes of pages written in place.
+func commitMoves(dir string, key uint64, meta, items *os.File, pages []movedPage, j []byte, step func(string)) (written int64, err error) {
 	if len(pages) == 0 {
 		return 0, nil
 	}
+	if err := replayJournal(dir, key, meta, items); err != nil {
+		return 0, err
+	}
 	path := filepath.Join(dir, journalFile)
-	if err := writeSynced(path, journalBytes(pages)); err != nil {
-		_ = os.Truncate(path, 0)
+	if err := writeSynced(path, j); err != nil {
+		_ = os.Truncate(path, 0) // the last one was applied: nothing is lost with it
 		return 0, err
 	}
 	syncDir(dir) // its name, the first time: kept from then on, emptied rather than removed
 	if step != nil {
-		step()
+		step("journal")
 	}
 	for _, p := range pages {
 		if p.image != nil {
@@ -147,7 +171,7 @@ func commitMoves(dir string, meta, items *os.File, pages []movedPage, step func(
 		return written, err // the journal stays, for the next start or sync to apply again
 	}
 	if step != nil {
-		step()
+		step("applied")
 	}
 	return written, endJournal(path)
 }
@@ -198,16 +222,17 @@ func endJournal(path string) error {
 	return f.Sync()
 }
 
-// replayJournal applies data directory dir's journal to its files meta and items, when it is whole, and
-// empties it: the files are then as the sync that wrote it left them. A journal cut short is dropped.
-func replayJournal(dir string, meta, items *os.File) error {
+// replayJournal applies data directory dir's journal to its files meta and items, when it is whole and
+// names seal key key, and empties it: the files are then as the sync that wrote it left them. Another
+// journal is dropped.
+func replayJournal(dir string, key uint64, meta, items *os.File) error {
 	path := filepath.Join(dir, journalFile)
 	j, err := os.ReadFile(path)
 	if err != nil || len(j) == 0 {
 		return nil
 	}
-	pages, ok := parseJournal(j)
-	if ok && len(pages) > 0 {
+	pages, named, ok := parseJournal(j)
+	if ok && named == key && len(pages) > 0 {
 		last := slices.MaxFunc(pages, func(a, b movedPage) int { return int(a.id) - int(b.id) })
 		end := int64(last.id+1) * PageSize
 		if st, err := items.Stat(); err == nil && st.Size() < end {
@@ -220,6 +245,13 @@ func replayJournal(dir string, meta, items *os.File) error {
 		}
 	}
 	return endJournal(path)
+}
+
+// dropJournal removes data directory dir's journal, for a directory that starts empty.
+func dropJournal(dir string) {
+	if os.Remove(filepath.Join(dir, journalFile)) == nil {
+		syncDir(dir)
+	}
 }
 
 // writeSynced writes path whole and syncs it.

@@ -56,7 +56,7 @@ func TestJournalReplay(t *testing.T) {
 		{id: 4, rec: encodeRecord(3, 0)}, // taken since: its record only
 		{id: 0, rec: encodeRecord(5, 0), image: bytes.Repeat([]byte{0xB0}, PageSize)},
 	}
-	whole := journalBytes(moves)
+	whole := journalBytes(moves, 77)
 	_, meta0, items0 := journalDir(t)
 	_, before := journalState(t, meta0, items0, 4)
 	applied := func() ([]uint64, []byte) {
@@ -78,6 +78,7 @@ func TestJournalReplay(t *testing.T) {
 		{"a byte of an entry flipped", flip(whole, journalHeader+3), false},
 		{"the count flipped", flip(whole, 8), false},
 		{"longer", append(append([]byte(nil), whole...), make([]byte, 4096)...), false},
+		{"another directory's", journalBytes(moves, 78), false}, // its seal key: emptied since
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, meta, items := journalDir(t)
@@ -87,7 +88,7 @@ func TestJournalReplay(t *testing.T) {
 				wantRecs, wantFirst = applied()
 			}
 			for range 2 { // a second start finds the journal emptied
-				require.NoError(t, replayJournal(dir, meta, items))
+				require.NoError(t, replayJournal(dir, 77, meta, items))
 				recs, first := journalState(t, meta, items, 5)
 				require.Equal(t, wantRecs, recs)
 				require.Equal(t, wantFirst, first)
@@ -108,11 +109,11 @@ func flip(b []byte, at int) []byte {
 // FuzzParseJournal: a journal file's bytes, whatever they are, parse to pages within range or to nothing,
 // without a panic.
 func FuzzParseJournal(f *testing.F) {
-	f.Add(journalBytes([]movedPage{{id: 3, rec: encodeRecord(2, 1)}}))
-	f.Add(journalBytes([]movedPage{{id: 1, rec: encodeRecord(2, 0), image: make([]byte, PageSize)}, {id: 9}}))
+	f.Add(journalBytes([]movedPage{{id: 3, rec: encodeRecord(2, 1)}}, 5))
+	f.Add(journalBytes([]movedPage{{id: 1, rec: encodeRecord(2, 0), image: make([]byte, PageSize)}, {id: 9}}, 6))
 	f.Add([]byte(journalMagic))
 	f.Fuzz(func(t *testing.T, j []byte) {
-		pages, ok := parseJournal(j)
+		pages, key, ok := parseJournal(j)
 		if !ok {
 			return
 		}
@@ -120,6 +121,39 @@ func FuzzParseJournal(f *testing.F) {
 			require.Less(t, p.id, uint32(MaxPages))
 			require.True(t, p.image == nil || len(p.image) == PageSize)
 		}
-		require.Equal(t, j, journalBytes(pages), "a journal that parses is what its pages lay out")
+		require.Equal(t, j, journalBytes(pages, key), "a journal that parses is what its pages lay out")
+	})
+}
+
+// A journal left by a commit whose writes in place failed is applied by the next commit before it writes
+// its own (which would otherwise replace it, half applied); and a directory that starts empty drops its
+// journal, which would otherwise be replayed over what is stored after it.
+func TestJournalLeftOver(t *testing.T) {
+	t.Run("the next commit applies it first", func(t *testing.T) {
+		dir, meta, items := journalDir(t)
+		left := []movedPage{{id: 1, rec: encodeRecord(7, 0), image: bytes.Repeat([]byte{0xB1}, PageSize)}}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, journalFile), journalBytes(left, 9), 0o600))
+		next := []movedPage{{id: 2}}
+		_, err := commitMoves(dir, 9, meta, items, next, journalBytes(next, 9), nil)
+		require.NoError(t, err)
+		recs, first := journalState(t, meta, items, 4)
+		require.Equal(t, []uint64{encodeRecord(3, 0), encodeRecord(7, 0), 0, encodeRecord(3, 0)}, recs)
+		require.Equal(t, []byte{0xA0, 0xB1, 0, 0xA3}, first)
+	})
+	t.Run("a directory that starts empty drops it", func(t *testing.T) {
+		dir := t.TempDir()
+		c := DefaultClasses()
+		b, _, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{})
+		require.NoError(t, err)
+		key := b.SealKey()
+		require.NoError(t, b.Close())
+		moves := []movedPage{{id: 0, rec: encodeRecord(3, 0), image: bytes.Repeat([]byte{0xB0}, PageSize)}}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, journalFile), journalBytes(moves, key), 0o600))
+		b, reason, err := OpenBacking(dir, Identity{Shards: 2, Classes: c}, BackingOptions{})
+		require.NoError(t, err)
+		require.NotEmpty(t, reason)
+		require.NoFileExists(t, filepath.Join(dir, journalFile))
+		require.Empty(t, b.Records(), "the journal's page")
+		require.NoError(t, b.Close())
 	})
 }

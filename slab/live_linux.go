@@ -55,10 +55,13 @@ type live struct {
 	// meta is the live copy's meta file: the header and every page record, written through (setMeta),
 	// where the directory's meta gets its records only from syncs (commitMoves: rule 12).
 	meta *os.File
-	// movedBits has a bit for each page a page move wrote since the last sync (the page moved, and the
-	// pages it copied items into or rewrote links in), or that was punched: a sync writes those into the
-	// directory whole, through the journal. Anonymous memory, like marks.
+	// movedBits has a bit for each page a page move wrote since the last sync took them (the page moved,
+	// and the pages it copied items into or rewrote links in), or that was punched: a sync writes those
+	// into the directory whole, through the journal. Anonymous memory, like marks.
 	movedBits []uint64
+	// pending has the same bits until a sync committed them: the live directory's file movedFile, mapped,
+	// so that a start after a kill knows them (anonymous memory where tmpfs had no room for it).
+	pending []uint64
 	// drainMu is held shared by each page move, from BeginDrain to EndDrain, and alone by a sync while it
 	// reads the live file: whatever it copies is then on one side of every move.
 	drainMu sync.RWMutex
@@ -91,6 +94,9 @@ const (
 	liveLoading = "loading"
 	liveLoaded  = "loaded"
 	livePrefix  = "leasecached-"
+	// In a live directory: a bit for each page moved since the last sync that committed it (live.pending).
+	movedFile  = "moved"
+	movedBytes = MaxPages / 8
 	// In the data directory: the root its live copy was last kept under (no file: DefaultLiveRoot), where
 	// a start that keeps it elsewhere, or maps the directory's files, looks for a copy newer than them.
 	liveRootFile = "live-root"
@@ -160,7 +166,7 @@ func LiveRoom(root, dir string, memoryLimit int64) error {
 		return fmt.Errorf("%s is not a tmpfs", root)
 	}
 	pages := (memoryLimit + PageSize - 1) / PageSize
-	need := pages * PageSize
+	need := pages*PageSize + movedBytes + headerBytes + (pages*recordBytes+4095)/4096*4096 // items, moved, meta
 	have := int64(st.Bavail) * st.Bsize
 	// dir's copy there, and the one under the root it was last kept under when that is on this tmpfs
 	// too, are freed or reused by the start.
@@ -243,6 +249,8 @@ func catchUpLive(root, dir string, hdr []byte, meta, items *os.File) (caughtUp s
 		}
 		_ = lm.Close()
 	}
+	pending, _ := os.ReadFile(filepath.Join(ld, movedFile)) // the pages moved since its last sync
+	wasMoved := func(id int64) bool { return id>>3 < int64(len(pending)) && pending[id>>3]&(1<<(id&7)) != 0 }
 	src := &liveFile{f: f}
 	src.scan((size + 1<<blockShift - 1) >> blockShift)
 	buf := make([]byte, 1<<20)
@@ -250,16 +258,11 @@ func catchUpLive(root, dir string, hdr []byte, meta, items *os.File) (caughtUp s
 	for id := range pages {
 		rec := liveRecs[id]
 		_, owner, inUse := decodeRecord(rec)
-		if rec != dirRecs[id] {
-			p := movedPage{id: uint32(id), rec: rec}
-			if inUse && recInUseOf(dirRecs[id]) { // the page may have been moved (openLiveMeta)
-				p.image = make([]byte, PageSize)
-				if err := readRange(src, p.image, id*PageSize); err != nil {
-					return "", err
-				}
-			}
-			moved = append(moved, p)
-			if p.image != nil || !inUse {
+		// A page moved goes in whole, through the journal, as a sync's would; one whose record changed
+		// where the directory's names it in use may have been (openLiveMeta).
+		if m := wasMoved(id) || rec != dirRecs[id] && recInUseOf(dirRecs[id]); m || rec != dirRecs[id] {
+			moved = append(moved, movedPage{id: uint32(id), rec: rec, image: imageWanted(m, rec)})
+			if m || !inUse {
 				continue
 			}
 		}
@@ -273,7 +276,17 @@ func catchUpLive(root, dir string, hdr []byte, meta, items *os.File) (caughtUp s
 	if err := items.Sync(); err != nil {
 		return "", err
 	}
-	if _, err := commitMoves(dir, meta, items, moved, nil); err != nil {
+	key := binary.LittleEndian.Uint64(hdr[hdrSealKey:])
+	j := layoutJournal(moved, key)
+	for _, p := range moved {
+		if p.image != nil {
+			if err := readRange(src, p.image, int64(p.id)*PageSize); err != nil {
+				return "", err
+			}
+		}
+	}
+	sealJournal(j)
+	if _, err := commitMoves(dir, key, meta, items, moved, j, nil); err != nil {
 		return "", err
 	}
 	return ld, nil
@@ -498,11 +511,14 @@ func (b *Backing) openLiveMeta(fresh bool) error {
 		return err
 	}
 	l.dirRecs = unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(recs))), MaxPages)
-	moved, err := mapBytes(MaxPages / 8)
+	moved, err := mapBytes(movedBytes)
 	if err != nil {
 		return err
 	}
 	l.movedBits = unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(moved))), MaxPages/64)
+	if err := l.openPending(fresh); err != nil {
+		return err
+	}
 	f, err := os.OpenFile(filepath.Join(l.dir, "meta"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return err
@@ -543,6 +559,41 @@ func (b *Backing) openLiveMeta(fresh bool) error {
 		return err
 	}
 	l.meta = f
+	return nil
+}
+
+// openPending maps the live directory's movedFile as pending; fresh empties it, and otherwise its pages,
+// moved before a kill and not committed since, are marked moved again. Its blocks are reserved first: a
+// store into a hole of a full tmpfs gets SIGBUS. Where they cannot be, pending is anonymous memory, and a
+// start after a kill has openLiveMeta's rule only.
+func (l *live) openPending(fresh bool) error {
+	path := filepath.Join(l.dir, movedFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err == nil && fresh {
+		err = f.Truncate(0)
+	}
+	if err == nil {
+		err = unix.Fallocate(int(f.Fd()), 0, 0, movedBytes)
+	}
+	var mem []byte
+	if err == nil {
+		mem, err = unix.Mmap(int(f.Fd()), 0, movedBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	}
+	if f != nil {
+		_ = f.Close() // the mapping keeps the file
+	}
+	if err != nil {
+		_ = os.Remove(path) // not to be read by a later start: it would lack what this one moves
+		if mem, err = mapBytes(movedBytes); err != nil {
+			return err
+		}
+	}
+	l.pending = unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(mem))), MaxPages/64)
+	for i, w := range l.pending {
+		if w != 0 {
+			l.movedBits[i] |= w
+		}
+	}
 	return nil
 }
 
@@ -691,11 +742,13 @@ func (l *live) mark(off, n int) {
 	}
 }
 
-// moved records that a page move wrote page id, or that it was punched (movedBits).
+// moved records that a page move wrote page id, or that it was punched: in pending, then in movedBits.
 func (l *live) moved(id uint32) {
-	p, bit := &l.movedBits[id>>6], uint64(1)<<(id&63)
-	if atomic.LoadUint64(p)&bit == 0 {
-		atomic.OrUint64(p, bit)
+	for _, w := range [][]uint64{l.pending, l.movedBits} {
+		p, bit := &w[id>>6], uint64(1)<<(id&63)
+		if atomic.LoadUint64(p)&bit == 0 {
+			atomic.OrUint64(p, bit)
+		}
 	}
 }
 
@@ -758,7 +811,7 @@ func (b *Backing) syncLive(size int64) error {
 	}
 	src := liveFile{f: b.items, mem: b.itemsMem}
 	src.scan(size >> blockShift)
-	errs := []error{l.copyTaken(&src, taken, moved)}
+	errs := []error{b.copyTaken(&src, taken, moved)}
 	if l.check != nil && !l.owed.Load() { // pages not read in yet are holes: not to punch in DIR
 		errs = append(errs, l.copyChanged(&src, taken, moved))
 	}
@@ -767,53 +820,59 @@ func (b *Backing) syncLive(size int64) error {
 		l.putBackMoved(moved) // the copies the moves made may be missing: their sources stay
 		return errors.Join(err, b.syncMeta())
 	}
-	b.step()
+	b.step("items")
 	return errors.Join(b.commitLive(&src, size, moved), b.syncMeta())
 }
 
 // step calls the test's SetSyncSteps function, if any.
-func (b *Backing) step() {
+func (b *Backing) step(name string) {
 	if b.syncSteps != nil {
-		b.syncSteps()
+		b.syncSteps(name)
 	}
 }
 
 // commitLive writes into the directory, through the journal (commitMoves), every page in moved whole
-// and each page record that differs from the directory's; src holds the live file's first size bytes. The pages are read, and the records taken,
-// while no page move runs (drainMu); if one has moved a page of them since moved was taken, the moves
-// wait for the next sync, whose copy of the blocks will hold what that move copied.
+// and each page record that differs from the directory's; src holds the live file's first size bytes.
+// The pages are read, and the records taken, while no page move runs (drainMu). The pages a move wrote
+// since moved was taken go in whole too: the copy of the other pages' blocks left theirs for the next
+// sync, and taken together here, under the lock, they hold every side of those moves as of now.
 func (b *Backing) commitLive(src *liveFile, size int64, moved []uint64) error {
 	l := b.live
+	l.drainMu.Lock()
+	if late := l.takeMoved(); late != nil {
+		if moved == nil {
+			moved = make([]uint64, len(late))
+		}
+		for i, w := range late {
+			moved[i] |= w
+		}
+		b.mu.Lock()
+		size = max(size, b.itemsSize) // a late move's rescue may have taken a page since
+		b.mu.Unlock()
+		src.scan(size >> blockShift) // and punched pages since the first scan
+	}
 	b.metaMu.Lock()
 	pages := uint32(max((b.metaEnd-headerBytes)/recordBytes, 0))
 	b.metaMu.Unlock()
 	var out []movedPage
-	late := false
-	l.drainMu.Lock()
 	for id := range pages {
 		rec := atomic.LoadUint64(b.recordWord(id))
 		if m := pageSet(moved, id); m || rec != l.dirRecs[id] {
-			p := movedPage{id: id, rec: rec, image: imageWanted(m, rec)}
-			out = append(out, p)
-			late = late || l.isMoved(id) || p.image != nil && int64(id+1)*PageSize > size // not read in src
-
+			out = append(out, movedPage{id: id, rec: rec, image: imageWanted(m && int64(id+1)*PageSize <= size, rec)})
 		}
 	}
-	for i := 0; i < len(out) && !late; i++ { // checked first: a page punched since the scan is not read
-		if p := &out[i]; p.image != nil {
-			p.image = make([]byte, PageSize)
-			first := int64(p.id) * PageSize >> blockShift
+	j := layoutJournal(out, b.SealKey())
+	for _, p := range out {
+		if p.image != nil {
+			first := int64(p.id) * pageBlocks
 			src.dataRuns(first, first+pageBlocks, func(s, e int64) {
 				copy(p.image[(s-first)<<blockShift:], src.mem[s<<blockShift:e<<blockShift])
 			})
 		}
 	}
 	l.drainMu.Unlock()
-	if late {
-		l.putBackMoved(moved)
-		return nil
-	}
-	written, err := commitMoves(b.dir, b.meta, l.items, out, b.syncSteps)
+	sealJournal(j)
+	written, err := commitMoves(b.dir, b.SealKey(), b.meta, l.items, out, j, b.syncSteps)
 	l.written.Add(written)
 	if err != nil {
 		l.putBackMoved(moved)
@@ -822,11 +881,12 @@ func (b *Backing) commitLive(src *liveFile, size int64, moved []uint64) error {
 	for _, p := range out {
 		l.dirRecs[p.id] = p.rec
 	}
+	l.committed(moved)
 	return nil
 }
 
 // imageWanted is a non-nil placeholder when a page moved (m) whose record rec is in use goes into the
-// journal whole.
+// journal whole (layoutJournal).
 func imageWanted(m bool, rec uint64) []byte {
 	if m && recInUseOf(rec) {
 		return []byte{}
@@ -839,8 +899,8 @@ func (l *live) isMoved(id uint32) bool {
 	return atomic.LoadUint64(&l.movedBits[id>>6])&(1<<(id&63)) != 0
 }
 
-// takeMoved takes the pages marked moved (the words holding them, swapped to 0), up to the highest word
-// set.
+// takeMoved takes the pages marked moved since it last did (the words holding them, swapped to 0): nil
+// when there are none. They stay in pending until committed.
 func (l *live) takeMoved() []uint64 {
 	var taken []uint64
 	for i := range l.movedBits {
@@ -852,6 +912,18 @@ func (l *live) takeMoved() []uint64 {
 		}
 	}
 	return taken
+}
+
+// committed takes the pages of taken, now in the directory, out of pending, but those marked moved again
+// since (in movedBits): pending is for a start after a kill, which would otherwise not know them.
+func (l *live) committed(taken []uint64) {
+	l.drainMu.Lock() // no move marks a page meanwhile (a punch outside one is a start's: openLiveMeta's rule)
+	defer l.drainMu.Unlock()
+	for i, w := range taken {
+		if w != 0 {
+			atomic.AndUint64(&l.pending[i], ^(w &^ atomic.LoadUint64(&l.movedBits[i])))
+		}
+	}
 }
 
 // putBackMoved marks the pages of taken moved again.
@@ -944,7 +1016,8 @@ func (src *liveFile) dataRuns(start, end int64, fn func(s, e int64)) {
 // directory). Up to copyBlocks of them are written at a time while no page move runs (drainMu), so
 // that each is on one side of every move; those of a page that a move wrote since moved was taken are
 // left for the next sync (marked again), as are the blocks of a write that fails.
-func (l *live) copyTaken(src *liveFile, taken, moved []uint64) error {
+func (b *Backing) copyTaken(src *liveFile, taken, moved []uint64) error {
+	l := b.live
 	type run struct{ s, e int64 } // blocks [s, e), in one page
 	var (
 		runs []run
@@ -970,6 +1043,7 @@ func (l *live) copyTaken(src *liveFile, taken, moved []uint64) error {
 		}
 		l.drainMu.Unlock()
 		runs, used = runs[:0], 0
+		b.step("copied")
 	}
 	n := int64(len(taken)) << 6
 	for i := int64(0); i < n; {
@@ -1180,7 +1254,7 @@ func (l *live) close() error {
 		errs = append(errs, unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(l.marks)), uintptr(len(l.marks)*8)))
 		l.marks = nil
 	}
-	for _, w := range []*[]uint64{&l.movedBits, &l.dirRecs} {
+	for _, w := range []*[]uint64{&l.movedBits, &l.dirRecs, &l.pending} {
 		if *w != nil {
 			errs = append(errs, unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(*w)), uintptr(len(*w)*8)))
 			*w = nil

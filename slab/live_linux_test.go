@@ -602,7 +602,7 @@ func TestLiveRoom(t *testing.T) {
 		{"no room", root, other, 4 << 20, "MiB free"},
 		{"room counting its copy under another root", root, moved, 4 << 20, ""},
 		{"room counting its own live copy", root, dir, 11 << 20, ""},
-		{"more than the tmpfs", root, dir, 17 << 20, "-m needs 17 MiB"},
+		{"more than the tmpfs", root, dir, 17 << 20, "-m needs 18 MiB"}, // its pages, meta and moved files
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -947,3 +947,46 @@ func TestRecordedLiveRoot(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// The pages a move wrote and no sync committed yet are known to a start after a kill (live.pending, the
+// live directory's moved file): a rescue's destination keeps its record, which openLiveMeta's rule (a
+// record changed since DIR's) would not see, and committing the source alone could lose the item
+// (restart-live.md rule 12).
+func TestLiveCopyMovesSurviveKill(t *testing.T) {
+	root := liveRoot(t)
+	c := DefaultClasses()
+	dir := t.TempDir()
+	b, al := openLiveBacking(t, dir, root, c)
+	class := c.Largest()
+	src := writeChunk(t, al, class, 7)
+	var others []Ref // src's page's other chunks
+	dst := writeChunk(t, al, class, 8)
+	for src.Page() == dst.Page() {
+		others = append(others, dst)
+		dst = writeChunk(t, al, class, 8)
+	}
+	require.NoError(t, b.Sync())
+	// A move: src's chunk copied over dst's page's free chunk, src's page emptied and given to class 3.
+	require.NoError(t, al.BeginDrain(src.Page()))
+	for r, ok := al.Alloc(class); ok; r, ok = al.Alloc(class) {
+		if r.Page() == dst.Page() {
+			copy(al.Chunk(r), al.Chunk(src))
+			al.Wrote(r, len(al.Chunk(r)))
+			break
+		}
+	}
+	al.Free(src)
+	for _, r := range others { // evicted
+		al.Free(r)
+	}
+	require.NoError(t, al.EndDrain(3))
+	crash(t, b)
+
+	b, _ = openLiveBacking(t, dir, root, c)
+	defer b.Close()
+	require.True(t, b.live.isMoved(src.Page()), "the page moved")
+	require.True(t, b.live.isMoved(dst.Page()), "the page the move copied into, whose record is unchanged")
+	require.NoError(t, b.Sync())
+	requireDiskIsLive(t, b, "the first sync after the kill")
+	require.False(t, b.live.movesOwed())
+}
