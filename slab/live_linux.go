@@ -180,9 +180,11 @@ func LiveRoom(root, dir string, memoryLimit int64) error {
 		if err != nil || i > 0 && d == here {
 			continue
 		}
-		var fst unix.Stat_t
-		if unix.Stat(filepath.Join(d, "items"), &fst) == nil && fst.Dev == rst.Dev {
-			have += fst.Blocks * 512
+		for _, name := range []string{"items", "meta", movedFile} {
+			var fst unix.Stat_t
+			if unix.Stat(filepath.Join(d, name), &fst) == nil && fst.Dev == rst.Dev {
+				have += fst.Blocks * 512
+			}
 		}
 	}
 	if have < need {
@@ -568,11 +570,16 @@ func (b *Backing) openLiveMeta(fresh bool) error {
 // start after a kill has openLiveMeta's rule only.
 func (l *live) openPending(fresh bool) error {
 	path := filepath.Join(l.dir, movedFile)
+	var old []byte // the marks of a kill, kept where the file cannot be mapped
+	if !fresh {
+		old, _ = os.ReadFile(path)
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err == nil && fresh {
 		err = f.Truncate(0)
 	}
 	if err == nil {
+		noCow(f) // a root that is not a tmpfs may be btrfs, as for items (UnkeptReservations)
 		err = unix.Fallocate(int(f.Fd()), 0, 0, movedBytes)
 	}
 	var mem []byte
@@ -587,6 +594,7 @@ func (l *live) openPending(fresh bool) error {
 		if mem, err = mapBytes(movedBytes); err != nil {
 			return err
 		}
+		copy(mem, old)
 	}
 	l.pending = unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(mem))), MaxPages/64)
 	for i, w := range l.pending {

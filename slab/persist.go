@@ -99,7 +99,9 @@ func (al *Allocator) LoadPages() error {
 				cs.pages = append(cs.pages[:j], cs.pages[j+1:]...)
 				cs.used -= int(al.classes.perPage[i])
 				al.owned--
+				b.drainBegins(id) // a punch, which a sync must not read through (restart-live.md rule 12)
 				al.arena.releasePage(id)
+				b.drainEnds()
 				j--
 				continue
 			}

@@ -196,7 +196,8 @@ func serve(cfg server.Config, enableShutdown bool) error {
 			cfg.DataDir, rs.PagesLeft, rs.ItemsLeft))
 	}
 	if cfg.DataDir != "" {
-		// Only the items file is mapped: the live copy's, or with none the directory's own.
+		// Only the items file is mapped (and a live copy's small moved file): the live copy's, or with none
+		// the directory's own.
 		where, hint := "--data-dir "+cfg.DataDir, "; a live copy on tmpfs (--data-live) maps nothing in it"
 		if cfg.DataLive != "" {
 			where, hint = "--data-live "+cfg.DataLive, ""
