@@ -261,7 +261,9 @@ func hostileJunkProbes() []hostileProbe {
 		{name: "lone CR bytewise", how: byteAtATime, steps: one("version\rversion\r\r\nmg $ka v\r\r\n\r\r\r\n")},
 		{name: "lone CR in data block", steps: one("set $ka 0 0 2\r\nx\r\r\nget $ka\r\nset $kb 0 0 1\r\nx\r\rget $kb\r\n")},
 		{name: "CR run", how: randomChunks, steps: one(strings.Repeat("\r", 300) + "\nget $ka\r\n")},
-		{name: "lone LF line endings", how: randomChunks, steps: one("set $ka 0 0 1\nx\nget $ka\nmg $ka v\nms $kb 1\ny\nmg $kb v\n" +
+		// Written whole: a transcript ends at the first read that ends like the sentinel's reply (MN), and
+		// sent in chunks, the row's own mn could be answered before the sentinel was sent (one run in 12).
+		{name: "lone LF line endings", steps: one("set $ka 0 0 1\nx\nget $ka\nmg $ka v\nms $kb 1\ny\nmg $kb v\n" +
 			"incr $ka 1\ndelete $ka\nget $ka\nmn\n")},
 		{name: "lone LF data block", steps: one("set $ka 0 0 1\r\nx\nget $ka\r\nms $kb 1\r\ny\nmg $kb v\r\n")},
 		{name: "LF CR", how: byteAtATime, steps: one("get $ka\n\rget $kb\n\r\nversion\n\r\n")},
