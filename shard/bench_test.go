@@ -146,9 +146,14 @@ func benchParallelMix(b *testing.B, ownShards bool, setEvery int) {
 // BenchmarkSetOverwriteDataDir is BenchmarkSetOverwrite with a data directory, for the values of make
 // bench's rows: the cost of sealing a store (doc/design/restart-costs.md), and proof that it allocates nothing.
 func BenchmarkSetOverwriteDataDir(b *testing.B) {
+	benchSetOverwriteDataDir(b, func(*testing.B) string { return "" })
+}
+
+// benchSetOverwriteDataDir is BenchmarkSetOverwriteDataDir with the live root live gives ("": none).
+func benchSetOverwriteDataDir(b *testing.B, live func(b *testing.B) string) {
 	for _, n := range []int{100, 4096} {
 		b.Run(fmt.Sprintf("%dB", n), func(b *testing.B) {
-			s := persistStore(b, b.TempDir(), nil, Config{MemoryLimit: 256 << 20})
+			s := persistStore(b, b.TempDir(), nil, Config{MemoryLimit: 256 << 20, DataLive: live(b)})
 			k, v := key(42), pattern(n, 1)
 			s.Store(ModeSet, k, 0, 0, v, 0)
 			b.ReportAllocs()

@@ -108,12 +108,7 @@ func TestLiveCopyPageMoveReachesDir(t *testing.T) {
 				require.Equal(t, Stored, s.Store(ModeSet, fmt.Appendf(nil, "cold:%d", i), 0, 0, pattern(vlen, -i), 0))
 				mustGet(t, s, string(hot(i)))
 			}
-			sh := &s.shards[0]
-			head := refOf(s, hot(0))
-			sh.mu.Lock()
-			b := sh.chunk(head)
-			part := readRef(b[chainOff(b):])
-			sh.mu.Unlock()
+			head, part := headAndPart(s, hot(0))
 			s.persist.sync() // the items reach DIR where they were first stored
 			if tc.head {
 				drainTo(t, s, head.Page(), 0)
@@ -132,6 +127,16 @@ func TestLiveCopyPageMoveReachesDir(t *testing.T) {
 			}
 		})
 	}
+}
+
+// headAndPart is where chained item k's head is, and its first part (a store of one shard).
+func headAndPart(s *Store, k []byte) (head, part slab.Ref) {
+	sh := &s.shards[0]
+	head = refOf(s, k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	b := sh.chunk(head)
+	return head, readRef(b[chainOff(b):])
 }
 
 // A start that makes a live copy on a tmpfs with no room left cannot list a shard as read into the copy
@@ -298,6 +303,19 @@ func mixImages(t *testing.T, a, b map[string][]byte, pick *rand.Rand) string {
 	return out
 }
 
+// smallItems opens a store on a new data directory with a live copy (32 MiB, one shard), for items of
+// 3000-byte values under smallKey(i): perPage of them fill a page of their class.
+func smallItems(t *testing.T) (s *Store, dir string, c *clock, smallKey func(i int) []byte, perPage int) {
+	t.Helper()
+	const small = 3000
+	root, c := tmpfstest.Dir(t, "lc-shard-live-"), newClock()
+	dir = t.TempDir()
+	s = persistStore(t, dir, c, Config{MemoryLimit: 32 << 20, Shards: 1, DataLive: root})
+	smallKey = func(i int) []byte { return fmt.Appendf(nil, "small:%04d", i) }
+	id, _ := s.classes.For(headerLen(layoutOf(0, 0, small), false) + len(smallKey(0)) + small)
+	return s, dir, c, smallKey, s.classes.PerPage(id)
+}
+
 // A machine reboot keeps what the last sync wrote, and loses at most what came after it (restart.md rule
 // 9): an item stored before the last sync and not changed since is served after any reboot, even when a
 // page move since then moved it and the reboot cut the next sync short anywhere. Page moves rewrite
@@ -306,20 +324,14 @@ func mixImages(t *testing.T, a, b map[string][]byte, pick *rand.Rand) string {
 // as the page cache holds it before the sync and after each of its steps (slab.Backing.SetSyncSteps),
 // mixed block by block between consecutive ones.
 func TestLiveCopyRebootDuringSyncAfterPageMoves(t *testing.T) {
-	const (
-		small = 3000    // items of one class, two pages of them, the first page full
-		big   = 700_000 // a chained value: a head in the largest class and one part in a smaller one
-	)
-	root, dir, c := tmpfstest.Dir(t, "lc-shard-live-"), t.TempDir(), newClock()
-	cfg := Config{MemoryLimit: 32 << 20, Shards: 1, DataLive: root}
-	s := persistStore(t, dir, c, cfg)
-	smallKey := func(i int) []byte { return fmt.Appendf(nil, "small:%04d", i) }
+	// Small items, a page and a half of them (the first page full), and chained values: a head in the
+	// largest class and one part in a smaller one.
+	const big = 700_000
+	s, dir, c, smallKey, perPage := smallItems(t)
 	bigKey := func(i int) []byte { return fmt.Appendf(nil, "big:%d", i) }
-	id, _ := s.classes.For(headerLen(layoutOf(0, 0, small), false) + len(smallKey(0)) + small)
-	perPage := s.classes.PerPage(id)
 	want := map[string][]byte{}
 	for i := range perPage * 3 / 2 {
-		want[string(smallKey(i))] = pattern(small, i)
+		want[string(smallKey(i))] = pattern(3000, i)
 	}
 	for i := range 3 {
 		want[string(bigKey(i))] = pattern(big, i)
@@ -330,12 +342,7 @@ func TestLiveCopyRebootDuringSyncAfterPageMoves(t *testing.T) {
 	for k := range want {
 		mustGet(t, s, k) // fetched just now: a page move keeps them (keepOnMove)
 	}
-	sh := &s.shards[0]
-	head := refOf(s, bigKey(0))
-	sh.mu.Lock()
-	b := sh.chunk(head)
-	part := readRef(b[chainOff(b):])
-	sh.mu.Unlock()
+	head, part := headAndPart(s, bigKey(0))
 	s.persist.sync() // everything reaches DIR; what follows moves it without changing it
 
 	drainTo(t, s, refOf(s, smallKey(0)).Page(), 0)
@@ -416,15 +423,10 @@ func restartOnImages(t *testing.T, images []map[string][]byte, seeds uint64, cfg
 // sync and still held at the end (a move may evict) is in every image of DIR, and in every mix of two
 // consecutive ones.
 func TestLiveCopyRebootDuringSyncsWhileMoving(t *testing.T) {
-	const small = 3000
-	root, dir, c := tmpfstest.Dir(t, "lc-shard-live-"), t.TempDir(), newClock()
-	cfg := Config{MemoryLimit: 32 << 20, Shards: 1, DataLive: root}
-	s := persistStore(t, dir, c, cfg)
-	smallKey := func(i int) []byte { return fmt.Appendf(nil, "small:%04d", i) }
-	id, _ := s.classes.For(headerLen(layoutOf(0, 0, small), false) + len(smallKey(0)) + small)
+	s, dir, c, smallKey, perPage := smallItems(t)
 	stored := map[string][]byte{}
-	for i := range s.classes.PerPage(id) * 2 {
-		stored[string(smallKey(i))] = pattern(small, i)
+	for i := range perPage * 2 {
+		stored[string(smallKey(i))] = pattern(3000, i)
 	}
 	for i := range 2 {
 		stored[fmt.Sprintf("big:%d", i)] = pattern(700_000, i)
@@ -483,34 +485,17 @@ func TestLiveCopyRebootDuringSyncsWhileMoving(t *testing.T) {
 // store also marks the blocks it wrote (restart-live.md rule 10), and a page during a drain as moved (rule
 // 12).
 func BenchmarkSetOverwriteLive(b *testing.B) {
-	for _, n := range []int{100, 4096} {
-		b.Run(fmt.Sprintf("%dB", n), func(b *testing.B) {
-			s := persistStore(b, b.TempDir(), nil, Config{MemoryLimit: 256 << 20, DataLive: tmpfstest.Dir(b, "lc-bench-live-")})
-			k, v := key(42), pattern(n, 1)
-			s.Store(ModeSet, k, 0, 0, v, 0)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				s.Store(ModeSet, k, 0, 0, v, 0)
-			}
-		})
-	}
+	benchSetOverwriteDataDir(b, func(b *testing.B) string { return tmpfstest.Dir(b, "lc-bench-live-") })
 }
 
 // A page move made while a sync writes blocks out (between two of its writes, "copied") moves items out of
 // a page the sync has yet to write (into a chunk it wrote already, or a page taken since). The sync must
-// not write the page moved as
-// the move left it (its items freed, or punched): DIR would then hold the items nowhere until the
-// journal is in. Every image of DIR from then on, and every mix of two consecutive ones, serves them
+// not write the page moved as the move left it (its items freed, or punched): DIR would then hold the
+// items nowhere until the journal is in. Every image of DIR from then on, and every mix of two consecutive ones, serves them
 // (restart-live.md rule 12).
 func TestLiveCopyRebootSyncRacingAMove(t *testing.T) {
 	const small = 3000
-	root, dir, c := tmpfstest.Dir(t, "lc-shard-live-"), t.TempDir(), newClock()
-	cfg := Config{MemoryLimit: 32 << 20, Shards: 1, DataLive: root}
-	s := persistStore(t, dir, c, cfg)
-	smallKey := func(i int) []byte { return fmt.Appendf(nil, "small:%04d", i) }
-	id, _ := s.classes.For(headerLen(layoutOf(0, 0, small), false) + len(smallKey(0)) + small)
-	perPage := s.classes.PerPage(id)
+	s, dir, c, smallKey, perPage := smallItems(t)
 	want := map[string][]byte{}
 	store := func(k []byte, v []byte) { require.Equal(t, Stored, s.Store(ModeSet, k, 0, 0, v, 0)) }
 	for i := range perPage { // the first page of the class, full

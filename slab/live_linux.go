@@ -805,8 +805,8 @@ func (b *Backing) syncLive(size int64) error {
 		b.quiesce()
 	}
 	moved := l.takeMoved()
-	// A page moved may have been taken since size was read (a rescue's): the file is as large as it
-	// then, and is read that far. Pages taken since are a later move's, which commitLive waits for.
+	// A page moved may have been taken since size was read (a rescue's): the file is read as large as it
+	// is now. Pages taken from now on are a later move's, which commitLive takes in.
 	b.mu.Lock()
 	size = b.itemsSize
 	b.mu.Unlock()
