@@ -337,12 +337,15 @@ func TestDifferentialBinaryProtocolFlag(t *testing.T) {
 func TestDifferentialBinaryLargeItems(t *testing.T) {
 	mc, lc := startPair(t, "-I", "2m")
 	mb := strings.Repeat("x", 1500000)
+	// Megabytes of replies a step: under -race, beside other packages' tests on two CPUs, leasecached
+	// once took over defaultReplyTimeout to send the last of them (CI at ed68368).
+	const slow = 10 * time.Second
 	cases := []binCase{
-		{name: "large set get append", chunk: 64 << 10, steps: binOne(bStore(opSet, ka, mb, 5, 0), bGet(opGetK, ka), bValue(opAppend, ka, "tail"),
+		{name: "large set get append", chunk: 64 << 10, timeout: slow, steps: binOne(bStore(opSet, ka, mb, 5, 0), bGet(opGetK, ka), bValue(opAppend, ka, "tail"),
 			bValue(opPrependQ, ka, "head"), bGet(opGet, ka), bArith(opIncrement, ka, 1, 0, 0), bTouch(opGATK, ka, 100), bTouch(opTouch, ka, 0))},
-		{name: "large quiet gets", chunk: 64 << 10, steps: binOne(bStore(opSetQ, ka, mb, 1, 0), bStore(opSetQ, kb, mb[:700000], 2, 0),
+		{name: "large quiet gets", chunk: 64 << 10, timeout: slow, steps: binOne(bStore(opSetQ, ka, mb, 1, 0), bStore(opSetQ, kb, mb[:700000], 2, 0),
 			bGet(opGetKQ, ka), bGet(opGetKQ, kb), bGet(opGetKQ, kc), bGet(opGetQ, ka), bSimple(opNoop))},
-		{name: "over 2m", chunk: 64 << 10, steps: binOne(bStore(opSet, ka, "a", 0, 0), bStore(opSet, ka, strings.Repeat("y", overItemMax), 0, 0), bGet(opGet, ka),
+		{name: "over 2m", chunk: 64 << 10, timeout: slow, steps: binOne(bStore(opSet, ka, "a", 0, 0), bStore(opSet, ka, strings.Repeat("y", overItemMax), 0, 0), bGet(opGet, ka),
 			bStore(opSet, kb, mb, 0, 0), bValue(opAppend, kb, mb), bGet(opGet, kb))},
 	}
 	runBinDifferential(t, mc, lc, cases)
