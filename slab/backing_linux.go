@@ -551,6 +551,13 @@ func unkeptOn(magic uint32) string {
 	return ""
 }
 
+// itemsLen is the items file's length now (it grows as pages are taken).
+func (b *Backing) itemsLen() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.itemsSize
+}
+
 // itemsPage is page id's memory in the items mapping (the caller checked it is inside the file).
 func (b *Backing) itemsPage(id uint32) []byte {
 	off := int(id) * PageSize

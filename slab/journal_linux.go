@@ -176,6 +176,7 @@ func commitMoves(dir string, key uint64, meta, items *os.File, pages []movedPage
 	return written, endJournal(path)
 }
 
+// recInUseOf says whether page record rec is whole and names a page in use.
 func recInUseOf(rec uint64) bool {
 	_, _, ok := decodeRecord(rec)
 	return ok
@@ -232,14 +233,7 @@ func replayJournal(dir string, key uint64, meta, items *os.File) error {
 		return nil
 	}
 	pages, named, ok := parseJournal(j)
-	if ok && named == key && len(pages) > 0 {
-		last := slices.MaxFunc(pages, func(a, b movedPage) int { return int(a.id) - int(b.id) })
-		end := int64(last.id+1) * PageSize
-		if st, err := items.Stat(); err == nil && st.Size() < end {
-			if err := items.Truncate(end); err != nil {
-				return err
-			}
-		}
+	if ok && named == key { // a page written past the file's end grows it
 		if err := applyMoves(meta, items, pages); err != nil {
 			return fmt.Errorf("slab: replaying %s: %w", path, err)
 		}

@@ -597,11 +597,7 @@ func (l *live) openPending(fresh bool) error {
 		copy(mem, old)
 	}
 	l.pending = unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(mem))), MaxPages/64)
-	for i, w := range l.pending {
-		if w != 0 {
-			l.movedBits[i] |= w
-		}
-	}
+	orBits(l.movedBits, l.pending)
 	return nil
 }
 
@@ -807,9 +803,7 @@ func (b *Backing) syncLive(size int64) error {
 	moved := l.takeMoved()
 	// A page moved may have been taken since size was read (a rescue's): the file is read as large as it
 	// is now. Pages taken from now on are a later move's, which commitLive takes in.
-	b.mu.Lock()
-	size = b.itemsSize
-	b.mu.Unlock()
+	size = b.itemsLen()
 	if st, err := l.items.Stat(); err != nil || st.Size() < size {
 		if err := l.items.Truncate(size); err != nil {
 			l.putBack(taken)
@@ -851,13 +845,9 @@ func (b *Backing) commitLive(src *liveFile, size int64, moved []uint64) error {
 		if moved == nil {
 			moved = make([]uint64, len(late))
 		}
-		for i, w := range late {
-			moved[i] |= w
-		}
-		b.mu.Lock()
-		size = max(size, b.itemsSize) // a late move's rescue may have taken a page since
-		b.mu.Unlock()
-		src.scan(size >> blockShift) // and punched pages since the first scan
+		orBits(moved, late)
+		size = max(size, b.itemsLen()) // a late move's rescue may have taken a page since
+		src.scan(size >> blockShift)   // and punched pages since the first scan
 	}
 	b.metaMu.Lock()
 	pages := uint32(max((b.metaEnd-headerBytes)/recordBytes, 0))
@@ -935,13 +925,7 @@ func (l *live) committed(taken []uint64) {
 }
 
 // putBackMoved marks the pages of taken moved again.
-func (l *live) putBackMoved(taken []uint64) {
-	for i, v := range taken {
-		if v != 0 {
-			atomic.OrUint64(&l.movedBits[i], v)
-		}
-	}
-}
+func (l *live) putBackMoved(taken []uint64) { orBits(l.movedBits, taken) }
 
 // take takes the marks of blocks 0..n of the items file: the words holding them, swapped to 0. Bits past
 // n (a file that grew since its size was read) are put back.
@@ -963,10 +947,13 @@ func (l *live) take(n int64) []uint64 {
 }
 
 // putBack marks again the blocks of taken.
-func (l *live) putBack(taken []uint64) {
-	for i, v := range taken {
+func (l *live) putBack(taken []uint64) { orBits(l.marks, taken) }
+
+// orBits sets in dst, word by word and atomically, the bits set in src (no longer than dst).
+func orBits(dst, src []uint64) {
+	for i, v := range src {
 		if v != 0 {
-			atomic.OrUint64(&l.marks[i], v)
+			atomic.OrUint64(&dst[i], v)
 		}
 	}
 }
