@@ -228,7 +228,7 @@ func (b *Backing) setMeta(off int, v uint64) {
 
 // writeMetaLocked writes bytes [off, off+n) of metaMem into meta. With a live copy they go to the live
 // copy's meta, and only the header's to the directory's, whose page records change with the pages they
-// describe, at a sync (commitMoves: restart-live.md rule 12). A failure is kept for syncMeta, which
+// describe, at a sync (commitJournal: restart-live.md rule 12). A failure is kept for syncMeta, which
 // writes everything again: until then the file may lack the change. The caller holds metaMu.
 func (b *Backing) writeMetaLocked(off, n int) {
 	b.metaEnd = max(b.metaEnd, off+n)

@@ -6,9 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/zeebo/xxh3"
 )
@@ -37,30 +37,28 @@ const (
 	entryImage    = 1
 )
 
-// movedPage is a journal entry: page id's record in the directory from now on, and, when image is not nil,
-// its contents (PageSize bytes); a page whose record is not in use and has no image is punched.
+// movedPage is a journal entry: page id's record in the directory from now on, and, when image is set,
+// its contents, PageSize bytes at at in the journal file; a page whose record is not in use and has no
+// image is punched.
 type movedPage struct {
 	id    uint32
 	rec   uint64
-	image []byte
+	image bool
+	at    int64
 }
 
-// layoutJournal makes the journal file of pages, for directory seal key key, but for the contents of
-// the pages with an image (not nil), which it points at their places in it, for the caller to fill
-// (sealJournal then ends it): the images are copied once.
-func layoutJournal(pages []movedPage, key uint64) []byte {
+// journalTable is the journal file of pages for directory seal key key up to the end of its entries: the
+// header, its check not yet known (journalWriter.seal), and the entries; zeros follow up to the images'
+// PageSize boundary, start. It sets where each image goes (at); they follow in the order of pages.
+func journalTable(pages []movedPage, key uint64) (table []byte, start int) {
 	images := 0
 	for _, p := range pages {
-		if p.image != nil {
+		if p.image {
 			images++
 		}
 	}
-	table := journalHeader + len(pages)*journalEntry
-	start := (table + PageSize - 1) / PageSize * PageSize
-	if images == 0 {
-		start = table
-	}
-	out := make([]byte, start+images*PageSize)
+	start = imagesStart(len(pages), images)
+	out := make([]byte, journalHeader+len(pages)*journalEntry)
 	le := binary.LittleEndian
 	at := start
 	for i := range pages {
@@ -68,94 +66,156 @@ func layoutJournal(pages []movedPage, key uint64) []byte {
 		e := out[journalHeader+i*journalEntry:]
 		le.PutUint32(e, p.id)
 		le.PutUint64(e[8:], p.rec)
-		if p.image != nil {
+		if p.image {
 			le.PutUint32(e[4:], entryImage)
-			p.image = out[at : at+PageSize : at+PageSize]
+			p.at = int64(at)
 			at += PageSize
 		}
 	}
 	copy(out, journalMagic)
 	le.PutUint32(out[8:], uint32(len(pages)))
 	le.PutUint32(out[12:], uint32(images))
-	le.PutUint64(out[16:], uint64(len(out)-journalHeader))
+	le.PutUint64(out[16:], uint64(at-journalHeader))
 	le.PutUint64(out[32:], key)
-	return out
+	return out, start
 }
 
-// sealJournal ends journal file contents j, its images filled: its check.
-func sealJournal(j []byte) { binary.LittleEndian.PutUint64(j[24:], journalSum(j)) }
-
-// journalBytes is the journal file of pages for seal key key, their images copied in.
-func journalBytes(pages []movedPage, key uint64) []byte {
-	laid := slices.Clone(pages)
-	j := layoutJournal(laid, key)
-	for i, p := range pages {
-		copy(laid[i].image, p.image)
-	}
-	sealJournal(j)
-	return j
-}
-
-// journalSum is the check of journal file contents j: every byte but those that hold it.
-func journalSum(j []byte) uint64 {
-	h := xxh3.New()
-	_, _ = h.Write(j[:24])
-	_, _ = h.Write(j[32:])
-	return h.Sum64()
-}
-
-// parseJournal reads the pages of journal file contents j and the seal key it names; ok is false when j
-// is not a whole journal (cut short by a reboot, damaged, or empty). The images are slices of j.
-func parseJournal(j []byte) (pages []movedPage, key uint64, ok bool) {
-	le := binary.LittleEndian
-	if len(j) < journalHeader || string(j[:len(journalMagic)]) != journalMagic || le.Uint64(j[24:]) != journalSum(j) {
-		return nil, 0, false
-	}
-	n, images, body := int(le.Uint32(j[8:])), int(le.Uint32(j[12:])), le.Uint64(j[16:])
-	if body != uint64(len(j)-journalHeader) {
-		return nil, 0, false
-	}
+// imagesStart is where the images of a journal of n entries, images of them with an image, begin.
+func imagesStart(n, images int) int {
 	table := journalHeader + n*journalEntry
-	start := table
-	if images > 0 {
-		start = (table + PageSize - 1) / PageSize * PageSize
+	if images == 0 {
+		return table
 	}
-	if n > MaxPages || start+images*PageSize != len(j) {
+	return (table + PageSize - 1) / PageSize * PageSize
+}
+
+// journalWriter writes a journal file in order, its images page by page straight from where they are, so
+// that a commit holds none of them in memory, however many pages moved; the check covers every byte but
+// its own (journalSum).
+type journalWriter struct {
+	path string
+	f    *os.File
+	h    *xxh3.Hasher
+	err  error // the first error: what follows it is not written
+}
+
+// openJournal starts the journal of pages in data directory dir (seal key key, files meta and items), up
+// to its images, which the caller then writes in order (write, zeros) before it commits it
+// (commitJournal). A journal left by a commit whose writes in place failed is applied first: written
+// over, it would be lost half applied.
+func openJournal(dir string, key uint64, meta, items *os.File, pages []movedPage) *journalWriter {
+	table, start := journalTable(pages, key)
+	w := &journalWriter{path: filepath.Join(dir, journalFile), h: xxh3.New()}
+	_, _ = w.h.Write(table[:24])
+	_, _ = w.h.Write(table[32:])
+	if w.err = replayJournal(dir, key, meta, items); w.err != nil {
+		return w
+	}
+	if w.f, w.err = os.OpenFile(w.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600); w.err == nil {
+		_, w.err = w.f.Write(table)
+	}
+	w.zeros(int64(start - len(table)))
+	return w
+}
+
+// write appends p to the journal; p is not kept.
+func (w *journalWriter) write(p []byte) {
+	if w.err == nil {
+		_, w.err = w.f.Write(p)
+		_, _ = w.h.Write(p)
+	}
+}
+
+// zeros appends n zero bytes (a hole of an image).
+func (w *journalWriter) zeros(n int64) {
+	for ; n > 0 && w.err == nil; n -= int64(len(zeroBlock)) {
+		w.write(zeroBlock[:min(n, int64(len(zeroBlock)))])
+	}
+}
+
+// seal writes the journal's check and syncs it: from then on a start replays it.
+func (w *journalWriter) seal() error {
+	if w.err == nil {
+		_, w.err = w.f.WriteAt(binary.LittleEndian.AppendUint64(nil, w.h.Sum64()), 24)
+	}
+	if w.err == nil {
+		w.err = w.f.Sync()
+	}
+	return w.err
+}
+
+// journalSum is the check of the journal whose header is hdr, read from r up to size: every byte but
+// those that hold it.
+func journalSum(hdr []byte, r io.ReaderAt, size int64) (uint64, error) {
+	h := xxh3.New()
+	_, _ = h.Write(hdr[:24])
+	_, _ = h.Write(hdr[32:])
+	buf := make([]byte, min(size-journalHeader, PageSize))
+	for off := int64(journalHeader); off < size; {
+		n := min(int64(len(buf)), size-off)
+		if _, err := r.ReadAt(buf[:n], off); err != nil {
+			return 0, err
+		}
+		_, _ = h.Write(buf[:n])
+		off += n
+	}
+	return h.Sum64(), nil
+}
+
+// readJournal reads the entries of journal file r, size bytes long, and the seal key it names; ok is false
+// when r is not a whole journal (cut short by a reboot, damaged, or empty). The images stay in r, each at
+// its page's at; what is read at a time is a page at most.
+func readJournal(r io.ReaderAt, size int64) (pages []movedPage, key uint64, ok bool) {
+	le := binary.LittleEndian
+	hdr := make([]byte, journalHeader)
+	if size < journalHeader {
 		return nil, 0, false
 	}
-	at := start
+	if _, err := r.ReadAt(hdr, 0); err != nil || string(hdr[:len(journalMagic)]) != journalMagic {
+		return nil, 0, false
+	}
+	n, images, body := int(le.Uint32(hdr[8:])), int(le.Uint32(hdr[12:])), le.Uint64(hdr[16:])
+	if body != uint64(size-journalHeader) || n > MaxPages || images > n ||
+		int64(imagesStart(n, images))+int64(images)*PageSize != size {
+		return nil, 0, false
+	}
+	if sum, err := journalSum(hdr, r, size); err != nil || sum != le.Uint64(hdr[24:]) {
+		return nil, 0, false
+	}
+	entries := make([]byte, n*journalEntry)
+	if _, err := r.ReadAt(entries, journalHeader); err != nil {
+		return nil, 0, false
+	}
+	at := int64(imagesStart(n, images))
 	for i := range n {
-		e := j[journalHeader+i*journalEntry:]
+		e := entries[i*journalEntry:]
 		p := movedPage{id: le.Uint32(e), rec: le.Uint64(e[8:])}
 		if p.id >= MaxPages {
 			return nil, 0, false
 		}
 		if le.Uint32(e[4:])&entryImage != 0 {
-			if at+PageSize > len(j) {
+			if at+PageSize > size {
 				return nil, 0, false
 			}
-			p.image = j[at : at+PageSize : at+PageSize]
+			p.image, p.at = true, at
 			at += PageSize
 		}
 		pages = append(pages, p)
 	}
-	return pages, le.Uint64(j[32:]), at == len(j)
+	return pages, le.Uint64(hdr[32:]), at == size
 }
 
-// commitMoves makes pages the directory's (dir, with seal key key, its files meta and items): j, their
-// journal (layoutJournal, sealJournal), written and synced, then the pages in place, synced, then the
-// journal emptied. A journal left by a commit whose writes in place failed is applied first. step, when
-// not nil, is called after each sync. written counts the bytes of pages written in place.
-func commitMoves(dir string, key uint64, meta, items *os.File, pages []movedPage, j []byte, step func(string)) (written int64, err error) {
-	if len(pages) == 0 {
-		return 0, nil
+// commitJournal makes pages the directory's (dir, its files meta and items): w, their journal, its images
+// written (openJournal), is sealed and synced, then the pages are written in place from it and synced, then
+// the journal is emptied. step, when not nil, is called after each sync. written counts the bytes of pages
+// written in place.
+func commitJournal(dir string, w *journalWriter, meta, items *os.File, pages []movedPage, step func(string)) (written int64, err error) {
+	if w.f == nil {
+		return 0, w.err // a leftover journal that could not be applied stays
 	}
-	if err := replayJournal(dir, key, meta, items); err != nil {
-		return 0, err
-	}
-	path := filepath.Join(dir, journalFile)
-	if err := writeSynced(path, j); err != nil {
-		_ = os.Truncate(path, 0) // the last one was applied: nothing is lost with it
+	defer w.f.Close()
+	if err := w.seal(); err != nil {
+		_ = os.Truncate(w.path, 0) // the last one was applied: nothing is lost with it
 		return 0, err
 	}
 	syncDir(dir) // its name, the first time: kept from then on, emptied rather than removed
@@ -163,17 +223,17 @@ func commitMoves(dir string, key uint64, meta, items *os.File, pages []movedPage
 		step("journal")
 	}
 	for _, p := range pages {
-		if p.image != nil {
+		if p.image {
 			written += PageSize
 		}
 	}
-	if err := applyMoves(meta, items, pages); err != nil {
+	if err := applyMoves(meta, items, w.f, pages); err != nil {
 		return written, err // the journal stays, for the next start or sync to apply again
 	}
 	if step != nil {
 		step("applied")
 	}
-	return written, endJournal(path)
+	return written, endJournal(w.path)
 }
 
 // recInUseOf says whether page record rec is whole and names a page in use.
@@ -182,10 +242,11 @@ func recInUseOf(rec uint64) bool {
 	return ok
 }
 
-// applyMoves writes pages in place in meta and items and syncs both.
-func applyMoves(meta, items *os.File, pages []movedPage) error {
+// applyMoves writes pages in place in meta and items, their images read from journal j, and syncs both.
+func applyMoves(meta, items *os.File, j io.ReaderAt, pages []movedPage) error {
 	var errs []error
 	rec := make([]byte, recordBytes)
+	var image []byte
 	for _, p := range pages {
 		binary.LittleEndian.PutUint64(rec, p.rec)
 		if _, err := meta.WriteAt(rec, int64(recordOffset(p.id))); err != nil {
@@ -193,8 +254,13 @@ func applyMoves(meta, items *os.File, pages []movedPage) error {
 		}
 		off := int64(p.id) * PageSize
 		switch {
-		case p.image != nil:
-			if _, err := items.WriteAt(p.image, off); err != nil {
+		case p.image:
+			if image == nil {
+				image = make([]byte, PageSize)
+			}
+			if _, err := j.ReadAt(image, p.at); err != nil {
+				errs = append(errs, err)
+			} else if _, err := items.WriteAt(image, off); err != nil {
 				errs = append(errs, err)
 			}
 		case !recInUseOf(p.rec):
@@ -228,13 +294,18 @@ func endJournal(path string) error {
 // journal is dropped.
 func replayJournal(dir string, key uint64, meta, items *os.File) error {
 	path := filepath.Join(dir, journalFile)
-	j, err := os.ReadFile(path)
-	if err != nil || len(j) == 0 {
+	j, err := os.Open(path)
+	if err != nil {
 		return nil
 	}
-	pages, named, ok := parseJournal(j)
+	defer j.Close()
+	st, err := j.Stat()
+	if err != nil || st.Size() == 0 {
+		return nil
+	}
+	pages, named, ok := readJournal(j, st.Size())
 	if ok && named == key { // a page written past the file's end grows it
-		if err := applyMoves(meta, items, pages); err != nil {
+		if err := applyMoves(meta, items, j, pages); err != nil {
 			return fmt.Errorf("slab: replaying %s: %w", path, err)
 		}
 	}
@@ -246,22 +317,6 @@ func dropJournal(dir string) {
 	if os.Remove(filepath.Join(dir, journalFile)) == nil {
 		syncDir(dir)
 	}
-}
-
-// writeSynced writes path whole and syncs it.
-func writeSynced(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // syncDir makes the names in directory dir durable, where its file system can.

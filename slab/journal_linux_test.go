@@ -47,14 +47,55 @@ func journalState(t *testing.T, meta, items *os.File, pages int) (recs []uint64,
 	return recs, first
 }
 
+// testMove is a journal entry with its image (nil: none).
+type testMove struct {
+	id  uint32
+	rec uint64
+	img []byte
+}
+
+// journalBytes is the journal file of moves for seal key key, as commits write it (journalWriter).
+func journalBytes(moves []testMove, key uint64) []byte {
+	dir, err := os.MkdirTemp("", "journal-test-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	w, _ := writeTestJournal(dir, nil, nil, moves, key)
+	if err := w.seal(); err != nil {
+		panic(err)
+	}
+	_ = w.f.Close()
+	j, err := os.ReadFile(w.path)
+	if err != nil {
+		panic(err)
+	}
+	return j
+}
+
+// writeTestJournal starts the journal of moves in data directory dir (openJournal) and writes their images.
+func writeTestJournal(dir string, meta, items *os.File, moves []testMove, key uint64) (*journalWriter, []movedPage) {
+	pages := make([]movedPage, len(moves))
+	for i, m := range moves {
+		pages[i] = movedPage{id: m.id, rec: m.rec, image: m.img != nil}
+	}
+	w := openJournal(dir, key, meta, items, pages)
+	for _, m := range moves {
+		if m.img != nil {
+			w.write(m.img)
+		}
+	}
+	return w, pages
+}
+
 // The journal (rule 12): a whole one is applied by the next start, once; one cut short or damaged
 // anywhere is dropped, and the files keep what they held.
 func TestJournalReplay(t *testing.T) {
-	moves := []movedPage{
-		{id: 1, rec: encodeRecord(7, 0), image: bytes.Repeat([]byte{0xB1}, PageSize)}, // moved to class 7
+	moves := []testMove{
+		{id: 1, rec: encodeRecord(7, 0), img: bytes.Repeat([]byte{0xB1}, PageSize)}, // moved to class 7
 		{id: 2},                          // released: punched
 		{id: 4, rec: encodeRecord(3, 0)}, // taken since: its record only
-		{id: 0, rec: encodeRecord(5, 0), image: bytes.Repeat([]byte{0xB0}, PageSize)},
+		{id: 0, rec: encodeRecord(5, 0), img: bytes.Repeat([]byte{0xB0}, PageSize)},
 	}
 	whole := journalBytes(moves, 77)
 	_, meta0, items0 := journalDir(t)
@@ -109,19 +150,24 @@ func flip(b []byte, at int) []byte {
 // FuzzParseJournal: a journal file's bytes, whatever they are, parse to pages within range or to nothing,
 // without a panic.
 func FuzzParseJournal(f *testing.F) {
-	f.Add(journalBytes([]movedPage{{id: 3, rec: encodeRecord(2, 1)}}, 5))
-	f.Add(journalBytes([]movedPage{{id: 1, rec: encodeRecord(2, 0), image: make([]byte, PageSize)}, {id: 9}}, 6))
+	f.Add(journalBytes([]testMove{{id: 3, rec: encodeRecord(2, 1)}}, 5))
+	f.Add(journalBytes([]testMove{{id: 1, rec: encodeRecord(2, 0), img: make([]byte, PageSize)}, {id: 9}}, 6))
 	f.Add([]byte(journalMagic))
 	f.Fuzz(func(t *testing.T, j []byte) {
-		pages, key, ok := parseJournal(j)
+		pages, key, ok := readJournal(bytes.NewReader(j), int64(len(j)))
 		if !ok {
 			return
 		}
-		for _, p := range pages {
+		moves := make([]testMove, len(pages))
+		for i, p := range pages {
 			require.Less(t, p.id, uint32(MaxPages))
-			require.True(t, p.image == nil || len(p.image) == PageSize)
+			moves[i] = testMove{id: p.id, rec: p.rec}
+			if p.image {
+				require.LessOrEqual(t, p.at+PageSize, int64(len(j)))
+				moves[i].img = j[p.at : p.at+PageSize]
+			}
 		}
-		require.Equal(t, j, journalBytes(pages, key), "a journal that parses is what its pages lay out")
+		require.Equal(t, j, journalBytes(moves, key), "a journal that reads is what its pages lay out")
 	})
 }
 
@@ -131,10 +177,10 @@ func FuzzParseJournal(f *testing.F) {
 func TestJournalLeftOver(t *testing.T) {
 	t.Run("the next commit applies it first", func(t *testing.T) {
 		dir, meta, items := journalDir(t)
-		left := []movedPage{{id: 1, rec: encodeRecord(7, 0), image: bytes.Repeat([]byte{0xB1}, PageSize)}}
+		left := []testMove{{id: 1, rec: encodeRecord(7, 0), img: bytes.Repeat([]byte{0xB1}, PageSize)}}
 		require.NoError(t, os.WriteFile(filepath.Join(dir, journalFile), journalBytes(left, 9), 0o600))
-		next := []movedPage{{id: 2}}
-		_, err := commitMoves(dir, 9, meta, items, next, journalBytes(next, 9), nil)
+		w, next := writeTestJournal(dir, meta, items, []testMove{{id: 2}}, 9)
+		_, err := commitJournal(dir, w, meta, items, next, nil)
 		require.NoError(t, err)
 		recs, first := journalState(t, meta, items, 4)
 		require.Equal(t, []uint64{encodeRecord(3, 0), encodeRecord(7, 0), 0, encodeRecord(3, 0)}, recs)
@@ -147,7 +193,7 @@ func TestJournalLeftOver(t *testing.T) {
 		require.NoError(t, err)
 		key := b.SealKey()
 		require.NoError(t, b.Close())
-		moves := []movedPage{{id: 0, rec: encodeRecord(3, 0), image: bytes.Repeat([]byte{0xB0}, PageSize)}}
+		moves := []testMove{{id: 0, rec: encodeRecord(3, 0), img: bytes.Repeat([]byte{0xB0}, PageSize)}}
 		require.NoError(t, os.WriteFile(filepath.Join(dir, journalFile), journalBytes(moves, key), 0o600))
 		b, reason, err := OpenBacking(dir, Identity{Shards: 2, Classes: c}, BackingOptions{})
 		require.NoError(t, err)

@@ -53,7 +53,7 @@ type live struct {
 	marks []uint64
 
 	// meta is the live copy's meta file: the header and every page record, written through (setMeta),
-	// where the directory's meta gets its records only from syncs (commitMoves: rule 12).
+	// where the directory's meta gets its records only from syncs (commitJournal: rule 12).
 	meta *os.File
 	// movedBits has a bit for each page a page move wrote since the last sync took them (the page moved,
 	// and the pages it copied items into or rewrote links in), or that was punched: a sync writes those
@@ -255,7 +255,7 @@ func catchUpLive(root, dir string, hdr []byte, meta, items *os.File) (caughtUp s
 	wasMoved := func(id int64) bool { return id>>3 < int64(len(pending)) && pending[id>>3]&(1<<(id&7)) != 0 }
 	src := &liveFile{f: f}
 	src.scan((size + 1<<blockShift - 1) >> blockShift)
-	buf := make([]byte, 1<<20)
+	buf := make([]byte, PageSize)
 	var moved []movedPage
 	for id := range pages {
 		rec := liveRecs[id]
@@ -278,17 +278,20 @@ func catchUpLive(root, dir string, hdr []byte, meta, items *os.File) (caughtUp s
 	if err := items.Sync(); err != nil {
 		return "", err
 	}
-	key := binary.LittleEndian.Uint64(hdr[hdrSealKey:])
-	j := layoutJournal(moved, key)
+	if len(moved) == 0 {
+		return ld, nil
+	}
+	w := openJournal(dir, binary.LittleEndian.Uint64(hdr[hdrSealKey:]), meta, items, moved)
 	for _, p := range moved {
-		if p.image != nil {
-			if err := readRange(src, p.image, int64(p.id)*PageSize); err != nil {
-				return "", err
+		if p.image {
+			if err := readRange(src, buf, int64(p.id)*PageSize); err != nil {
+				w.err = errors.Join(w.err, err)
+				break
 			}
+			w.write(buf)
 		}
 	}
-	sealJournal(j)
-	if _, err := commitMoves(dir, key, meta, items, moved, j, nil); err != nil {
+	if _, err := commitJournal(dir, w, meta, items, moved, nil); err != nil {
 		return "", err
 	}
 	return ld, nil
@@ -833,11 +836,12 @@ func (b *Backing) step(name string) {
 	}
 }
 
-// commitLive writes into the directory, through the journal (commitMoves), every page in moved whole
+// commitLive writes into the directory, through the journal (commitJournal), every page in moved whole
 // and each page record that differs from the directory's; src holds the live file's first size bytes.
-// The pages are read, and the records taken, while no page move runs (drainMu). The pages a move wrote
-// since moved was taken go in whole too: the copy of the other pages' blocks left theirs for the next
-// sync, and taken together here, under the lock, they hold every side of those moves as of now.
+// The pages are written into the journal, and the records taken, while no page move runs (drainMu),
+// straight from the mapping. The pages a move wrote since moved was taken go in whole too: the copy of
+// the other pages' blocks left theirs for the next sync, and taken together here, under the lock, they
+// hold every side of those moves as of now.
 func (b *Backing) commitLive(src *liveFile, size int64, moved []uint64) error {
 	l := b.live
 	l.drainMu.Lock()
@@ -859,18 +863,26 @@ func (b *Backing) commitLive(src *liveFile, size int64, moved []uint64) error {
 			out = append(out, movedPage{id: id, rec: rec, image: imageWanted(m && int64(id+1)*PageSize <= size, rec)})
 		}
 	}
-	j := layoutJournal(out, b.SealKey())
+	if len(out) == 0 {
+		l.drainMu.Unlock()
+		l.committed(moved)
+		return nil
+	}
+	w := openJournal(b.dir, b.SealKey(), b.meta, l.items, out)
+	var image []byte // a page at a time: the journal's check must be of the bytes written, which stores may change
 	for _, p := range out {
-		if p.image != nil {
-			first := int64(p.id) * pageBlocks
-			src.dataRuns(first, first+pageBlocks, func(s, e int64) {
-				copy(p.image[(s-first)<<blockShift:], src.mem[s<<blockShift:e<<blockShift])
-			})
+		if p.image && w.err == nil {
+			if image == nil {
+				image = make([]byte, PageSize)
+			}
+			if err := readRange(src, image, int64(p.id)*PageSize); err != nil {
+				w.err = err
+			}
+			w.write(image)
 		}
 	}
 	l.drainMu.Unlock()
-	sealJournal(j)
-	written, err := commitMoves(b.dir, b.SealKey(), b.meta, l.items, out, j, b.syncSteps)
+	written, err := commitJournal(b.dir, w, b.meta, l.items, out, b.syncSteps)
 	l.written.Add(written)
 	if err != nil {
 		l.putBackMoved(moved)
@@ -883,14 +895,8 @@ func (b *Backing) commitLive(src *liveFile, size int64, moved []uint64) error {
 	return nil
 }
 
-// imageWanted is a non-nil placeholder when a page moved (m) whose record rec is in use goes into the
-// journal whole (layoutJournal).
-func imageWanted(m bool, rec uint64) []byte {
-	if m && recInUseOf(rec) {
-		return []byte{}
-	}
-	return nil
-}
+// imageWanted says whether a page moved (m) whose record rec is in use goes into the journal whole.
+func imageWanted(m bool, rec uint64) bool { return m && recInUseOf(rec) }
 
 // isMoved says whether page id was marked moved since the last takeMoved.
 func (l *live) isMoved(id uint32) bool {
