@@ -127,7 +127,7 @@ func TestDifferentialAuth(t *testing.T) {
 			steps[j] = own.Replace(s)
 		}
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
+			parallelWaiting(t)
 			want, got, wantClosed, gotClosed := authDiff(t, mc, lc, steps)
 			assert.Equal(t, want, got, "replies")
 			assert.Equal(t, wantClosed, gotClosed, "closed")
@@ -137,6 +137,7 @@ func TestDifferentialAuth(t *testing.T) {
 
 // TestDifferentialAuthStats: the counters after the same attempts, in memcached's place.
 func TestDifferentialAuthStats(t *testing.T) {
+	parallelWaiting(t)
 	mc, lc, _ := startAuthPair(t)
 	steps := []string{"set a 0 0 7\r\nfoo baz\r\n", "get a\r\n", "set a 0 0 3\r\nfoo\r\n", "set a 0 0 7\r\nfoo bar\r\n"}
 	pick := func(d *daemon) string {
@@ -160,6 +161,7 @@ func TestDifferentialAuthStats(t *testing.T) {
 // TestDifferentialAuthReload: SIGHUP with a good file switches users, with a malformed one keeps the old
 // table, and a connection that authenticated before stays authenticated.
 func TestDifferentialAuthReload(t *testing.T) {
+	parallelWaiting(t)
 	mc, lc, path := startAuthPair(t)
 	held := map[*daemon]*rawConn{}
 	for _, d := range []*daemon{mc, lc} {

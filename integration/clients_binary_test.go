@@ -177,7 +177,7 @@ func bcRunClientJobs(t *testing.T, jobs []bcClientJob) {
 // leasecached: with the protocol negotiated (-B auto, the default), forced (-B binary), and with a 4 MB
 // item limit (-I 4m), under which the scenarios' 2 MB value is stored.
 func TestBinaryClientLibraries(t *testing.T) {
-	t.Parallel() // with the other binary-protocol tests, after the package's serial ones
+	parallelBusy(t) // with the other binary-protocol tests, after the package's serial ones
 	requireMemcached(t)
 	requireLeasecached(t)
 	var jobs []bcClientJob
@@ -302,7 +302,7 @@ func bcStartSASLPairFiles(t *testing.T, args ...string) (mc, lc *daemon, f *bcSA
 // TestBinaryClientLibrariesSASL runs every binary client's SASL scenario (the right password, a wrong
 // one, none) against memcached -S and leasecached -S, and with -S -B binary (the same, said twice).
 func TestBinaryClientLibrariesSASL(t *testing.T) {
-	t.Parallel() // with the other binary-protocol tests, after the package's serial ones
+	parallelBusy(t) // with the other binary-protocol tests, after the package's serial ones
 	requireMemcached(t)
 	requireLeasecached(t)
 	var jobs []bcClientJob
@@ -509,7 +509,7 @@ func bcExchangeT(t *testing.T, d *daemon, steps []string, want []int) (string, b
 // replies byte for byte, and whether the server closed the connection: the mechanisms, the right and
 // wrong passwords, commands before authenticating (AUTH_ERROR), and text commands (refused).
 func TestBinarySASLExchanges(t *testing.T) {
-	t.Parallel() // with the other binary-protocol tests, after the package's serial ones
+	parallelWaiting(t) // with the other binary-protocol tests, after the package's serial ones
 	requireMemcached(t)
 	requireLeasecached(t)
 	mc, lc := bcStartSASLPair(t)
@@ -578,7 +578,7 @@ func TestBinarySASLExchanges(t *testing.T) {
 // TestBinaryClientsTLS runs Dalli's scenarios over TLS (its ssl_context) against memcached -Z and
 // leasecached -Z: the whole scenario, and the SASL one against -Z -S.
 func TestBinaryClientsTLS(t *testing.T) {
-	t.Parallel() // with the other binary-protocol tests, after the package's serial ones
+	parallelBusy(t) // with the other binary-protocol tests, after the package's serial ones
 	requireMemcached(t)
 	requireLeasecached(t)
 	cs := bcClientScripts()[0]
@@ -596,7 +596,7 @@ func TestBinaryClientsTLS(t *testing.T) {
 // ascii, -B binary and neither (auto) and compares the replies byte for byte, and whether the server
 // closed: each protocol where it is allowed and where it is not, and both on one connection.
 func TestBinaryProtocolFlagExchanges(t *testing.T) {
-	t.Parallel() // with the other binary-protocol tests, after the package's serial ones
+	parallelWaiting(t) // with the other binary-protocol tests, after the package's serial ones
 	requireMemcached(t)
 	requireLeasecached(t)
 	pkt := func(op byte, key, extras, value string) string {
@@ -620,7 +620,7 @@ func TestBinaryProtocolFlagExchanges(t *testing.T) {
 		args []string
 	}{{"auto", nil}, {"ascii", []string{"-B", "ascii"}}, {"binary", []string{"-B", "binary"}}} {
 		t.Run(proto.name, func(t *testing.T) {
-			t.Parallel()
+			parallelWaiting(t)
 			mc, lc := startPair(t, proto.args...)
 			bcCompareExchanges(t, mc, lc, cases)
 		})
@@ -631,7 +631,7 @@ func TestBinaryProtocolFlagExchanges(t *testing.T) {
 // at each authentication, leasecached re-reads --sasl-pwdb on SIGHUP (sent to both). A new user can then
 // authenticate on both, a deleted one no longer, and a connection that authenticated before stays so.
 func TestBinarySASLReload(t *testing.T) {
-	t.Parallel() // with the other binary-protocol tests, after the package's serial ones
+	parallelWaiting(t) // with the other binary-protocol tests, after the package's serial ones
 	requireMemcached(t)
 	requireLeasecached(t)
 	mc, lc, f := bcStartSASLPairFiles(t)
@@ -674,7 +674,7 @@ func TestBinarySASLReload(t *testing.T) {
 // TestBinaryClientsUnixSocket runs Dalli's and pylibmc's scenarios over a unix socket (-s), the address
 // they are given being the socket's path.
 func TestBinaryClientsUnixSocket(t *testing.T) {
-	t.Parallel() // with the other binary-protocol tests, after the package's serial ones
+	parallelBusy(t) // with the other binary-protocol tests, after the package's serial ones
 	requireMemcached(t)
 	requireLeasecached(t)
 	var jobs []bcClientJob

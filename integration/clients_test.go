@@ -171,7 +171,7 @@ func TestClientLibraries(t *testing.T) {
 	requireLeasecached(t)
 	for _, cs := range clientScripts() {
 		t.Run(cs.name, func(t *testing.T) {
-			t.Parallel()
+			parallelBusy(t)
 			dir, err := filepath.Abs(filepath.Join(clientsDir, cs.dir))
 			if err != nil {
 				t.Fatalf("locate %s: %v", cs.dir, err)

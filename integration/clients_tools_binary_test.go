@@ -90,7 +90,7 @@ func bcToolSteps() []toolStep {
 // servers; the tool steps once with the protocol negotiated and once with both servers binary-only (-B
 // binary), which shows that every step does speak binary.
 func TestBinaryLibmemcachedTools(t *testing.T) {
-	t.Parallel() // with the other binary-protocol tests, after the package\'s serial ones
+	parallelBusy(t) // with the other binary-protocol tests, after the package\'s serial ones
 	capable, slap := findTool("capable"), findTool("slap")
 	if capable == "" || slap == "" {
 		missing(t, "libmemcached-tools is not installed (apt-get install libmemcached-tools; make test-deps does)")
@@ -100,7 +100,7 @@ func TestBinaryLibmemcachedTools(t *testing.T) {
 		args []string
 	}{{"auto", nil}, {"binary", []string{"-B", "binary"}}} {
 		t.Run("tools/"+proto.name, func(t *testing.T) {
-			t.Parallel()
+			parallelWaiting(t)
 			mc, lc := startPair(t, proto.args...)
 			runToolSteps(t, mc, lc, bcToolSteps())
 		})

@@ -228,6 +228,7 @@ func normalizeAddr(b []byte, e toolEnv) []byte {
 // TestLibmemcachedTools runs toolSteps against a fresh memcached and a fresh
 // leasecached and reports every step whose view differs.
 func TestLibmemcachedTools(t *testing.T) {
+	parallelWaiting(t)
 	if findTool("cat") == "" {
 		missing(t, "libmemcached-tools is not installed (apt-get install libmemcached-tools; make test-deps does)")
 	}

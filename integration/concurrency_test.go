@@ -32,7 +32,7 @@ const (
 func TestConcurrentConnections(t *testing.T) {
 	for _, which := range []string{"memcached", "leasecached"} {
 		t.Run(which, func(t *testing.T) {
-			t.Parallel()
+			parallelBusy(t)
 			var d *daemon
 			if which == "memcached" {
 				d = startMemcached(t, "-c", "1024")

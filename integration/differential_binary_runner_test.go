@@ -113,7 +113,7 @@ func runBinDifferential(t *testing.T, mc, lc *daemon, cases []binCase) {
 	t.Helper()
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
+			parallelBusy(t)
 			runBinCase(t, mc, lc, i, c)
 		})
 	}

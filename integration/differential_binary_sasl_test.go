@@ -121,7 +121,7 @@ func runBinSASLCases(t *testing.T, mc, lc *daemon) {
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
+			parallelBusy(t)
 			runBinCase(t, mc, lc, i, c)
 		})
 	}

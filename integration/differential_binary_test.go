@@ -33,7 +33,7 @@ func TestDifferentialBinary(t *testing.T) {
 func TestDifferentialBinaryOwnPair(t *testing.T) {
 	for i, c := range binaryOwnPairCases() {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
+			parallelBusy(t)
 			mc, lc := startPair(t)
 			runBinCase(t, mc, lc, i, c)
 		})
@@ -319,7 +319,7 @@ func TestDifferentialBinaryProtocolFlag(t *testing.T) {
 			steps: binOne(bSimple(opNoop), bRaw("\r\n"), bGet(opGet, ka), bRaw("\r\n"))}},
 	} {
 		t.Run(c.bc.name, func(t *testing.T) {
-			t.Parallel()
+			parallelBusy(t)
 			args := []string{"-B", c.flag}
 			if c.flag == "-Y" {
 				file := filepath.Join(t.TempDir(), "auth")

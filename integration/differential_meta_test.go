@@ -160,7 +160,7 @@ func runMetaDifferential(t *testing.T, mc, lc *daemon, cases []diffCase) {
 	t.Helper()
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
+			parallelBusy(t)
 			tries := 1
 			if c.clockEdge {
 				tries = clockEdgeTries

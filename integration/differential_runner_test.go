@@ -47,7 +47,7 @@ func runDifferential(t *testing.T, mc, lc *daemon, cases []diffCase) {
 	t.Helper()
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
+			parallelBusy(t)
 			modes := allModes
 			if c.wholeOnly {
 				modes = []sendMode{wholeWrite}

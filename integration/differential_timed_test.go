@@ -37,7 +37,7 @@ func TestDifferentialFlushAndExpiry(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
+			parallelWaiting(t)
 			mc, lc := startPair(t)
 			runDifferential(t, mc, lc, []diffCase{c})
 		})

@@ -44,7 +44,7 @@ func TestListenerFlagErrorsLikeMemcached(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
+			parallelBusy(t)
 			port, err := freePort()
 			require.NoError(t, err)
 			base := []string{"-p", strconv.Itoa(port)}

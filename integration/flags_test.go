@@ -84,7 +84,7 @@ func TestFlagErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
+			parallelBusy(t)
 			stdout, stderr, code := runDaemonOnce(t, c.args...)
 			if code == 0 {
 				t.Errorf("leasecached %v exited 0, want non-zero (stdout %q, stderr %q)", c.args, stdout, stderr)

@@ -38,6 +38,7 @@ func statsOf(t *testing.T, rc *rawConn) map[string]string {
 }
 
 func TestGraceOverTheWire(t *testing.T) {
+	parallelWaiting(t)
 	d := startLeasecached(t, "--grace", "30s", "--lease-window", "5s")
 	a, b := dialRaw(t, d), dialRaw(t, d)
 	require.Equal(t, "STORED\r\nSTORED\r\n", ask(t, a, "set k 7 1 2\r\nv1\r\nset probe 0 1 1\r\np\r\n"))
@@ -81,6 +82,7 @@ func assertNoReply(t *testing.T, rc *rawConn, within time.Duration) {
 }
 
 func TestHoldOverTheWire(t *testing.T) {
+	parallelWaiting(t)
 	d := startLeasecached(t, "--hold", "3s", "--lease-window", "5s")
 	refiller, writer := dialRaw(t, d), dialRaw(t, d)
 	assert.Equal(t, "END\r\n", ask(t, refiller, "get k k\r\n"), "the first miss refills, for every time it names k")

@@ -3,16 +3,19 @@ package integration
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leasecached/leasecached/internal/testdaemon"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -31,7 +34,47 @@ const (
 	startAttempts = 3
 	// buildTimeout bounds `go build` of the daemon in TestMain.
 	buildTimeout = 3 * time.Minute
+	// waitingParallel is -test.parallel here unless the command line sets it: most of this package's
+	// parallel tests wait (for silence ending a reply, an exptime, an idle timeout), each on daemons of
+	// its own, so more of them run at once than there are CPUs; the ones that keep CPUs busy are held
+	// to one a CPU (parallelBusy). Every parallel test says which it is (TestParallelKinds).
+	waitingParallel = 8
 )
+
+// busySlots holds a token for each parallel test that keeps CPUs busy or times its replies
+// (parallelBusy): at most one a CPU, as -test.parallel's default would allow.
+var busySlots = make(chan struct{}, runtime.NumCPU())
+
+// parallelWaiting is t.Parallel for a test that mostly waits, on daemons of its own: up to
+// waitingParallel of them run at once.
+func parallelWaiting(t *testing.T) { t.Parallel() }
+
+// parallelBusy is t.Parallel for a test whose daemons or clients keep CPUs busy for most of its run, or
+// whose replies must come within a timeout: it also waits for a busySlot, held until it and its subtests
+// end. Its own parallel subtests are parallelWaiting ones: a busy test under another would wait for a
+// slot that its parent may hold.
+func parallelBusy(t *testing.T) {
+	t.Parallel()
+	busySlots <- struct{}{}
+	t.Cleanup(func() { <-busySlots })
+}
+
+// TestParallelKinds: every parallel test of the package says whether it mostly waits or keeps CPUs busy
+// (parallelWaiting, parallelBusy), so that waitingParallel does not run busy ones beyond one a CPU.
+func TestParallelKinds(t *testing.T) {
+	files, err := filepath.Glob("*_test.go")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		require.NoError(t, err)
+		n := strings.Count(string(src), "t.Parallel()")
+		if f == "harness_test.go" {
+			n -= 4 // the two helpers', and this test's own two
+		}
+		assert.Zero(t, n, "%s: t.Parallel() outside parallelWaiting and parallelBusy", f)
+	}
+}
 
 // Default resource flags given to BOTH daemons so that they are compared
 // under the same limits (memcached's own names and units).
@@ -95,6 +138,12 @@ func runMain(m *testing.M) int {
 	}
 	if p, err := exec.LookPath(memcachedBinary); err == nil {
 		memcachedPath = p
+	}
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(waitingParallel))
 	}
 	return m.Run()
 }

@@ -57,7 +57,7 @@ func TestHerdRealClients(t *testing.T) {
 			}
 			for _, srv := range servers {
 				t.Run(srv.name, func(t *testing.T) {
-					t.Parallel() // each run is mostly waiting: 5 s of readers and their refills
+					parallelBusy(t) // each run has 5 s of readers and their refills, which keep its daemon busy
 					d := srv.start(t)
 					rc := dialRaw(t, d)
 					require.Equal(t, "STORED\r\n", ask(t, rc, "set herd:hot 0 2 5\r\nfresh\r\n"))

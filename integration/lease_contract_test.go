@@ -187,7 +187,7 @@ func runLeaseCases(t *testing.T, d *daemon, reg *tokenRegistry, cases []leaseCas
 	for i, tc := range cases {
 		prefix := fmt.Sprintf("L%03d_", i)
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
+			parallelWaiting(t)
 			runLeaseCase(t, d, reg, tc, prefix)
 		})
 	}
@@ -243,6 +243,7 @@ func waitGone(t *testing.T, rc *rawConn, key string) {
 // TestLeaseContract runs every rule of leases.md that one daemon can host concurrently (flush_all, which
 // touches every key, has its own test below).
 func TestLeaseContract(t *testing.T) {
+	parallelWaiting(t)
 	requireLeases(t)
 	d := startLeasecached(t, leaseDaemonArgs()...)
 	reg := newTokenRegistry()

@@ -378,6 +378,7 @@ type idleCase struct {
 // leaves it open (conn_nread), leasecached closes it, since it holds a partly received item
 // (server/idle.go). 2f2cf41 has no --idle-timeout and exits 1 on the flag.
 func TestIdleTimeout(t *testing.T) {
+	parallelWaiting(t)
 	mc := startMemcached(t, "-o", fmt.Sprintf("idle_timeout=%d", idleTimeoutSecs))
 	lc := startLeasecached(t, "--idle-timeout", strconv.Itoa(idleTimeoutSecs))
 	off := startLeasecached(t)

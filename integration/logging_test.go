@@ -24,6 +24,7 @@ import (
 // on; connections opened and closed from -vv on; each line about a client names its descriptor (conn)
 // and its address (peer).
 func TestDaemonLogs(t *testing.T) {
+	parallelWaiting(t)
 	certs := testcert.New(t)
 	const (
 		stopping = "stopping (a second signal exits at once)"

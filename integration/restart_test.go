@@ -407,7 +407,7 @@ func TestRestartExpiredWhileDown(t *testing.T) {
 		{"SIGTERM grace", stopTerm, []string{"--grace", "30s"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel() // each waits for the exptimes to pass
+			parallelWaiting(t) // each waits for the exptimes to pass
 			dir := t.TempDir()
 			d := startOnDir(t, dir, tc.args...)
 			waitLoaded(t, d)

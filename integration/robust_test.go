@@ -148,7 +148,7 @@ func TestSlowReaders(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel() // each case has a daemon of its own, and its slow readers mostly wait
+			parallelBusy(t) // each case has a daemon of its own, whose checker times its round trips
 			d := startLeasecachedPlain(t, "-m", "64")
 			setup := dialRaw(t, d)
 			script := "set big 0 0 500000\r\n" + value + "\r\n" + items.String()

@@ -15,6 +15,7 @@ import (
 // `shutdown graceful` closes the connection without a reply and stops the daemon with status 0. Both
 // servers must agree on every reply and on the end.
 func TestShutdownCommandDifferential(t *testing.T) {
+	parallelWaiting(t)
 	for _, tc := range []struct {
 		flags []string
 		final string // the command that ends the run ("": none)

@@ -90,7 +90,7 @@ func TestConnectionSurvivesBadInput(t *testing.T) {
 	}
 	for _, b := range bad {
 		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
+			parallelWaiting(t)
 			wantState, wantSeen := probeAfter(mc, []byte(b.input))
 			gotState, gotSeen := probeAfter(lc, []byte(b.input))
 			if os.Getenv(dumpEnv) != "" {

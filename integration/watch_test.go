@@ -428,6 +428,7 @@ func TestWatchEvictions(t *testing.T) {
 // A connection closed for idleness is logged with reason=idle_timeout; the watcher itself, silent as long
 // as it lives, is never closed for it (memcached's logger thread owns it).
 func TestWatchIdleTimeout(t *testing.T) {
+	parallelWaiting(t)
 	mc := startMemcached(t, "-o", "idle_timeout=1")
 	lc := startLeasecached(t, "--idle-timeout", "1")
 	var got [2][]string
