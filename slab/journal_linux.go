@@ -163,46 +163,48 @@ func journalSum(hdr []byte, r io.ReaderAt, size int64) (uint64, error) {
 }
 
 // readJournal reads the entries of journal file r, size bytes long, and the seal key it names; ok is false
-// when r is not a whole journal (cut short by a reboot, damaged, or empty). The images stay in r, each at
-// its page's at; what is read at a time is a page at most.
-func readJournal(r io.ReaderAt, size int64) (pages []movedPage, key uint64, ok bool) {
+// when r is not a whole journal (cut short by a reboot, damaged, or empty), err says r could not be read
+// (and so whether it is whole is not known). The images stay in r, each at its page's at; what is read
+// at a time is a page at most.
+func readJournal(r io.ReaderAt, size int64) (pages []movedPage, key uint64, ok bool, err error) {
 	le := binary.LittleEndian
 	hdr := make([]byte, journalHeader)
 	if size < journalHeader {
-		return nil, 0, false
+		return nil, 0, false, nil
 	}
-	if _, err := r.ReadAt(hdr, 0); err != nil || string(hdr[:len(journalMagic)]) != journalMagic {
-		return nil, 0, false
+	if _, err := r.ReadAt(hdr, 0); err != nil {
+		return nil, 0, false, err
 	}
 	n, images, body := int(le.Uint32(hdr[8:])), int(le.Uint32(hdr[12:])), le.Uint64(hdr[16:])
-	if body != uint64(size-journalHeader) || n > MaxPages || images > n ||
-		int64(imagesStart(n, images))+int64(images)*PageSize != size {
-		return nil, 0, false
+	if string(hdr[:len(journalMagic)]) != journalMagic || body != uint64(size-journalHeader) || n > MaxPages ||
+		images > n || int64(imagesStart(n, images))+int64(images)*PageSize != size {
+		return nil, 0, false, nil
 	}
-	if sum, err := journalSum(hdr, r, size); err != nil || sum != le.Uint64(hdr[24:]) {
-		return nil, 0, false
+	sum, err := journalSum(hdr, r, size)
+	if err != nil || sum != le.Uint64(hdr[24:]) {
+		return nil, 0, false, err
 	}
 	entries := make([]byte, n*journalEntry)
 	if _, err := r.ReadAt(entries, journalHeader); err != nil {
-		return nil, 0, false
+		return nil, 0, false, err
 	}
 	at := int64(imagesStart(n, images))
 	for i := range n {
 		e := entries[i*journalEntry:]
 		p := movedPage{id: le.Uint32(e), rec: le.Uint64(e[8:])}
 		if p.id >= MaxPages {
-			return nil, 0, false
+			return nil, 0, false, nil
 		}
 		if le.Uint32(e[4:])&entryImage != 0 {
 			if at+PageSize > size {
-				return nil, 0, false
+				return nil, 0, false, nil
 			}
 			p.image, p.at = true, at
 			at += PageSize
 		}
 		pages = append(pages, p)
 	}
-	return pages, le.Uint64(hdr[32:]), at == size
+	return pages, le.Uint64(hdr[32:]), at == size, nil
 }
 
 // commitJournal makes pages the directory's (dir, its files meta and items): w, their journal, its images
@@ -303,7 +305,10 @@ func replayJournal(dir string, key uint64, meta, items *os.File) error {
 	if err != nil || st.Size() == 0 {
 		return nil
 	}
-	pages, named, ok := readJournal(j, st.Size())
+	pages, named, ok, err := readJournal(j, st.Size())
+	if err != nil { // kept: whole, it is still to be applied
+		return fmt.Errorf("slab: reading %s: %w", path, err)
+	}
 	if ok && named == key { // a page written past the file's end grows it
 		if err := applyMoves(meta, items, j, pages); err != nil {
 			return fmt.Errorf("slab: replaying %s: %w", path, err)

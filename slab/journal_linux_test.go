@@ -5,6 +5,7 @@ package slab
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -98,6 +99,16 @@ func TestJournalReplay(t *testing.T) {
 		{id: 0, rec: encodeRecord(5, 0), img: bytes.Repeat([]byte{0xB0}, PageSize)},
 	}
 	whole := journalBytes(moves, 77)
+	unsealed := func() []byte { // written whole, killed before its check
+		dir := t.TempDir()
+		w, _ := writeTestJournal(dir, nil, nil, moves, 77)
+		require.NoError(t, w.err)
+		require.NoError(t, w.f.Close())
+		j, err := os.ReadFile(w.path)
+		require.NoError(t, err)
+		require.Len(t, j, len(whole))
+		return j
+	}()
 	_, meta0, items0 := journalDir(t)
 	_, before := journalState(t, meta0, items0, 4)
 	applied := func() ([]uint64, []byte) {
@@ -112,6 +123,7 @@ func TestJournalReplay(t *testing.T) {
 		{"whole", whole, true},
 		{"empty", nil, false},
 		{"header only", whole[:journalHeader], false},
+		{"written but not sealed", unsealed, false},
 		{"cut in the entries", whole[:journalHeader+journalEntry], false},
 		{"cut in an image", whole[:len(whole)-PageSize/2], false},
 		{"cut at an image", whole[:len(whole)-PageSize], false},
@@ -141,6 +153,33 @@ func TestJournalReplay(t *testing.T) {
 	}
 }
 
+// A journal that cannot be read is neither applied nor dropped: whole, it is still owed to the files.
+func TestJournalReadError(t *testing.T) {
+	j := journalBytes([]testMove{{id: 1, rec: encodeRecord(7, 0), img: bytes.Repeat([]byte{0xB1}, PageSize)}}, 9)
+	for _, failFrom := range []int64{0, journalHeader, int64(len(j)) - PageSize} {
+		r := &failingReader{r: bytes.NewReader(j), from: failFrom}
+		_, _, ok, err := readJournal(r, int64(len(j)))
+		require.Error(t, err, "reads failing from byte %d", failFrom)
+		require.False(t, ok)
+	}
+	_, _, ok, err := readJournal(bytes.NewReader(j), int64(len(j)))
+	require.NoError(t, err)
+	require.True(t, ok)
+}
+
+// failingReader fails every read that reaches byte from.
+type failingReader struct {
+	r    *bytes.Reader
+	from int64
+}
+
+func (f *failingReader) ReadAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) > f.from {
+		return 0, errors.New("input/output error")
+	}
+	return f.r.ReadAt(p, off)
+}
+
 func flip(b []byte, at int) []byte {
 	out := append([]byte(nil), b...)
 	out[at] ^= 0x10
@@ -154,7 +193,8 @@ func FuzzParseJournal(f *testing.F) {
 	f.Add(journalBytes([]testMove{{id: 1, rec: encodeRecord(2, 0), img: make([]byte, PageSize)}, {id: 9}}, 6))
 	f.Add([]byte(journalMagic))
 	f.Fuzz(func(t *testing.T, j []byte) {
-		pages, key, ok := readJournal(bytes.NewReader(j), int64(len(j)))
+		pages, key, ok, err := readJournal(bytes.NewReader(j), int64(len(j)))
+		require.NoError(t, err)
 		if !ok {
 			return
 		}

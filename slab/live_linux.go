@@ -844,6 +844,12 @@ func (b *Backing) step(name string) {
 // hold every side of those moves as of now.
 func (b *Backing) commitLive(src *liveFile, size int64, moved []uint64) error {
 	l := b.live
+	// A journal left by a commit whose writes in place failed is applied here, not under the lock, where
+	// openJournal would: moves wait for the lock.
+	if err := replayJournal(b.dir, b.SealKey(), b.meta, l.items); err != nil {
+		l.putBackMoved(moved)
+		return err
+	}
 	l.drainMu.Lock()
 	if late := l.takeMoved(); late != nil {
 		if moved == nil {
