@@ -838,8 +838,8 @@ func (b *Backing) step(name string) {
 
 // commitLive writes into the directory, through the journal (commitJournal), every page in moved whole
 // and each page record that differs from the directory's; src holds the live file's first size bytes.
-// The pages are written into the journal, and the records taken, while no page move runs (drainMu),
-// straight from the mapping. The pages a move wrote since moved was taken go in whole too: the copy of
+// The pages are written into the journal, a page at a time through one buffer, and the records taken,
+// while no page move runs (drainMu). The pages a move wrote since moved was taken go in whole too: the copy of
 // the other pages' blocks left theirs for the next sync, and taken together here, under the lock, they
 // hold every side of those moves as of now.
 func (b *Backing) commitLive(src *liveFile, size int64, moved []uint64) error {
