@@ -89,14 +89,14 @@ func imagesStart(n, images int) int {
 	return (table + PageSize - 1) / PageSize * PageSize
 }
 
-// journalWriter writes a journal file in order, its images page by page straight from where they are, so
-// that a commit holds none of them in memory, however many pages moved; the check covers every byte but
-// its own (journalSum).
+// journalWriter writes a journal file in order, its images a page at a time, so that a commit holds none
+// of them in memory, however many pages moved; the check covers every byte but its own (journalSum).
 type journalWriter struct {
 	path string
 	f    *os.File
 	h    *xxh3.Hasher
-	err  error // the first error: what follows it is not written
+	err  error  // the first error: what follows it is not written
+	page []byte // writePage's copy of a page
 }
 
 // openJournal starts the journal of pages in data directory dir (seal key key, files meta and items), up
@@ -123,6 +123,20 @@ func (w *journalWriter) write(p []byte) {
 	if w.err == nil {
 		_, w.err = w.f.Write(p)
 		_, _ = w.h.Write(p)
+	}
+}
+
+// writePage appends page id of live file src, copied first: the check must be of the bytes written, which
+// stores into the page may change meanwhile.
+func (w *journalWriter) writePage(src *liveFile, id uint32) {
+	if w.err != nil {
+		return
+	}
+	if w.page == nil {
+		w.page = make([]byte, PageSize)
+	}
+	if w.err = readRange(src, w.page, int64(id)*PageSize); w.err == nil {
+		w.write(w.page)
 	}
 }
 
@@ -176,8 +190,11 @@ func readJournal(r io.ReaderAt, size int64) (pages []movedPage, key uint64, ok b
 		return nil, 0, false, err
 	}
 	n, images, body := int(le.Uint32(hdr[8:])), int(le.Uint32(hdr[12:])), le.Uint64(hdr[16:])
-	if string(hdr[:len(journalMagic)]) != journalMagic || body != uint64(size-journalHeader) || n > MaxPages ||
-		images > n || int64(imagesStart(n, images))+int64(images)*PageSize != size {
+	if string(hdr[:len(journalMagic)]) != journalMagic || body != uint64(size-journalHeader) || n > MaxPages || images > n {
+		return nil, 0, false, nil
+	}
+	at := int64(imagesStart(n, images)) // the next image's place
+	if at+int64(images)*PageSize != size {
 		return nil, 0, false, nil
 	}
 	sum, err := journalSum(hdr, r, size)
@@ -188,7 +205,6 @@ func readJournal(r io.ReaderAt, size int64) (pages []movedPage, key uint64, ok b
 	if _, err := r.ReadAt(entries, journalHeader); err != nil {
 		return nil, 0, false, err
 	}
-	at := int64(imagesStart(n, images))
 	for i := range n {
 		e := entries[i*journalEntry:]
 		p := movedPage{id: le.Uint32(e), rec: le.Uint64(e[8:])}

@@ -284,11 +284,7 @@ func catchUpLive(root, dir string, hdr []byte, meta, items *os.File) (caughtUp s
 	w := openJournal(dir, binary.LittleEndian.Uint64(hdr[hdrSealKey:]), meta, items, moved)
 	for _, p := range moved {
 		if p.image {
-			if err := readRange(src, buf, int64(p.id)*PageSize); err != nil {
-				w.err = errors.Join(w.err, err)
-				break
-			}
-			w.write(buf)
+			w.writePage(src, p.id)
 		}
 	}
 	if _, err := commitJournal(dir, w, meta, items, moved, nil); err != nil {
@@ -838,10 +834,10 @@ func (b *Backing) step(name string) {
 
 // commitLive writes into the directory, through the journal (commitJournal), every page in moved whole
 // and each page record that differs from the directory's; src holds the live file's first size bytes.
-// The pages are written into the journal, a page at a time through one buffer, and the records taken,
-// while no page move runs (drainMu). The pages a move wrote since moved was taken go in whole too: the copy of
-// the other pages' blocks left theirs for the next sync, and taken together here, under the lock, they
-// hold every side of those moves as of now.
+// The pages are written into the journal, a page at a time (journalWriter.writePage), and the records
+// taken, while no page move runs (drainMu). The pages a move wrote since moved was taken go in whole too:
+// the copy of the other pages' blocks left theirs for the next sync, and taken together here, under the
+// lock, they hold every side of those moves as of now.
 func (b *Backing) commitLive(src *liveFile, size int64, moved []uint64) error {
 	l := b.live
 	// A journal left by a commit whose writes in place failed is applied here, not under the lock, where
@@ -875,16 +871,9 @@ func (b *Backing) commitLive(src *liveFile, size int64, moved []uint64) error {
 		return nil
 	}
 	w := openJournal(b.dir, b.SealKey(), b.meta, l.items, out)
-	var image []byte // a page at a time: the journal's check must be of the bytes written, which stores may change
 	for _, p := range out {
-		if p.image && w.err == nil {
-			if image == nil {
-				image = make([]byte, PageSize)
-			}
-			if err := readRange(src, image, int64(p.id)*PageSize); err != nil {
-				w.err = err
-			}
-			w.write(image)
+		if p.image {
+			w.writePage(src, p.id)
 		}
 	}
 	l.drainMu.Unlock()
