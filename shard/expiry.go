@@ -79,6 +79,7 @@ func (s *Store) ghostDead(b []byte, now int64) cause {
 // becomes invisible (now if delay <= 0, else at delay, relative or absolute
 // as an exptime); items stored after it takes effect survive.
 func (s *Store) FlushAll(delay int64) {
+	s.waitOpened() // its marks are the directory's, and the CAS counter starts at the stored mark
 	now := s.now()
 	var at int64
 	switch {

@@ -29,6 +29,7 @@ func (s *Store) SetMemoryLimit(limit int64) error {
 	if _, err := slab.LimitPages(arenaBytes); err != nil {
 		return fmt.Errorf("shard: %w", err)
 	}
+	s.waitOpened() // the arena's pages are still being adopted
 	s.limitMu.Lock()
 	defer s.limitMu.Unlock()
 	if err := s.arena.SetLimit(arenaBytes); err != nil {

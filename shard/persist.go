@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -51,10 +52,16 @@ type persistence struct {
 	dropped atomic.Int64 // items found and not kept
 	nanos   atomic.Int64 // how long the rebuild took
 	// reason is why the stored data was not used ("" when it was), pagesLeft how many stored pages this
-	// -m had no room for and itemsLeft how many items they held; all set before New returns.
+	// -m had no room for and itemsLeft how many items they held; all set before opened is closed and
+	// any shard is unlocked.
 	reason    string
 	pagesLeft int
 	itemsLeft int64
+	opened    chan struct{}
+
+	openedFn     func(RestartStats) // Config.Opened
+	openFailed   func(error)        // Config.OpenFailed
+	beforeFinish func()             // Config.beforeFinish
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -187,10 +194,11 @@ func mix64(x uint64) uint64 {
 	return x ^ x>>31
 }
 
-// openPersistence opens cfg.DataDir for a store of n shards and builds the arena in it.
+// openPersistence opens cfg.DataDir for a store of n shards and builds the arena in it. The opening may be
+// left to finish in startRestart (slab.BackingOptions.Defer).
 func openPersistence(cfg Config, arenaBytes int64, n int, classes *slab.Classes) (*persistence, *slab.Arena, error) {
 	back, reason, err := slab.OpenBacking(cfg.DataDir, slab.Identity{Shards: n, Classes: classes},
-		slab.BackingOptions{Huge: cfg.LargePages, Live: cfg.DataLive})
+		slab.BackingOptions{Huge: cfg.LargePages, Live: cfg.DataLive, Defer: true})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -200,15 +208,67 @@ func openPersistence(cfg Config, arenaBytes int64, n int, classes *slab.Classes)
 		return nil, nil, err // New says "shard:"
 	}
 	return &persistence{back: back, syncEvery: cfg.DataSync, syncFailed: cfg.SyncFailed, syncFn: back.Sync,
-		reason: reason, stop: make(chan struct{})}, arena, nil
+		reason: reason, openedFn: cfg.Opened, openFailed: cfg.OpenFailed, beforeFinish: cfg.beforeFinish,
+		opened: make(chan struct{}), stop: make(chan struct{})}, arena, nil
 }
 
 // startRestart adopts the stored pages and starts rebuilding the index from them. It runs in New, before
 // the store is shared: it locks every shard, and the rebuild unlocks each once its items are indexed, so
-// a request for a key of a shard not yet rebuilt waits for it rather than missing.
+// a request for a key of a shard not yet rebuilt waits for it rather than missing (restart.md rule 7).
+// When the directory's opening was left pending (a newer live copy to write into it first, which takes
+// as long as writing -m to disk), that, the adoption and the rebuild run after New returns, the shards
+// locked all along: the listener opens at once here too, and requests wait (restart-live.md).
 func (s *Store) startRestart() {
 	p := s.persist
 	start := time.Now()
+	for i := range s.shards {
+		s.shards[i].mu.Lock()
+	}
+	p.loading.Store(true)
+	if !p.back.Pending() {
+		s.adoptStored()
+		p.done.Add(2)
+		go func() {
+			defer p.done.Done()
+			s.rebuild(start)
+		}()
+		go func() {
+			defer p.done.Done()
+			s.persistLoop()
+		}()
+		return
+	}
+	p.done.Add(1)
+	go func() {
+		defer p.done.Done()
+		if p.beforeFinish != nil {
+			p.beforeFinish()
+		}
+		reason, err := p.back.FinishOpen()
+		if err != nil {
+			// The shards stay locked: nothing can be served from a directory that is not open.
+			err = fmt.Errorf("shard: %w", err)
+			if p.openFailed == nil {
+				panic(err)
+			}
+			p.openFailed(err)
+			return
+		}
+		p.reason = reason
+		s.adoptStored()
+		p.done.Add(1)
+		go func() {
+			defer p.done.Done()
+			s.persistLoop()
+		}()
+		s.rebuild(start)
+	}()
+}
+
+// adoptStored sets the store up from the open data directory: flush_all's marks, the CAS counter, each
+// shard's seal key and the stored pages. The shards are locked; Config.Opened is told what it found.
+func (s *Store) adoptStored() {
+	p := s.persist
 	p.back.SetQuiesce(s.quiesce)
 	oldestLive, oldestCas := p.back.Flushed()
 	s.oldestLive.Store(oldestLive)
@@ -221,24 +281,26 @@ func (s *Store) startRestart() {
 		s.cas.Store(uint64(time.Now().UnixNano()))
 	}
 	p.back.SetCasHigh(s.cas.Load() + casReserve)
+	for i := range s.shards {
+		s.shards[i].sealKey = p.back.SealKey()
+	}
 	if p.reason == "" {
 		p.pagesLeft, p.itemsLeft = s.adoptPages()
 		p.dropped.Add(p.itemsLeft)
 	}
 	s.arena.FinishAdopt()
-	for i := range s.shards {
-		s.shards[i].mu.Lock()
+	close(p.opened)
+	if p.openedFn != nil {
+		p.openedFn(s.RestartStats())
 	}
-	p.loading.Store(true)
-	p.done.Add(2)
-	go func() {
-		defer p.done.Done()
-		s.rebuild(start)
-	}()
-	go func() {
-		defer p.done.Done()
-		s.persistLoop()
-	}()
+}
+
+// waitOpened returns once the data directory is open and its pages adopted (at once without one): for
+// what changes the store's state without a shard's lock first.
+func (s *Store) waitOpened() {
+	if s.persist != nil {
+		<-s.persist.opened
+	}
 }
 
 // adoptPages hands every stored page to the shard that owned it, up to what this -m allows the shard (a

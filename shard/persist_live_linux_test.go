@@ -544,3 +544,140 @@ func TestLiveCopyRebootSyncRacingAMove(t *testing.T) {
 	s.Close()
 	restartOnImages(t, images, 4, Config{MemoryLimit: 32 << 20, Shards: 1}, c, want, func(*Store) {})
 }
+
+// filesOf reads every regular file in dir (none of its subdirectories).
+func filesOf(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	out := map[string][]byte{}
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			require.NoError(t, err)
+			out[e.Name()] = b
+		}
+	}
+	return out
+}
+
+// putFiles makes dir's regular files exactly files.
+func putFiles(t *testing.T, dir string, files map[string][]byte) {
+	t.Helper()
+	for name := range filesOf(t, dir) {
+		if _, ok := files[name]; !ok {
+			require.NoError(t, os.Remove(filepath.Join(dir, name)))
+		}
+	}
+	for name, b := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o600))
+	}
+}
+
+// A start that maps DIR's files (or keeps the live copy under another root) after a server with a live
+// copy was killed first writes that copy into DIR, which is as long as writing -m to disk: New returns
+// before, every shard locked, so that the listener opens at once (restart.md rule 7); a request waits
+// and is answered from the copy, newer than DIR by what came after the last sync (restart-live.md).
+func TestDeferredCatchUpHoldsRequests(t *testing.T) {
+	for _, to := range []string{"off", "another root"} {
+		t.Run(to, func(t *testing.T) {
+			root, dir, c := tmpfstest.Dir(t, "lc-shard-live-"), t.TempDir(), newClock()
+			s := persistStore(t, dir, c, Config{MemoryLimit: 64 << 20, Shards: 2, DataLive: root})
+			for i := range 200 {
+				require.Equal(t, Stored, s.Store(ModeSet, key(i), 0, 0, pattern(100, i), 0))
+			}
+			s.persist.sync()
+			for i := 0; i < 200; i += 2 { // after the last sync: in the live copy only
+				require.Equal(t, Stored, s.Store(ModeSet, key(i), 0, 0, pattern(120, i+1), 0))
+			}
+			for i := 1; i < 200; i += 4 {
+				require.Equal(t, Deleted, s.Delete(key(i)))
+			}
+			copies, err := filepath.Glob(filepath.Join(root, "leasecached-*"))
+			require.NoError(t, err)
+			require.Len(t, copies, 1, "the live copy")
+			// A kill -9 now leaves the files as they are: taken, then put back after the clean stop.
+			dirFiles, liveFiles := filesOf(t, dir), filesOf(t, copies[0])
+			s.Close()
+			putFiles(t, dir, dirFiles)
+			putFiles(t, copies[0], liveFiles)
+
+			entered, release := make(chan struct{}), make(chan struct{})
+			cfg := Config{MemoryLimit: 64 << 20, Shards: 2, beforeFinish: func() {
+				close(entered)
+				select { // bounded: a New that waited for it fails below instead of hanging
+				case <-release:
+				case <-time.After(10 * time.Second):
+				}
+			}}
+			if to != "off" {
+				cfg.DataLive = tmpfstest.Dir(t, "lc-shard-live-")
+			}
+			begun := time.Now()
+			s = startPersistStore(t, dir, c, cfg)
+			require.Less(t, time.Since(begun), 5*time.Second, "New waited for the live copy to be written in")
+			select {
+			case <-entered:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the opening was not left to finish after New")
+			}
+			got := make(chan []byte, 1)
+			go func() {
+				v, _, _ := s.Get(nil, key(0))
+				got <- v
+			}()
+			select {
+			case v := <-got:
+				t.Fatalf("answered %q before the live copy was written in", v)
+			case <-time.After(200 * time.Millisecond):
+			}
+			require.True(t, s.RestartStats().Loading)
+			// What changes the store's state without a shard's lock waits too: flush_all's marks and the
+			// CAS counter, the arena's limit.
+			others := make(chan string, 2)
+			go func() {
+				s.FlushAll(3600) // in an hour: nothing checked below is flushed
+				others <- "flush_all"
+			}()
+			go func() {
+				require.NoError(t, s.SetMemoryLimit(64<<20))
+				others <- "cache_memlimit"
+			}()
+			select {
+			case what := <-others:
+				t.Fatalf("%s done before the live copy was written in", what)
+			case <-time.After(100 * time.Millisecond):
+			}
+			close(release)
+			for range 2 {
+				select {
+				case <-others:
+				case <-time.After(30 * time.Second):
+					t.Fatal("flush_all or cache_memlimit never returned")
+				}
+			}
+			select {
+			case v := <-got:
+				require.Equal(t, pattern(120, 1), v, "the live copy's value")
+			case <-time.After(30 * time.Second):
+				t.Fatal("the request was never answered")
+			}
+			waitRestart(t, s)
+			rs := s.RestartStats()
+			require.Equal(t, copies[0], rs.CaughtUp)
+			require.Empty(t, rs.StartedEmpty)
+			for i := range 200 {
+				v, _, ok := s.Get(nil, key(i))
+				switch {
+				case i%4 == 1:
+					require.False(t, ok, "key %d: deleted before the kill", i)
+				case i%2 == 0:
+					require.Equal(t, pattern(120, i+1), v, "key %d", i)
+				default:
+					require.Equal(t, pattern(100, i), v, "key %d", i)
+				}
+			}
+			require.NoDirExists(t, copies[0], "the copy written in is freed")
+		})
+	}
+}

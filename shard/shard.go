@@ -86,8 +86,7 @@ func (sh *shard) init(s *Store, self int, share int64) {
 	sh.al = slab.NewAllocator(s.arena, s.classes, 1)
 	sh.al.SetOwner(self)
 	if s.persist != nil {
-		sh.sums = xxh3.New()
-		sh.sealKey = s.persist.back.SealKey()
+		sh.sums = xxh3.New() // and sealKey once the directory is open (adoptStored)
 		sh.undo = make([]slab.Ref, s.classes.Count())
 		for i := range sh.undo {
 			sh.undo[i] = slab.NilRef

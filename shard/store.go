@@ -108,6 +108,16 @@ type Config struct {
 	DataLive string
 	// SyncFailed is told each periodic sync that fails (nil: none is told; RestartStats counts them).
 	SyncFailed func(error)
+	// Opened is told what the data directory held once its stored pages are adopted, before any request
+	// is served (RestartStats: why it started empty, what it caught up with, what this -m had no room
+	// for): in New, or later when New left the opening to finish while the shards wait (persist.go).
+	Opened func(RestartStats)
+	// OpenFailed is told when such a later opening fails: the store can serve nothing, and the caller
+	// is to stop (nil: New's caller is not there to stop, and the store panics).
+	OpenFailed func(error)
+
+	// beforeFinish, when set, runs before an opening left to finish after New does so (tests).
+	beforeFinish func()
 }
 
 // Info is an item's metadata as returned by reads.

@@ -62,6 +62,9 @@ type BackingOptions struct {
 	// directory's own being written from it at each Sync (live_linux.go); "": the server maps the
 	// directory's files.
 	Live string
+	// Defer leaves the writing of a newer live copy into the directory's files, at a start that needs it,
+	// to FinishOpen (OpenBacking).
+	Defer bool
 }
 
 // NoStoredData is OpenBacking's reason for a directory that holds no data of ours (a fresh one).

@@ -48,6 +48,10 @@ type Backing struct {
 	caughtUp string
 	// syncSteps, when set, is called at each step of a Sync (SetSyncSteps).
 	syncSteps func(step string)
+	// pending is the rest of an opening left to FinishOpen (BackingOptions.Defer), nil when none is.
+	pending *openRest
+	// liveWanted says that items is (or, while pending, will be) a live copy.
+	liveWanted bool
 }
 
 // SetSyncSteps has fn called at each step of a live copy's Sync, with the files as that step left them:
@@ -69,6 +73,11 @@ var errBackingClosed = errors.New("slab: data directory closed")
 // by whole huge pages, since the kernel maps a huge page of a file only where all of it is inside the
 // file; without, they are advised against them. A huge page is written back whole once any byte of it
 // changes (doc/design/restart-costs.md).
+//
+// With opt.Defer, a start that must first write a newer live copy into the directory's files (catchUpLive:
+// another root, or none, after a server with a live copy was killed) returns at once with the Backing
+// pending, so that the server can open its listener and hold requests meanwhile (restart-live.md): until
+// FinishOpen has returned, only Pending, FinishOpen and Close may be called, and NewBackedArena.
 func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reason string, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, "", err
@@ -76,7 +85,7 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	if dir, err = filepath.Abs(dir); err != nil {
 		return nil, "", err
 	}
-	b = &Backing{dir: dir, grow: 1}
+	b = &Backing{dir: dir, grow: 1, liveWanted: opt.Live != ""}
 	advice := unix.MADV_NOHUGEPAGE
 	if opt.Huge {
 		b.grow, advice = hugePageSize, unix.MADV_HUGEPAGE
@@ -105,7 +114,6 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 		}
 	}
 	_ = os.Remove(filepath.Join(dir, oldSums)) // a format 4 directory's: its data starts empty (identityMismatch)
-	metaLen := int64(headerBytes + recordBytes*MaxPages)
 	hdr := make([]byte, headerBytes)
 	n, _ := b.meta.ReadAt(hdr, 0)
 	reason = identityMismatch(hdr[:n], id)
@@ -116,10 +124,52 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 			reason = err.Error()
 		}
 	}
+	if opt.Live != "" {
+		if err := os.MkdirAll(opt.Live, 0o700); err != nil { // made first, so that its path resolves
+			return b, "", fmt.Errorf("--data-live %s: %w", opt.Live, err)
+		}
+	}
+	prevRoot := recordedLiveRoot(dir)
+	st := &openRest{id: id, opt: opt, hdr: hdr, reason: reason, prevRoot: prevRoot, moved: !sameRoot(prevRoot, opt.Live),
+		advice: advice}
+	if opt.Defer && reason == "" && st.moved && catchUpDue(prevRoot, dir, hdr) {
+		b.pending = st
+		return b, "", nil
+	}
+	reason, err = b.open(st)
+	return b, reason, err
+}
+
+// openRest is what OpenBacking found before the live copy's catch-up, for the rest of the opening (open).
+type openRest struct {
+	id       Identity
+	opt      BackingOptions
+	hdr      []byte // the stored header
+	reason   string // why the stored data cannot be used, so far
+	prevRoot string // the root the live copy was last kept under
+	moved    bool   // the copy is not to be kept there: written into the files first when newer
+	advice   int    // the items mapping's madvise
+}
+
+// Pending says whether the opening waits for FinishOpen (BackingOptions.Defer).
+func (b *Backing) Pending() bool { return b.pending != nil }
+
+// FinishOpen ends an opening that BackingOptions.Defer left pending: it writes the newer live copy into
+// the directory's files and opens the rest, as OpenBacking would have before returning. reason is
+// OpenBacking's. On an error the Backing can only be closed.
+func (b *Backing) FinishOpen() (reason string, err error) {
+	st := b.pending
+	b.pending = nil
+	return b.open(st)
+}
+
+// open is OpenBacking from the live copy's catch-up on.
+func (b *Backing) open(st *openRest) (reason string, err error) {
+	dir, hdr, opt, reason := b.dir, st.hdr, st.opt, st.reason
+	prevRoot, moved := st.prevRoot, st.moved
+	metaLen := int64(headerBytes + recordBytes*MaxPages)
 	// A live copy newer than the files is where the last server with one kept it; a start that keeps
 	// the copy elsewhere, or maps the files, writes that one into them first (doc/design/restart-live.md).
-	prevRoot := recordedLiveRoot(dir)
-	moved := !sameRoot(prevRoot, opt.Live)
 	if reason == "" && moved {
 		if ld, err := catchUpLive(prevRoot, dir, hdr, b.meta, b.items); err != nil {
 			reason = fmt.Sprintf("its live copy in %s is newer and could not be written into it: %v", prevRoot, err)
@@ -131,26 +181,26 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 		dropJournal(dir) // it describes pages no longer there
 		for _, f := range []*os.File{b.meta, b.items} {
 			if err := f.Truncate(0); err != nil {
-				return b, "", err
+				return "", err
 			}
 			noCow(f)
 		}
 	}
 	if err := b.meta.Truncate(metaLen); err != nil {
-		return b, "", err
+		return "", err
 	}
 	// The header is rewritten in place from here on: reserved, so that the rewrite needs no new space
 	// where the file system keeps reservations (UnkeptReservations).
 	if err := reserve(b.meta, 0, headerBytes); err != nil {
-		return b, "", err
+		return "", err
 	}
 	if err := b.loadMeta(metaLen); err != nil {
-		return b, "", err
+		return "", err
 	}
 	if reason != "" || binary.LittleEndian.Uint32(b.metaMem[hdrVersion:]) != backingVersion {
 		b.metaMu.Lock()
 		if reason != "" {
-			writeIdentity(b.metaMem, id)
+			writeIdentity(b.metaMem, st.id)
 		} else {
 			upgradeIdentity(b.metaMem)
 		}
@@ -163,14 +213,11 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 		dropLive(prevRoot, dir)
 	}
 	if opt.Live != "" {
-		if err := os.MkdirAll(opt.Live, 0o700); err != nil { // made first, so that its path resolves
-			return b, "", fmt.Errorf("--data-live %s: %w", opt.Live, err)
-		}
 		if err := recordLiveRoot(dir, opt.Live); err != nil {
-			return b, "", err
+			return "", err
 		}
 		if err := b.openLive(opt.Live, reason == ""); err != nil {
-			return b, "", fmt.Errorf("--data-live %s: %w", opt.Live, err)
+			return "", fmt.Errorf("--data-live %s: %w", opt.Live, err)
 		}
 	} else {
 		// The directory's files change from now on: a live copy of them left by an earlier server is
@@ -178,13 +225,13 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 		b.setMeta(hdrInstance, 0)
 	}
 	if b.itemsMem, err = mapShared(b.items, MaxPages*PageSize); err != nil {
-		return b, "", err
+		return "", err
 	}
-	_ = unix.Madvise(b.itemsMem, advice) // advice only: without it the pages are ordinary ones
+	_ = unix.Madvise(b.itemsMem, st.advice) // advice only: without it the pages are ordinary ones
 	if b.itemsSize, err = fileSize(b.items); err != nil {
-		return b, "", err
+		return "", err
 	}
-	return b, reason, nil
+	return reason, nil
 }
 
 // loadMeta reads meta, n bytes long, into anonymous memory, skipping its holes (records never written).
@@ -304,7 +351,7 @@ func mapShared(f *os.File, n int) ([]byte, error) {
 
 // collapsible reports whether the pages may move onto huge pages (Arena.Collapse), those of a live copy,
 // and whether they are advised onto them from the first touch (-L).
-func (b *Backing) collapsible() (ok, huge bool) { return b.live != nil, b.grow == hugePageSize }
+func (b *Backing) collapsible() (ok, huge bool) { return b.liveWanted, b.grow == hugePageSize }
 
 func (b *Backing) roundUp(n int64) int64 { return (n + b.grow - 1) / b.grow * b.grow }
 

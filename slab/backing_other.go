@@ -63,3 +63,5 @@ func (b *Backing) Close() error                 { return nil }
 func (b *Backing) drainBegins(uint32)           {}
 func (b *Backing) drainEnds()                   {}
 func (b *Backing) SetSyncSteps(func(string))    {}
+func (b *Backing) Pending() bool                { return false }
+func (b *Backing) FinishOpen() (string, error)  { return "", nil }

@@ -212,18 +212,9 @@ func dropLive(root, dir string) {
 // through the journal. A copy still being made holds only the pages of the shards it lists. caughtUp is
 // the copy written in, "" when there was none to write.
 func catchUpLive(root, dir string, hdr []byte, meta, items *os.File) (caughtUp string, err error) {
-	le := binary.LittleEndian
-	instance := le.Uint64(hdr[hdrInstance:])
-	if instance == 0 || le.Uint64(hdr[hdrClean:]) == instance {
-		return "", nil // no live copy was made from these files since, or its server stopped cleanly
-	}
-	ld, err := liveDirFor(root, dir)
-	if err != nil {
+	ld, inCopy, resumed, ok := liveToCatchUp(root, dir, hdr)
+	if !ok {
 		return "", nil
-	}
-	inCopy, found, resumed := liveState(ld, dir, instance)
-	if !found && !resumed {
-		return "", nil // none, or not the newest: the directory is
 	}
 	f, err := os.Open(filepath.Join(ld, "items"))
 	if err != nil {
@@ -291,6 +282,32 @@ func catchUpLive(root, dir string, hdr []byte, meta, items *os.File) (caughtUp s
 		return "", err
 	}
 	return ld, nil
+}
+
+// liveToCatchUp finds the live copy of data directory dir under root that catchUpLive writes into dir's
+// files (hdr is their stored header): ok when there is one, in live directory ld, resumed when it was still
+// being made, with the shards whose pages it holds (inCopy).
+func liveToCatchUp(root, dir string, hdr []byte) (ld string, inCopy map[uint8]bool, resumed, ok bool) {
+	le := binary.LittleEndian
+	instance := le.Uint64(hdr[hdrInstance:])
+	if instance == 0 || le.Uint64(hdr[hdrClean:]) == instance {
+		return "", nil, false, false // no live copy was made from these files since, or its server stopped cleanly
+	}
+	ld, err := liveDirFor(root, dir)
+	if err != nil {
+		return "", nil, false, false
+	}
+	inCopy, found, resumed := liveState(ld, dir, instance)
+	if !found && !resumed {
+		return "", nil, false, false // none, or not the newest: the directory is
+	}
+	return ld, inCopy, resumed, true
+}
+
+// catchUpDue says whether catchUpLive has a live copy to write into data directory dir's files.
+func catchUpDue(root, dir string, hdr []byte) bool {
+	_, _, _, ok := liveToCatchUp(root, dir, hdr)
+	return ok
 }
 
 // readRecords reads the first n page records of meta file f (zero where it has none).

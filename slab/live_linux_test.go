@@ -646,7 +646,8 @@ func TestDirectStartDropsDefaultLiveCopy(t *testing.T) {
 // holes in it (a page moved to another class since is a hole until written, and the directory's still
 // holds the old class's items); after a clean stop there is nothing to write. Either way the directory
 // then holds what the live copy held, and the copy is freed. The copy is found where the directory
-// records it was kept, the default root or another.
+// records it was kept, the default root or another. With BackingOptions.Defer the writing waits for
+// FinishOpen.
 func TestDirectStartCatchesUpLiveCopy(t *testing.T) {
 	if !OnTmpfs(DefaultLiveRoot) {
 		t.Skip("no tmpfs at " + DefaultLiveRoot)
@@ -656,16 +657,20 @@ func TestDirectStartCatchesUpLiveCopy(t *testing.T) {
 		name     string
 		from, to string // live roots: "default" is DefaultLiveRoot, "" is off
 		killed   bool
+		deferred bool // BackingOptions.Defer
 	}{
-		{"default to off, killed", "default", "", true},
-		{"default to off, stopped", "default", "", false},
-		{"other to off, killed", "other", "", true},
-		{"other to off, stopped", "other", "", false},
-		{"other to another, killed", "other", "another", true},
-		{"default to another, killed", "default", "another", true},
-		{"other to default, stopped", "other", "default", false},
+		{"default to off, killed", "default", "", true, false},
+		{"default to off, stopped", "default", "", false, false},
+		{"other to off, killed", "other", "", true, false},
+		{"other to off, stopped", "other", "", false, false},
+		{"other to another, killed", "other", "another", true, false},
+		{"default to another, killed", "default", "another", true, false},
+		{"other to default, stopped", "other", "default", false, false},
 		// "link" is a symlink to other, pointed at another before the second start.
-		{"link, repointed, killed", "link", "link", true},
+		{"link, repointed, killed", "link", "link", true, false},
+		{"default to off, killed, deferred", "default", "", true, true},
+		{"default to off, stopped, deferred", "default", "", false, true},
+		{"other to another, killed, deferred", "other", "another", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			link := filepath.Join(t.TempDir(), "link")
@@ -706,9 +711,20 @@ func TestDirectStartCatchesUpLiveCopy(t *testing.T) {
 			require.NoError(t, os.Remove(link))
 			require.NoError(t, os.Symlink(roots["another"], link))
 
-			b, reason, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{Live: to})
+			// Deferred, a start that has a copy to write in returns first, and FinishOpen writes it.
+			b, reason, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{Live: to, Defer: tc.deferred})
 			require.NoError(t, err)
 			defer b.Close()
+			require.Equal(t, tc.deferred && tc.killed, b.Pending())
+			if b.Pending() {
+				disk, err := os.ReadFile(filepath.Join(dir, "items"))
+				require.NoError(t, err)
+				require.False(t, bytes.Equal(want, disk), "written in before FinishOpen")
+				require.DirExists(t, held)
+				reason, err = b.FinishOpen()
+				require.NoError(t, err)
+				require.False(t, b.Pending())
+			}
 			require.Empty(t, reason)
 			disk, err := os.ReadFile(filepath.Join(dir, "items"))
 			require.NoError(t, err)

@@ -174,7 +174,25 @@ func storeConfig(cfg server.Config) shard.Config {
 		LeaseWindow: cfg.LeaseWindow, StaleWindow: stale, Grace: cfg.Grace, Hold: cfg.Hold, LargePages: cfg.LargePages,
 		DataDir: cfg.DataDir, DataSync: cfg.DataSync, DataLive: cfg.DataLive, SyncFailed: func(err error) {
 			cfg.Logger.Error("--data-dir "+cfg.DataDir+": sync failed (what a machine reboot keeps is older)", slog.Any("err", err))
+		}, Opened: func(rs shard.RestartStats) { logOpened(cfg, rs) }, OpenFailed: func(err error) {
+			// After the listener opened: the start fails as it would have before it.
+			cfg.Logger.Error("storage: " + err.Error())
+			os.Exit(1)
 		}}
+}
+
+// logOpened says what the data directory held, once the store has opened it.
+func logOpened(cfg server.Config, rs shard.RestartStats) {
+	if rs.CaughtUp != "" {
+		cfg.Logger.Warn("--data-dir " + cfg.DataDir + ": the live copy in " + rs.CaughtUp + " was newer (its server did " +
+			"not stop cleanly): written into " + cfg.DataDir + " while requests waited, then removed")
+	}
+	if rs.StartedEmpty != "" && rs.StartedEmpty != slab.NoStoredData {
+		cfg.Logger.Error("--data-dir " + cfg.DataDir + ": starting empty: " + rs.StartedEmpty)
+	} else if rs.PagesLeft > 0 {
+		cfg.Logger.Warn(fmt.Sprintf("--data-dir %s: this -m has no room for %d stored pages: their %d items are dropped",
+			cfg.DataDir, rs.PagesLeft, rs.ItemsLeft))
+	}
 }
 
 // serve runs the server until it fails or SIGINT or SIGTERM stops it, or with enableShutdown the shutdown
@@ -183,17 +201,6 @@ func serve(cfg server.Config, enableShutdown bool) error {
 	store, err := shard.New(storeConfig(cfg))
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
-	}
-	rs := store.RestartStats()
-	if rs.CaughtUp != "" {
-		cfg.Logger.Warn("--data-dir " + cfg.DataDir + ": the live copy in " + rs.CaughtUp + " was newer (its server did " +
-			"not stop cleanly): written into " + cfg.DataDir + " before the listener opened, then removed")
-	}
-	if rs.StartedEmpty != "" && rs.StartedEmpty != slab.NoStoredData {
-		cfg.Logger.Error("--data-dir " + cfg.DataDir + ": starting empty: " + rs.StartedEmpty)
-	} else if rs.PagesLeft > 0 {
-		cfg.Logger.Warn(fmt.Sprintf("--data-dir %s: this -m has no room for %d stored pages: their %d items are dropped",
-			cfg.DataDir, rs.PagesLeft, rs.ItemsLeft))
 	}
 	if cfg.DataDir != "" {
 		// Only the items file is mapped (and a live copy's small moved file): the live copy's, or with none
