@@ -44,8 +44,9 @@ type Backing struct {
 	// quiesce returns once every chunk owner has finished what it was doing when it was called (SetQuiesce).
 	quiesce func()
 	// caughtUp is the live copy whose blocks OpenBacking wrote into the directory's items first (catchUpLive),
-	// "" when none was.
-	caughtUp string
+	// "" when none was; caughtUpBytes how many bytes of blocks that wrote in place.
+	caughtUp      string
+	caughtUpBytes int64
 	// syncSteps, when set, is called at each step of a Sync (SetSyncSteps).
 	syncSteps func(step string)
 	// pending is the rest of an opening left to FinishOpen (BackingOptions.Defer), nil when none is.
@@ -171,10 +172,10 @@ func (b *Backing) open(st *openRest) (reason string, err error) {
 	// A live copy newer than the files is where the last server with one kept it; a start that keeps
 	// the copy elsewhere, or maps the files, writes that one into them first (doc/design/restart-live.md).
 	if reason == "" && moved {
-		if ld, err := catchUpLive(prevRoot, dir, hdr, b.meta, b.items); err != nil {
+		if ld, written, err := catchUpLive(prevRoot, dir, hdr, b.meta, b.items); err != nil {
 			reason = fmt.Sprintf("its live copy in %s is newer and could not be written into it: %v", prevRoot, err)
 		} else {
-			b.caughtUp = ld
+			b.caughtUp, b.caughtUpBytes = ld, written
 		}
 	}
 	if reason != "" {

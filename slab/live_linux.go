@@ -207,30 +207,31 @@ func dropLive(root, dir string) {
 // and the header's instance, as openLive requires) and whose server did not stop cleanly is ahead of the
 // directory by up to a sync's interval, anywhere: mapped as it is, the directory would bring back what
 // the last seconds before the stop deleted or overwrote. So, as a sync does (rule 12), every block the
-// copy holds of a page whose record is the directory's is written over the directory's, every hole of it
-// punched there, and the file synced; then the pages whose records differ (moved since) go in whole
-// through the journal. A copy still being made holds only the pages of the shards it lists. caughtUp is
-// the copy written in, "" when there was none to write.
-func catchUpLive(root, dir string, hdr []byte, meta, items *os.File) (caughtUp string, err error) {
+// copy holds of a page whose record is the directory's and differs from the directory's is written over it,
+// every hole of it punched there, and the file synced; then the pages whose records differ (moved since) go
+// in whole through the journal. A copy still being made holds only the pages of the shards it lists.
+// caughtUp is the copy written in, "" when there was none to write; written is how many bytes of blocks
+// were written in place.
+func catchUpLive(root, dir string, hdr []byte, meta, items *os.File) (caughtUp string, written int64, err error) {
 	ld, inCopy, resumed, ok := liveToCatchUp(root, dir, hdr)
 	if !ok {
-		return "", nil
+		return "", 0, nil
 	}
 	f, err := os.Open(filepath.Join(ld, "items"))
 	if err != nil {
-		return "", err
+		return "", written, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return "", err
+		return "", written, err
 	}
 	size := st.Size()
 	if dst, err := items.Stat(); err != nil {
-		return "", err
+		return "", written, err
 	} else if dst.Size() < size {
 		if err := items.Truncate(size); err != nil {
-			return "", err
+			return "", written, err
 		}
 	}
 	pages := size / PageSize
@@ -246,7 +247,7 @@ func catchUpLive(root, dir string, hdr []byte, meta, items *os.File) (caughtUp s
 	wasMoved := func(id int64) bool { return id>>3 < int64(len(pending)) && pending[id>>3]&(1<<(id&7)) != 0 }
 	src := &liveFile{f: f}
 	src.scan((size + 1<<blockShift - 1) >> blockShift)
-	buf := make([]byte, PageSize)
+	buf, stored := make([]byte, PageSize), make([]byte, PageSize)
 	var moved []movedPage
 	for id := range pages {
 		rec := liveRecs[id]
@@ -262,15 +263,17 @@ func catchUpLive(root, dir string, hdr []byte, meta, items *os.File) (caughtUp s
 		if resumed && (!inUse || !inCopy[owner]) {
 			continue // a page the copy being made does not hold yet
 		}
-		if err := catchUpRange(src, items, buf, id*PageSize, (id+1)*PageSize); err != nil {
-			return "", err
+		n, err := catchUpRange(src, items, buf, stored, id*PageSize, (id+1)*PageSize)
+		written += n
+		if err != nil {
+			return "", written, err
 		}
 	}
 	if err := items.Sync(); err != nil {
-		return "", err
+		return "", written, err
 	}
 	if len(moved) == 0 {
-		return ld, nil
+		return ld, written, nil
 	}
 	w := openJournal(dir, binary.LittleEndian.Uint64(hdr[hdrSealKey:]), meta, items, moved)
 	for _, p := range moved {
@@ -279,9 +282,9 @@ func catchUpLive(root, dir string, hdr []byte, meta, items *os.File) (caughtUp s
 		}
 	}
 	if _, err := commitJournal(dir, w, meta, items, moved, nil); err != nil {
-		return "", err
+		return "", written, err
 	}
-	return ld, nil
+	return ld, written, nil
 }
 
 // liveToCatchUp finds the live copy of data directory dir under root that catchUpLive writes into dir's
@@ -334,35 +337,51 @@ func readRange(src *liveFile, p []byte, off int64) error {
 	return err
 }
 
-// catchUpRange writes bytes [from, to) of the live file src into the directory's items: the blocks src
-// holds, read with buf, and zeros (punched) where it has holes.
-func catchUpRange(src *liveFile, items *os.File, buf []byte, from, to int64) error {
-	at := from // the directory's bytes before at are done
-	var err error
-	src.dataRuns(from>>blockShift, (to+1<<blockShift-1)>>blockShift, func(s, e int64) {
-		if err != nil {
-			return
-		}
-		if s<<blockShift > at {
-			if err = punchFile(items, at, s<<blockShift-at); err != nil {
-				return
-			}
-		}
-		for off, end := s<<blockShift, min(e<<blockShift, to); off < end && err == nil; {
-			p := buf[:min(int64(len(buf)), end-off)]
-			if n, rerr := src.f.ReadAt(p, off); n < len(p) {
-				err = fmt.Errorf("slab: reading %s at %d: %d bytes of %d: %v", src.f.Name(), off, n, len(p), rerr)
-				return
-			}
-			_, err = items.WriteAt(p, off)
-			off += int64(len(p))
-		}
-		at = min(e<<blockShift, to)
-	})
-	if err == nil && to > at {
-		err = punchFile(items, at, to-at)
+// catchUpRange makes the page at bytes [from, to) of the directory's items what the live file src holds
+// there, and returns how many bytes it wrote: it reads both (into live and stored, a page each), writes
+// the blocks that differ and punches those src has a hole for. After a kill the directory is behind the
+// copy by what came after the last sync only, and reading it costs less than writing and syncing it all
+// (restart-live.md).
+func catchUpRange(src *liveFile, items *os.File, live, stored []byte, from, to int64) (written int64, err error) {
+	n := to - from
+	live, stored = live[:n], stored[:n]
+	if err := readRange(src, live, from); err != nil {
+		return 0, err
 	}
-	return err
+	clear(stored) // the directory's file may end before to
+	if err := readInto(items, stored, from); err != nil {
+		return 0, err
+	}
+	var data [pageBlocks]bool // which blocks src holds: the others are holes, read as zeros
+	first, blocks := from>>blockShift, n>>blockShift
+	src.dataRuns(first, first+blocks, func(s, e int64) {
+		for i := s; i < e; i++ {
+			data[i-first] = true
+		}
+	})
+	block := func(p []byte, i int64) []byte { return p[i<<blockShift : (i+1)<<blockShift] }
+	differs := func(i int64) bool { return !bytes.Equal(block(live, i), block(stored, i)) }
+	for i := int64(0); i < blocks; {
+		if !differs(i) {
+			i++
+			continue
+		}
+		start, hole := i, !data[i]
+		for i < blocks && differs(i) && !data[i] == hole {
+			i++
+		}
+		at, size := from+start<<blockShift, (i-start)<<blockShift
+		if hole {
+			err = punchFile(items, at, size)
+		} else {
+			_, err = items.WriteAt(live[start<<blockShift:i<<blockShift], at)
+			written += size
+		}
+		if err != nil {
+			return written, err
+		}
+	}
+	return written, nil
 }
 
 // liveState reads live directory ld of data directory dir, whose header names instance: found when it is

@@ -690,6 +690,9 @@ func TestDirectStartCatchesUpLiveCopy(t *testing.T) {
 			b, al := openLiveBacking(t, dir, from, c)
 			r := writeChunk(t, al, 5, 7)
 			moved := writeChunk(t, al, 9, 6) // a page of its own
+			for range 4 {                    // 2 MiB the directory holds already: not to be written again
+				writeChunk(t, al, c.Largest(), 3)
+			}
 			require.NoError(t, b.Sync())
 			writeChunk(t, al, 5, 8) // after the last sync
 			chunk := al.Chunk(r)    // and r changed again
@@ -732,6 +735,9 @@ func TestDirectStartCatchesUpLiveCopy(t *testing.T) {
 			require.Contains(t, b.Records(), PageRecord{ID: moved.Page(), Class: 12}, "the moved page's record, in the directory")
 			if tc.killed {
 				require.Equal(t, held, b.CaughtUp(), "the start says it wrote that copy in")
+				// What came after the last sync is written, not every block the copy holds.
+				require.Positive(t, b.caughtUpBytes)
+				require.LessOrEqual(t, b.caughtUpBytes, int64(4<<blockShift), "blocks the directory held already were written")
 			} else {
 				require.Empty(t, b.CaughtUp(), "a clean stop's copy has nothing to write")
 			}
