@@ -101,7 +101,7 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 		return b, "", err
 	}
 	if err := unix.Flock(int(b.lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		owner, _ := os.ReadFile(filepath.Join(dir, "lock"))
+		owner, _ := readSmall(filepath.Join(dir, "lock"), lockMax)
 		return b, "", fmt.Errorf("data directory %s is in use by another leasecached (pid %s)", dir, string(owner))
 	}
 	_ = b.lock.Truncate(0)

@@ -105,7 +105,7 @@ const (
 // recordedLiveRoot is the root data directory dir's live copy was last kept under (liveRootFile); one
 // that is not a clean absolute path was damaged, and is taken for DefaultLiveRoot.
 func recordedLiveRoot(dir string) string {
-	if b, err := os.ReadFile(filepath.Join(dir, liveRootFile)); err == nil {
+	if b, err := readSmall(filepath.Join(dir, liveRootFile), smallTextMax); err == nil {
 		if root := string(b); filepath.IsAbs(root) && filepath.Clean(root) == root {
 			return root
 		}
@@ -137,7 +137,7 @@ func recordLiveRoot(dir, root string) error {
 	if r, err := filepath.EvalSymlinks(root); err == nil {
 		root = r
 	}
-	if old, err := os.ReadFile(filepath.Join(dir, liveRootFile)); err == nil && string(old) == root {
+	if old, err := readSmall(filepath.Join(dir, liveRootFile), smallTextMax); err == nil && string(old) == root {
 		return nil
 	}
 	return writeFileAtomic(filepath.Join(dir, liveRootFile), root)
@@ -243,7 +243,7 @@ func catchUpLive(root, dir string, hdr []byte, meta, items *os.File) (caughtUp s
 		}
 		_ = lm.Close()
 	}
-	pending, _ := os.ReadFile(filepath.Join(ld, movedFile)) // the pages moved since its last sync
+	pending, _ := readSmall(filepath.Join(ld, movedFile), movedBytes) // the pages moved since its last sync
 	wasMoved := func(id int64) bool { return id>>3 < int64(len(pending)) && pending[id>>3]&(1<<(id&7)) != 0 }
 	src := &liveFile{f: f}
 	src.scan((size + 1<<blockShift - 1) >> blockShift)
@@ -392,14 +392,14 @@ func liveState(ld, dir string, instance uint64) (inCopy map[uint8]bool, found, r
 	if instance == 0 {
 		return nil, false, false
 	}
-	if origin, _ := os.ReadFile(filepath.Join(ld, liveOrigin)); string(origin) == want {
+	if origin, _ := readSmall(filepath.Join(ld, liveOrigin), smallTextMax); string(origin) == want {
 		return nil, true, false
 	}
-	if loading, _ := os.ReadFile(filepath.Join(ld, liveLoading)); string(loading) != want {
+	if loading, _ := readSmall(filepath.Join(ld, liveLoading), smallTextMax); string(loading) != want {
 		return nil, false, false
 	}
 	inCopy = map[uint8]bool{}
-	loaded, _ := os.ReadFile(filepath.Join(ld, liveLoaded))
+	loaded, _ := readSmall(filepath.Join(ld, liveLoaded), loadedMax)
 	for _, line := range strings.Split(string(loaded), "\n") {
 		if n, err := strconv.ParseUint(line, 10, 8); err == nil {
 			inCopy[uint8(n)] = true
@@ -426,9 +426,9 @@ func sweepLive(root string) {
 			continue
 		}
 		d := filepath.Join(root, e.Name())
-		origin, err := os.ReadFile(filepath.Join(d, liveOrigin))
+		origin, err := readSmall(filepath.Join(d, liveOrigin), smallTextMax)
 		if err != nil {
-			if origin, err = os.ReadFile(filepath.Join(d, liveLoading)); err != nil {
+			if origin, err = readSmall(filepath.Join(d, liveLoading), smallTextMax); err != nil {
 				continue
 			}
 		}
@@ -607,7 +607,7 @@ func (l *live) openPending(fresh bool) error {
 	path := filepath.Join(l.dir, movedFile)
 	var old []byte // the marks of a kill, kept where the file cannot be mapped
 	if !fresh {
-		old, _ = os.ReadFile(path)
+		old, _ = readSmall(path, movedBytes)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err == nil && fresh {
