@@ -50,10 +50,10 @@ type persistence struct {
 	loading atomic.Bool  // the index is being rebuilt (some shards are still locked by recover)
 	loaded  atomic.Int64 // items indexed by the rebuild
 	dropped atomic.Int64 // items found and not kept
-	nanos   atomic.Int64 // how long the rebuild took
+	nanos   atomic.Int64 // how long the restart took: the opening left to finish after New (if any) and the rebuild
 	// reason is why the stored data was not used ("" when it was), pagesLeft how many stored pages this
-	// -m had no room for and itemsLeft how many items they held; all set before opened is closed and
-	// any shard is unlocked.
+	// -m had no room for and itemsLeft how many items they held; all set before opened is closed (and
+	// any shard unlocked), and read only after it.
 	reason    string
 	pagesLeft int
 	itemsLeft int64
@@ -70,11 +70,12 @@ type persistence struct {
 // RestartStats is what a restart from a data directory did, and how its syncs since went, for stats
 // (memcached has no such lines).
 type RestartStats struct {
-	Enabled      bool
-	Loading      bool
-	Loaded       int64
-	Dropped      int64
-	Seconds      float64
+	Enabled bool
+	Loading bool
+	Loaded  int64
+	Dropped int64
+	Seconds float64
+	// StartedEmpty to ItemsLeft are what the opening found, zero until it has (Config.Opened).
 	StartedEmpty string // why the stored data was not used; "" when it was, or there was none
 	CaughtUp     string // the live copy written into the data directory first (slab.Backing.CaughtUp); "" if none
 	PagesLeft    int    // stored pages a smaller -m had no room for
@@ -90,10 +91,15 @@ func (s *Store) RestartStats() RestartStats {
 	if p == nil {
 		return RestartStats{}
 	}
-	return RestartStats{Enabled: true, Loading: p.loading.Load(), Loaded: p.loaded.Load(),
-		Dropped: p.dropped.Load(), Seconds: float64(p.nanos.Load()) / 1e9, StartedEmpty: p.reason, CaughtUp: p.back.CaughtUp(),
-		PagesLeft: p.pagesLeft, ItemsLeft: p.itemsLeft, Syncs: p.syncs.Load(), SyncFailures: p.syncFailures.Load(),
-		SyncedAt: p.syncedAt.Load()}
+	rs := RestartStats{Enabled: true, Loading: p.loading.Load(), Loaded: p.loaded.Load(),
+		Dropped: p.dropped.Load(), Seconds: float64(p.nanos.Load()) / 1e9, Syncs: p.syncs.Load(),
+		SyncFailures: p.syncFailures.Load(), SyncedAt: p.syncedAt.Load()}
+	select {
+	case <-p.opened: // what the opening found is set before opened is closed
+		rs.StartedEmpty, rs.CaughtUp, rs.PagesLeft, rs.ItemsLeft = p.reason, p.back.CaughtUp(), p.pagesLeft, p.itemsLeft
+	default:
+	}
+	return rs
 }
 
 // seal marks the whole item at r (head chunk b) as stored, and its chunks as written for a

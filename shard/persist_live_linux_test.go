@@ -648,7 +648,14 @@ func TestDeferredCatchUpHoldsRequests(t *testing.T) {
 				t.Fatalf("%s done before the live copy was written in", what)
 			case <-time.After(100 * time.Millisecond):
 			}
+			polled := make(chan struct{}) // stats read while the opening finishes (a race once)
+			go func() {
+				defer close(polled)
+				for s.RestartStats().Loading {
+				}
+			}()
 			close(release)
+			<-polled
 			for range 2 {
 				select {
 				case <-others:

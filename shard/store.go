@@ -112,8 +112,8 @@ type Config struct {
 	// is served (RestartStats: why it started empty, what it caught up with, what this -m had no room
 	// for): in New, or later when New left the opening to finish while the shards wait (persist.go).
 	Opened func(RestartStats)
-	// OpenFailed is told when such a later opening fails: the store can serve nothing, and the caller
-	// is to stop (nil: New's caller is not there to stop, and the store panics).
+	// OpenFailed is told when such a later opening fails: the store can serve nothing, its shards stay
+	// locked, and the process must exit (Close would wait for ever; nil: the store panics).
 	OpenFailed func(error)
 
 	// beforeFinish, when set, runs before an opening left to finish after New does so (tests).

@@ -181,7 +181,8 @@ func storeConfig(cfg server.Config) shard.Config {
 		}}
 }
 
-// logOpened says what the data directory held, once the store has opened it.
+// logOpened says what the data directory held, once the store has opened it, and what its file
+// systems risk.
 func logOpened(cfg server.Config, rs shard.RestartStats) {
 	if rs.CaughtUp != "" {
 		cfg.Logger.Warn("--data-dir " + cfg.DataDir + ": the live copy in " + rs.CaughtUp + " was newer (its server did " +
@@ -193,6 +194,19 @@ func logOpened(cfg server.Config, rs shard.RestartStats) {
 		cfg.Logger.Warn(fmt.Sprintf("--data-dir %s: this -m has no room for %d stored pages: their %d items are dropped",
 			cfg.DataDir, rs.PagesLeft, rs.ItemsLeft))
 	}
+	// Only the items file is mapped (and a live copy's small moved file): the live copy's, or with none
+	// the directory's own; both are what they will be once the directory is open.
+	where, hint := "--data-dir "+cfg.DataDir, "; a live copy on tmpfs (--data-live) maps nothing in it"
+	if cfg.DataLive != "" {
+		where, hint = "--data-live "+cfg.DataLive, ""
+	}
+	if why := slab.UnkeptReservations(cfg.DataDir, cfg.DataLive); why != "" {
+		cfg.Logger.Warn(where + " is on " + why + ": a full file system can stop the server " +
+			"(SIGBUS: a reserved block may still need space when it is written)" + hint)
+	}
+	if cfg.DataLive != "" && !slab.OnTmpfs(cfg.DataLive) {
+		cfg.Logger.Warn("--data-live " + cfg.DataLive + " is not a tmpfs: the kernel writes the live copy back as it would --data-dir's files")
+	}
 }
 
 // serve runs the server until it fails or SIGINT or SIGTERM stops it, or with enableShutdown the shutdown
@@ -201,21 +215,6 @@ func serve(cfg server.Config, enableShutdown bool) error {
 	store, err := shard.New(storeConfig(cfg))
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
-	}
-	if cfg.DataDir != "" {
-		// Only the items file is mapped (and a live copy's small moved file): the live copy's, or with none
-		// the directory's own.
-		where, hint := "--data-dir "+cfg.DataDir, "; a live copy on tmpfs (--data-live) maps nothing in it"
-		if cfg.DataLive != "" {
-			where, hint = "--data-live "+cfg.DataLive, ""
-		}
-		if why := slab.UnkeptReservations(cfg.DataDir, cfg.DataLive); why != "" {
-			cfg.Logger.Warn(where + " is on " + why + ": a full file system can stop the server " +
-				"(SIGBUS: a reserved block may still need space when it is written)" + hint)
-		}
-	}
-	if cfg.DataLive != "" && !slab.OnTmpfs(cfg.DataLive) {
-		cfg.Logger.Warn("--data-live " + cfg.DataLive + " is not a tmpfs: the kernel writes the live copy back as it would --data-dir's files")
 	}
 	sigs := make(chan os.Signal, 2)
 	if enableShutdown {
