@@ -231,37 +231,16 @@ func (s *Store) startRestart() {
 		s.shards[i].mu.Lock()
 	}
 	p.loading.Store(true)
-	if !p.back.Pending() {
+	pending := p.back.Pending()
+	if !pending {
 		s.adoptStored()
-		p.done.Add(2)
-		go func() {
-			defer p.done.Done()
-			s.rebuild(start)
-		}()
-		go func() {
-			defer p.done.Done()
-			s.persistLoop()
-		}()
-		return
 	}
 	p.done.Add(1)
 	go func() {
 		defer p.done.Done()
-		if p.beforeFinish != nil {
-			p.beforeFinish()
+		if pending && !s.finishOpen() {
+			return // the shards stay locked: nothing can be served from a directory that is not open
 		}
-		reason, err := p.back.FinishOpen()
-		if err != nil {
-			// The shards stay locked: nothing can be served from a directory that is not open.
-			err = fmt.Errorf("shard: %w", err)
-			if p.openFailed == nil {
-				panic(err)
-			}
-			p.openFailed(err)
-			return
-		}
-		p.reason = reason
-		s.adoptStored()
 		p.done.Add(1)
 		go func() {
 			defer p.done.Done()
@@ -269,6 +248,27 @@ func (s *Store) startRestart() {
 		}()
 		s.rebuild(start)
 	}()
+}
+
+// finishOpen finishes the data directory's opening that New left pending, and adopts what it holds; false
+// when it failed (Config.OpenFailed is told).
+func (s *Store) finishOpen() bool {
+	p := s.persist
+	if p.beforeFinish != nil {
+		p.beforeFinish()
+	}
+	reason, err := p.back.FinishOpen()
+	if err != nil {
+		err = fmt.Errorf("shard: %w", err)
+		if p.openFailed == nil {
+			panic(err)
+		}
+		p.openFailed(err)
+		return false
+	}
+	p.reason = reason
+	s.adoptStored()
+	return true
 }
 
 // adoptStored sets the store up from the open data directory: flush_all's marks, the CAS counter, each

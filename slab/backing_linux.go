@@ -133,9 +133,11 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	prevRoot := recordedLiveRoot(dir)
 	st := &openRest{id: id, opt: opt, hdr: hdr, reason: reason, prevRoot: prevRoot, moved: !sameRoot(prevRoot, opt.Live),
 		advice: advice}
-	if opt.Defer && reason == "" && st.moved && catchUpDue(prevRoot, dir, hdr) {
-		b.pending = st
-		return b, "", nil
+	if opt.Defer && reason == "" && st.moved {
+		if _, _, _, due := liveToCatchUp(prevRoot, dir, hdr); due {
+			b.pending = st
+			return b, "", nil
+		}
 	}
 	reason, err = b.open(st)
 	return b, reason, err

@@ -307,12 +307,6 @@ func liveToCatchUp(root, dir string, hdr []byte) (ld string, inCopy map[uint8]bo
 	return ld, inCopy, resumed, true
 }
 
-// catchUpDue says whether catchUpLive has a live copy to write into data directory dir's files.
-func catchUpDue(root, dir string, hdr []byte) bool {
-	_, _, _, ok := liveToCatchUp(root, dir, hdr)
-	return ok
-}
-
 // readRecords reads the first n page records of meta file f (zero where it has none).
 func readRecords(f *os.File, n int64) []uint64 {
 	b := make([]byte, n*recordBytes)
@@ -353,22 +347,18 @@ func catchUpRange(src *liveFile, items *os.File, live, stored []byte, from, to i
 		return 0, err
 	}
 	var data [pageBlocks]bool // which blocks src holds: the others are holes, read as zeros
-	first, blocks := from>>blockShift, n>>blockShift
-	src.dataRuns(first, first+blocks, func(s, e int64) {
-		for i := s; i < e; i++ {
-			data[i-first] = true
-		}
-	})
+	blocks := n >> blockShift
+	src.holds(from>>blockShift, data[:blocks])
 	block := func(p []byte, i int64) []byte { return p[i<<blockShift : (i+1)<<blockShift] }
 	differs := func(i int64) bool { return !bytes.Equal(block(live, i), block(stored, i)) }
 	for i := int64(0); i < blocks; {
-		if !differs(i) {
+		start, hole := i, !data[i]
+		for i < blocks && differs(i) && !data[i] == hole { // a run of changed blocks, all holes or none
+			i++
+		}
+		if i == start {
 			i++
 			continue
-		}
-		start, hole := i, !data[i]
-		for i < blocks && differs(i) && !data[i] == hole {
-			i++
 		}
 		at, size := from+start<<blockShift, (i-start)<<blockShift
 		if hole {
@@ -1042,6 +1032,16 @@ func (src *liveFile) dataRuns(start, end int64, fn func(s, e int64)) {
 	}
 }
 
+// holds sets data[i] to whether the file holds block first+i (dataRuns), for each i of data.
+func (src *liveFile) holds(first int64, data []bool) {
+	clear(data)
+	src.dataRuns(first, first+int64(len(data)), func(s, e int64) {
+		for i := s; i < e; i++ {
+			data[i-first] = true
+		}
+	})
+}
+
 // copyTaken writes every block taken marked from src to the directory's file, except those of the pages
 // in moved (commitLive writes them whole), a run of consecutive blocks in one write (dataRuns: a block
 // punched out of the live copy since it was marked is left to the punch that will be made in the
@@ -1157,12 +1157,7 @@ func (l *live) copyChanged(src *liveFile, taken, moved []uint64) error {
 			errs = append(errs, err)
 			continue
 		}
-		clear(data[:])
-		src.dataRuns(first, last, func(s, e int64) {
-			for i := s; i < e; i++ {
-				data[i-first] = true
-			}
-		})
+		src.holds(first, data[:last-first])
 		// Compared and written while no page move runs, as copyTaken writes; a page a move wrote since waits.
 		l.drainMu.Lock()
 		if l.isMoved(page) {
