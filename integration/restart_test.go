@@ -556,12 +556,14 @@ func expectModelOrAbsent(t *testing.T, c *rsConn, model map[string]rsItem, why s
 	return len(got)
 }
 
-// TestRestartSettingsChange: a restart with settings that do not fit the stored data. A different shard
-// count (-m 64 has one shard, -m 256 four) starts empty with one line naming --data-dir and "starting
-// empty", and the directory then serves the new settings; a smaller -I keeps what fits and counts what it
-// drops; a larger -m with the same shard count keeps everything, a smaller one what it has room for
-// (one line naming --data-dir says how many pages it had no room for); -L (huge pages for the files) added
-// or dropped keeps everything. Never a wrong value.
+// TestRestartSettingsChange: a restart with settings that do not fit the stored data. A -m whose own shard
+// count is off from the stored one by more than a factor of two (-m 64 has one shard, -m 256 four)
+// starts empty with one line naming --data-dir and "starting empty", and the directory then serves the
+// new settings; a smaller -I keeps what fits and counts what it drops; a larger -m keeps everything, its
+// own shard count twice the stored one (-m 128) or the same, and keeps doing so at the next restart; a
+// smaller one what it has room for (one line naming --data-dir says how many pages it had no room for),
+// with half the stored shard count too; -L (huge pages for the files) added or dropped keeps everything.
+// Never a wrong value.
 func TestRestartSettingsChange(t *testing.T) {
 	requireRestart(t)
 	const small, large = 300, 4
@@ -581,6 +583,9 @@ func TestRestartSettingsChange(t *testing.T) {
 		{name: "fewer shards", before: []string{"-m", "256"}, now: []string{"-m", "64"}, wantEmpty: true},
 		{name: "smaller -I", before: []string{"-I", "2m"}, now: []string{"-I", "1m"}, large: large, wantSmall: true, wantNoLarge: true},
 		{name: "larger -m, one shard", before: []string{"-m", "64"}, now: []string{"-m", "100"}, bulk: 25, wantAll: true},
+		{name: "larger -m, twice the shards", before: []string{"-m", "64"}, now: []string{"-m", "128"}, bulk: 25, wantAll: true, restartAgain: true},
+		{name: "smaller -m, half the shards", before: []string{"-m", "128"}, now: []string{"-m", "64"}, bulk: 10, wantAll: true, restartAgain: true},
+		{name: "smaller -m, half the shards, no room", before: []string{"-m", "128"}, now: []string{"-m", "64"}, bulk: 70, wantNoRoom: true},
 		{name: "smaller -m, one shard", before: []string{"-m", "100"}, now: []string{"-m", "64"}, bulk: 70, wantNoRoom: true},
 		{name: "-L added", before: []string{"-m", "64"}, now: []string{"-m", "64", "-L"}, bulk: 5, wantAll: true, restartAgain: true},
 		{name: "-L dropped", before: []string{"-m", "64", "-L"}, now: []string{"-m", "64"}, bulk: 5, wantAll: true},
@@ -626,8 +631,8 @@ func TestRestartSettingsChange(t *testing.T) {
 				assert.True(t, empty || noRoom, "the --data-dir line says neither \"starting empty\" nor \"no room\": %q", lines[0])
 			}
 			if tc.wantAll {
-				assert.Equal(t, len(all), found, "a larger -m keeps every item")
-				assert.Empty(t, lines, "a larger -m: no --data-dir line")
+				assert.Equal(t, len(all), found, "every item is kept")
+				assert.Empty(t, lines, "everything kept: no --data-dir line")
 			}
 			if tc.wantNoRoom {
 				assert.True(t, noRoom, "a smaller -m that cannot hold every page: one line says so")

@@ -200,10 +200,10 @@ func mix64(x uint64) uint64 {
 	return x ^ x>>31
 }
 
-// openPersistence opens cfg.DataDir for a store of n shards and builds the arena in it. The opening may be
-// left to finish in startRestart (slab.BackingOptions.Defer).
-func openPersistence(cfg Config, arenaBytes int64, n int, classes *slab.Classes) (*persistence, *slab.Arena, error) {
-	back, reason, err := slab.OpenBacking(cfg.DataDir, slab.Identity{Shards: n, Classes: classes},
+// openPersistence opens cfg.DataDir for a store of id.Shards shards (or the stored count it accepts) and
+// builds the arena in it. The opening may be left to finish in startRestart (slab.BackingOptions.Defer).
+func openPersistence(cfg Config, arenaBytes int64, id slab.Identity) (*persistence, *slab.Arena, error) {
+	back, reason, err := slab.OpenBacking(cfg.DataDir, id,
 		slab.BackingOptions{Huge: cfg.LargePages, Live: cfg.DataLive, Defer: true})
 	if err != nil {
 		return nil, nil, err

@@ -218,6 +218,42 @@ func TestRestartSettings(t *testing.T) {
 		s2 := persistStore(t, dir, nil, Config{Shards: 2, MemoryLimit: 128 << 20})
 		mustGet(t, s2, "k")
 	})
+	t.Run("an automatic shard count keeps the stored one within a factor of two", func(t *testing.T) {
+		dir := t.TempDir()
+		s := persistStore(t, dir, nil, Config{MemoryLimit: 64 << 20}) // one shard
+		set(t, s, "k", "v")
+		s.Close()
+		for _, tc := range []struct {
+			mb, shards int
+			kept       bool
+		}{
+			{128, 1, true},  // -m 128 alone gives 2
+			{64, 1, true},   // the same again
+			{256, 4, false}, // 4: more than twice 1
+			{128, 4, true},  // 4 is twice 2: kept from now on
+		} {
+			s := persistStore(t, dir, nil, Config{MemoryLimit: int64(tc.mb) << 20})
+			require.Len(t, s.shards, tc.shards, "-m %d", tc.mb)
+			if tc.kept {
+				mustGet(t, s, "k")
+				assert.Empty(t, s.RestartStats().StartedEmpty, "-m %d", tc.mb)
+			} else {
+				miss(t, s, "k")
+				assert.Contains(t, s.RestartStats().StartedEmpty, "stored with 1 shards, this -m gives 4")
+				set(t, s, "k", "v")
+			}
+			s.Close()
+		}
+		for _, tc := range []struct {
+			stored, auto, pages int
+			want                bool
+		}{
+			{1, 2, 100, true}, {2, 1, 100, true}, {1, 4, 100, false}, {4, 1, 100, false},
+			{16, 8, 600, true}, {32, 16, 31, false}, {0, 1, 100, false}, {MaxShards * 2, MaxShards, 1 << 20, false},
+		} {
+			assert.Equal(t, tc.want, keepsShards(tc.stored, tc.auto, tc.pages), "%+v", tc)
+		}
+	})
 	t.Run("-L on and off keeps everything", func(t *testing.T) {
 		dir := t.TempDir()
 		want := map[string]string{}

@@ -218,7 +218,14 @@ func New(cfg Config) (*Store, error) {
 		persist *persistence
 	)
 	if cfg.DataDir != "" {
-		persist, arena, err = openPersistence(cfg, arenaBytes, n, classes)
+		id := slab.Identity{Shards: n, Classes: classes}
+		if cfg.Shards == 0 {
+			id.OtherShards = func(stored int) bool { return keepsShards(stored, n, arenaPages) }
+		}
+		persist, arena, err = openPersistence(cfg, arenaBytes, id)
+		if err == nil {
+			n = persist.back.Shards()
+		}
 	} else {
 		arena, err = newArena(arenaBytes)
 	}
@@ -290,6 +297,15 @@ func autoShards(pages int) int {
 	n := pages / pagesPerShard
 	n = max(1, min(n, MaxShards))
 	return 1 << (bits.Len(uint(n)) - 1)
+}
+
+// keepsShards says whether a data directory stored with stored shards is used with them at a start whose
+// -m gives auto (restart.md rule 8): within a factor of two of auto either way, and a page each. So a -m
+// changed by less than a factor of two keeps what fits, whatever shard count each picks; a shard count
+// off by more would cost lock contention (too few) or pages stranded in small shares (too many) for the
+// cache's whole life.
+func keepsShards(stored, auto, pages int) bool {
+	return stored >= 1 && stored <= pages && stored <= MaxShards && stored*2 >= auto && stored <= auto*2
 }
 
 // Close stops the background reclaimer. The Store stays usable, except with a data directory: that is

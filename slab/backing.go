@@ -72,8 +72,11 @@ const NoStoredData = "no stored data"
 
 // Identity is what must match for stored pages to be used again.
 type Identity struct {
-	Shards  int
-	Classes *Classes
+	Shards int
+	// OtherShards, when set, accepts a stored shard count other than Shards: the pages are then used
+	// with it (Backing.Shards), for a caller that can run with either.
+	OtherShards func(stored int) bool
+	Classes     *Classes
 }
 
 // classHash sums a class table's chunk sizes: another -n or -f, or another table, makes every page's
@@ -139,13 +142,16 @@ func identityMismatch(hdr []byte, id Identity) string {
 	case le.Uint32(hdr[hdrPageSize:]) != PageSize || le.Uint32(hdr[hdrMinChunk:]) != MinChunk ||
 		le.Uint64(hdr[hdrClassHash:]) != classHash(id.Classes):
 		return "the stored pages were cut with another slab class table"
-	case int(le.Uint32(hdr[hdrShards:])) != id.Shards:
-		return fmt.Sprintf("the data was stored with %d shards, this -m gives %d", le.Uint32(hdr[hdrShards:]), id.Shards)
+	case storedShards(hdr) != id.Shards && (id.OtherShards == nil || !id.OtherShards(storedShards(hdr))):
+		return fmt.Sprintf("the data was stored with %d shards, this -m gives %d", storedShards(hdr), id.Shards)
 	case !flushMarksWhole(hdr):
 		return "damaged flush_all marks in the header"
 	}
 	return ""
 }
+
+// storedShards is a stored header's shard count.
+func storedShards(hdr []byte) int { return int(binary.LittleEndian.Uint32(hdr[hdrShards:])) }
 
 // flushMarksWhole reports whether flush_all's stored marks can be trusted: they match their check word,
 // and the oldest CAS, a counter value, is not above the CAS mark, which is renewed above the counter before

@@ -53,7 +53,13 @@ type Backing struct {
 	pending *openRest
 	// liveWanted says that items is (or, while pending, will be) a live copy.
 	liveWanted bool
+	// shards is the shard count the pages are kept for (Shards).
+	shards int
 }
+
+// Shards is the shard count the directory's pages are kept for, from OpenBacking on: Identity.Shards, or
+// the stored count Identity.OtherShards accepted.
+func (b *Backing) Shards() int { return b.shards }
 
 // SetSyncSteps has fn called at each step of a live copy's Sync, with the files as that step left them:
 // a test's view of what a reboot in between could keep (nil: none). The steps are "copied" (after each
@@ -118,6 +124,10 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	hdr := make([]byte, headerBytes)
 	n, _ := b.meta.ReadAt(hdr, 0)
 	reason = identityMismatch(hdr[:n], id)
+	if reason == "" {
+		id.Shards = storedShards(hdr) // what a start that empties the directory later writes too
+	}
+	b.shards = id.Shards
 	if reason == "" {
 		// A sync cut short while it changed pages in place left its journal: replayed first, the files
 		// hold what that sync wrote (doc/design/restart-live.md rule 12).
