@@ -331,3 +331,36 @@ func TestAutoLive(t *testing.T) {
 		})
 	}
 }
+
+// TestLiveRoomWarning: an explicit --data-live root on a tmpfs without room for -m gets a warning at start;
+// one with room, none.
+func TestLiveRoomWarning(t *testing.T) {
+	if !slab.OnTmpfs(slab.DefaultLiveRoot) {
+		t.Skip("no tmpfs at " + slab.DefaultLiveRoot)
+	}
+	shm, err := os.MkdirTemp(slab.DefaultLiveRoot, "lc-room-test-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(shm) })
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, root  string
+		memoryLimit int64
+		warns       bool
+	}{
+		{"room", shm, 64 << 20, false},
+		{"no room", shm, 1 << 50, true},
+		{"no room, root made at start", filepath.Join(shm, "not-yet"), 1 << 50, true},
+		{"none", "", 1 << 50, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := liveRoomWarning(tc.root, dir, tc.memoryLimit)
+			if !tc.warns {
+				assert.Empty(t, w)
+				return
+			}
+			assert.Contains(t, w, "--data-live "+tc.root+": ")
+			assert.Contains(t, w, "MiB free")
+			assert.Contains(t, w, "evicts before -m")
+		})
+	}
+}

@@ -303,6 +303,8 @@ func configFrom(c *cli.Context, verbose int) (server.Config, error) {
 	}
 	if live == liveAuto && cfg.DataDir != "" {
 		cfg.DataLive = autoLive(slab.DefaultLiveRoot, cfg.DataDir, cfg.MemoryLimit, cfg.Logger)
+	} else if w := liveRoomWarning(cfg.DataLive, cfg.DataDir, cfg.MemoryLimit); w != "" {
+		cfg.Logger.Warn(w)
 	}
 	return cfg, nil
 }
@@ -349,6 +351,20 @@ func autoLive(root, dir string, memoryLimit int64, logger *slog.Logger) string {
 		", copied into "+dir+" at each sync, and stays in "+root+" after a stop, for the next start"+
 		" (--data-live off: map "+dir+" instead)")
 	return root
+}
+
+// liveRoomWarning is a warning when --data-live ROOT, a tmpfs, has no room for the memory limit's pages
+// (auto would not have chosen it): the copy takes pages while the tmpfs has room, then the server evicts
+// below -m. "" otherwise; a root that is not a tmpfs is warned about once the directory is open (logOpened).
+func liveRoomWarning(root, dir string, memoryLimit int64) string {
+	if root == "" || !slab.OnTmpfs(existingAncestor(root)) {
+		return ""
+	}
+	if err := slab.LiveRoom(existingAncestor(root), dir, memoryLimit); err != nil {
+		return "--data-live " + root + ": " + err.Error() + ": a page it has no room for is not taken, " +
+			"so the server evicts before -m is reached"
+	}
+	return ""
 }
 
 // optionReader returns how configFrom reads a setting that has both an -o key and a long flag: its value
