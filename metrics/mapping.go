@@ -101,7 +101,7 @@ var generalSeries = []series{
 	{"restart_loading", desc("leasecached_restart_loading", "Whether the index is still being rebuilt from --data-dir."), gauge, number},
 	{"restart_items_loaded", desc("leasecached_restart_items_loaded", "Items the start found in --data-dir and kept."), gauge, number},
 	{"restart_items_dropped", desc("leasecached_restart_items_dropped", "Items the start found in --data-dir and dropped."), gauge, number},
-	{"restart_seconds", desc("leasecached_restart_seconds", "How long the start took to rebuild its index from --data-dir."), gauge, number},
+	{"restart_seconds", desc("leasecached_restart_seconds", "How long the start took to rebuild its index from --data-dir (while loading, how long so far)."), gauge, number},
 	{"data_syncs", desc("leasecached_data_syncs_total", "Periodic syncs of --data-dir to disk done."), counter, number},
 	{"data_sync_failures", desc("leasecached_data_sync_failures_total", "Periodic syncs of --data-dir to disk that failed."), counter, number},
 	{"data_last_sync", desc("leasecached_data_last_sync_timestamp_seconds", "When --data-dir was last synced to disk (0: not yet)."), gauge, number},

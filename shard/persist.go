@@ -51,6 +51,7 @@ type persistence struct {
 	loaded  atomic.Int64 // items indexed by the rebuild
 	dropped atomic.Int64 // items found and not kept
 	nanos   atomic.Int64 // how long the restart took: the opening left to finish after New (if any) and the rebuild
+	started time.Time    // when it began; set before the store is shared
 	// reason is why the stored data was not used ("" when it was), pagesLeft how many stored pages this
 	// -m had no room for and itemsLeft how many items they held; all set before opened is closed (and
 	// any shard unlocked), and read only after it.
@@ -74,7 +75,7 @@ type RestartStats struct {
 	Loading bool
 	Loaded  int64
 	Dropped int64
-	Seconds float64
+	Seconds float64 // how long the restart took; while Loading, how long it has run so far
 	// StartedEmpty to ItemsLeft are what the opening found, zero until it has (Config.Opened).
 	StartedEmpty string // why the stored data was not used; "" when it was, or there was none
 	CaughtUp     string // the live copy written into the data directory first (slab.Backing.CaughtUp); "" if none
@@ -94,6 +95,9 @@ func (s *Store) RestartStats() RestartStats {
 	rs := RestartStats{Enabled: true, Loading: p.loading.Load(), Loaded: p.loaded.Load(),
 		Dropped: p.dropped.Load(), Seconds: float64(p.nanos.Load()) / 1e9, Syncs: p.syncs.Load(),
 		SyncFailures: p.syncFailures.Load(), SyncedAt: p.syncedAt.Load()}
+	if rs.Loading {
+		rs.Seconds = time.Since(p.started).Seconds() // so far
+	}
 	select {
 	case <-p.opened: // what the opening found is set before opened is closed
 		rs.StartedEmpty, rs.CaughtUp, rs.PagesLeft, rs.ItemsLeft = p.reason, p.back.CaughtUp(), p.pagesLeft, p.itemsLeft
@@ -226,7 +230,7 @@ func openPersistence(cfg Config, arenaBytes int64, id slab.Identity) (*persisten
 // locked all along: the listener opens at once here too, and requests wait (restart-live.md).
 func (s *Store) startRestart() {
 	p := s.persist
-	start := time.Now()
+	p.started = time.Now()
 	for i := range s.shards {
 		s.shards[i].mu.Lock()
 	}
@@ -246,7 +250,7 @@ func (s *Store) startRestart() {
 			defer p.done.Done()
 			s.persistLoop()
 		}()
-		s.rebuild(start)
+		s.rebuild()
 	}()
 }
 
@@ -333,7 +337,7 @@ func (s *Store) adoptPages() (pages int, items int64) {
 
 // rebuild indexes every shard's stored items, on as many goroutines as there are CPUs, unlocking each
 // shard when it is done.
-func (s *Store) rebuild(start time.Time) {
+func (s *Store) rebuild() {
 	p := s.persist
 	now := s.now()
 	var next atomic.Int64
@@ -393,7 +397,7 @@ func (s *Store) rebuild(start time.Time) {
 	// one there, from a directory written by another build, larger ones are handed out from now on.
 	raiseTo(&s.cas, maxCas.Load())
 	s.renewCasMark()
-	p.nanos.Store(int64(time.Since(start)))
+	p.nanos.Store(int64(time.Since(p.started)))
 	p.loading.Store(false)
 }
 

@@ -631,7 +631,9 @@ func TestDeferredCatchUpHoldsRequests(t *testing.T) {
 				t.Fatalf("answered %q before the live copy was written in", v)
 			case <-time.After(200 * time.Millisecond):
 			}
-			require.True(t, s.RestartStats().Loading)
+			rs := s.RestartStats()
+			require.True(t, rs.Loading)
+			require.GreaterOrEqual(t, rs.Seconds, 0.2, "restart_seconds while loading: how long so far")
 			// What changes the store's state without a shard's lock waits too: flush_all's marks and the
 			// CAS counter, the arena's limit.
 			others := make(chan string, 2)
@@ -670,7 +672,7 @@ func TestDeferredCatchUpHoldsRequests(t *testing.T) {
 				t.Fatal("the request was never answered")
 			}
 			waitRestart(t, s)
-			rs := s.RestartStats()
+			rs = s.RestartStats()
 			require.Equal(t, copies[0], rs.CaughtUp)
 			require.Empty(t, rs.StartedEmpty)
 			for i := range 200 {
