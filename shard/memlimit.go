@@ -74,10 +74,61 @@ func pageShare(pages, n, i int) int {
 // item index, within a reclaimer tick for the small stale-value index. While a table is rebuilt the old
 // one is still mapped: the transient peak is one shard's old table (under 1% of its share at -m 1024).
 
-// fitShare recomputes how many pages the shard may own: its share less its hash tables, at least one.
+// fitShare recomputes how many pages the shard may own: its share less its hash tables, at most its
+// roomShare when it has one, at least one.
 func (sh *shard) fitShare() {
 	tables := sh.idx.bytes() + sh.ghosts.bytes()
-	sh.al.SetMaxPages(int(max((sh.share-tables)/slab.PageSize, 1)))
+	pages := int((sh.share - tables) / slab.PageSize)
+	if sh.roomShare > 0 {
+		pages = min(pages, sh.roomShare)
+	}
+	sh.al.SetMaxPages(max(pages, 1))
+}
+
+// roomSlack is the pages of a data directory's free room that fitRoom leaves out: the page records and
+// moved bits new pages need, and rounding.
+const roomSlack = 2
+
+// fitRoom keeps the shards' page allowances within the room of the file system that holds the mapped
+// items file (the live copy's tmpfs, or the data directory's own): a page taken beyond that room is
+// refused (slab.ErrPageRefused), and a shard whose pages went to others as the room ran out answered
+// stores with out of memory instead of evicting (doc/design/restart-costs.md, "File systems"). The room
+// is the pages in use plus what the file system has free, split among the shards as the memory limit
+// is (pageShare); the shards over their part give pages back through the reclaimer, as after
+// cache_memlimit. It runs once the restart has indexed everything, then every reclaimer tick.
+func (s *Store) fitRoom() {
+	if s.persist == nil {
+		return
+	}
+	select {
+	case <-s.persist.opened:
+	default:
+		return // the items file may not be the one mapped yet
+	}
+	free := s.arena.RoomPages()
+	if free < 0 {
+		return
+	}
+	pages := s.arena.PagesTaken() + free - roomSlack
+	s.limitMu.Lock()
+	defer s.limitMu.Unlock()
+	if pages >= s.arena.MaxPages() {
+		pages = 0 // room for the memory limit: its shares alone
+	}
+	if pages == s.roomPages || pages > 0 && s.roomPages > 0 && max(pages-s.roomPages, s.roomPages-pages) <= roomSlack {
+		return // a page taken between the two reads above, not a change of room
+	}
+	s.roomPages = pages
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		sh.roomShare = 0
+		if pages > 0 {
+			sh.roomShare = pageShare(pages, len(s.shards), i)
+		}
+		sh.fitShare()
+		sh.mu.Unlock()
+	}
 }
 
 // indexGrew pays for a bigger item index: the shard's page allowance shrinks and the pages over it are

@@ -397,6 +397,7 @@ func (s *Store) rebuild() {
 	// one there, from a directory written by another build, larger ones are handed out from now on.
 	raiseTo(&s.cas, maxCas.Load())
 	s.renewCasMark()
+	s.fitRoom()
 	p.nanos.Store(int64(time.Since(p.started)))
 	p.loading.Store(false)
 }

@@ -690,3 +690,57 @@ func TestDeferredCatchUpHoldsRequests(t *testing.T) {
 		})
 	}
 }
+
+// TestLiveCopySmallTmpfsEvicts: a live copy on a tmpfs with room for far less than -m (40 MB for -m 1024,
+// sixteen shards). A page the tmpfs has no room for is refused; without fitRoom the shards that took
+// pages first kept them, and a shard left with none answered about one store in twenty with out of
+// memory. With the shards' allowances kept within the room, every store is stored, evicting instead.
+// The reclaimer runs, so that a shard over its part gives pages back as it would in the daemon.
+func TestLiveCopySmallTmpfsEvicts(t *testing.T) {
+	root := tmpfstest.Small(t, "40m")
+	s := persistStore(t, t.TempDir(), nil, Config{MemoryLimit: 1024 << 20, DataLive: root,
+		ReclaimInterval: 50 * time.Millisecond})
+	require.Len(t, s.shards, 16)
+	rng := rand.New(rand.NewPCG(1, 2))
+	stored, noMemory := 0, 0
+	// Phases of sizes, so that classes need pages the others hold.
+	for _, ph := range []struct{ lo, hi, n int }{{50, 100, 20_000}, {2000, 4000, 2000}, {100_000, 300_000, 50},
+		{20, 40, 10_000}, {500_000, 900_000, 15}} {
+		for i := range ph.n {
+			v := make([]byte, ph.lo+rng.IntN(ph.hi-ph.lo))
+			switch s.Store(ModeSet, fmt.Appendf(nil, "k%d-%d", ph.lo, i), 0, 0, v, 0) {
+			case Stored:
+				stored++
+			case NoMemory:
+				noMemory++
+			}
+		}
+	}
+	var st unix.Statfs_t
+	require.NoError(t, unix.Statfs(root, &st))
+	t.Logf("stored %d, out of memory %d; tmpfs free %d KiB, pages in use %d", stored, noMemory,
+		st.Bavail*uint64(st.Bsize)>>10, s.arena.PagesTaken())
+	require.Zero(t, noMemory, "stores answered out of memory (of %d)", stored+noMemory)
+	require.Positive(t, s.Stats().Evictions)
+}
+
+// TestFitRoomFollowsTheTmpfs: the shards' allowances follow the live copy's room as another process
+// takes it and gives it back (fitRoom), and are -m's again once the room covers -m.
+func TestFitRoomFollowsTheTmpfs(t *testing.T) {
+	root := tmpfstest.Small(t, "100m")
+	s := persistStore(t, t.TempDir(), nil, Config{MemoryLimit: 64 << 20, DataLive: root})
+	require.Zero(t, s.roomPages, "room for -m")
+	full := s.shards[0].al.MaxPages()
+	filler := filepath.Join(root, "other")
+	f, err := os.Create(filler)
+	require.NoError(t, err)
+	require.NoError(t, unix.Fallocate(int(f.Fd()), 0, 0, 80<<20))
+	require.NoError(t, f.Close())
+	s.fitRoom()
+	require.InDelta(t, 100-80-roomSlack, s.roomPages, 3, "the pages left")
+	require.Equal(t, s.roomPages, s.shards[0].al.MaxPages())
+	require.NoError(t, os.Remove(filler))
+	s.fitRoom()
+	require.Zero(t, s.roomPages)
+	require.Equal(t, full, s.shards[0].al.MaxPages())
+}

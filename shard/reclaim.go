@@ -70,6 +70,7 @@ func (s *Store) reclaimTick() { s.tick(false) }
 // starts once its wait is over; the wait state belongs to the background goroutine alone.
 func (s *Store) tick(backoff bool) (collapsed int) {
 	now := s.reclaimNow()
+	s.fitRoom()
 	for i := range s.shards {
 		select {
 		case <-s.stop:

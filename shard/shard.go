@@ -49,6 +49,9 @@ type shard struct {
 	// share is this shard's part of the memory limit in bytes (byteShare): its pages and its hash tables
 	// together stay within it (memlimit.go).
 	share int64
+	// roomShare is this shard's part of the pages the data directory's file system has room for
+	// (fitRoom), 0 when that room is not short of the memory limit.
+	roomShare int
 
 	stats shardStats
 	cls   []classStats // per size class, indexed like slab classes
@@ -78,7 +81,7 @@ type shard struct {
 	// (TestShardLayout). Go places the shards' slice at a line boundary, or 8 bytes past one when it puts
 	// its allocation header first, so each shard's lock and the fields every find writes are on one line,
 	// which holds nothing else of any other shard but the previous one's padding.
-	_ [24]byte
+	_ [16]byte
 }
 
 func (sh *shard) init(s *Store, self int, share int64) {

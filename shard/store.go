@@ -136,7 +136,8 @@ type Store struct {
 	nowFn       func() int64
 	maxItemSize int
 	limit       atomic.Int64 // bytes (-m, then cache_memlimit)
-	limitMu     sync.Mutex   // serialises SetMemoryLimit calls
+	limitMu     sync.Mutex   // serialises SetMemoryLimit and fitRoom calls
+	roomPages   int          // the pages fitRoom last shared out, 0 for none (under limitMu)
 	started     int64        // memcached's process_started, for flush_all's quirk
 	arena       *slab.Arena
 	classes     *slab.Classes

@@ -262,6 +262,15 @@ func (a *Arena) SetLimit(limit int64) error {
 	return nil
 }
 
+// RoomPages is how many more pages the data directory's file system has room for (Backing.RoomPages), -1
+// without one.
+func (a *Arena) RoomPages() int {
+	if a.back == nil {
+		return -1
+	}
+	return a.back.RoomPages()
+}
+
 // MaxPages is the page budget.
 func (a *Arena) MaxPages() int { return int(a.limitNow.Load()) }
 

@@ -57,6 +57,17 @@ type Backing struct {
 	shards int
 }
 
+// RoomPages is how many more pages the file system of the mapped items file (the live copy's, or the
+// directory's own) has free room for, -1 when it cannot tell (statfs failed). A page taken beyond it is
+// refused (page), so the store keeps its pages within it. Only once the opening is finished.
+func (b *Backing) RoomPages() int {
+	var st unix.Statfs_t
+	if unix.Fstatfs(int(b.items.Fd()), &st) != nil {
+		return -1
+	}
+	return int(min(int64(st.Bavail)*st.Bsize/PageSize, MaxPages))
+}
+
 // Shards is the shard count the directory's pages are kept for, from OpenBacking on: Identity.Shards, or
 // the stored count Identity.OtherShards accepted.
 func (b *Backing) Shards() int { return b.shards }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/leasecached/leasecached/internal/tmpfstest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -144,7 +145,7 @@ func TestNextAddr(t *testing.T) {
 func TestBackingFullFileSystem(t *testing.T) {
 	id := Identity{Shards: 1, Classes: DefaultClasses()}
 	t.Run("header", func(t *testing.T) {
-		root := smallTmpfs(t, "1m")
+		root := tmpfstest.Small(t, "1m")
 		fillFS(t, root)
 		var err error
 		require.False(t, faults(func() {
@@ -174,7 +175,7 @@ func TestBackingFullFileSystem(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			root := smallTmpfs(t, "4m")
+			root := tmpfstest.Small(t, "4m")
 			b, _, err := OpenBacking(filepath.Join(root, "dir"), id, BackingOptions{})
 			require.NoError(t, err)
 			defer b.Close()
@@ -268,7 +269,7 @@ func TestLiveCopyFullCowDisk(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "meta"), hdr[:headerBytes], 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "items"), nil, 0o600))
 
-	root := smallTmpfs(t, "64m")
+	root := tmpfstest.Small(t, "64m")
 	b, reason, err := OpenBacking(dir, id, BackingOptions{Live: root})
 	require.NoError(t, err)
 	require.Empty(t, reason, "the copied directory's data is used")

@@ -49,6 +49,7 @@ func (b *Backing) CasHigh() uint64              { return 0 }
 func (b *Backing) SealKey() uint64              { return 0 }
 func (b *Backing) CaughtUp() string             { return "" }
 func (b *Backing) Shards() int                  { return 0 }
+func (b *Backing) RoomPages() int               { return -1 }
 func (b *Backing) SetCasHigh(uint64)            {}
 func (b *Backing) SyncHeader() error            { return nil }
 func (b *Backing) SyncNames()                   {}

@@ -27,18 +27,6 @@ import (
 // liveRoot is a root for live copies on tmpfs, removed after the test; the test skips without tmpfs.
 func liveRoot(t testing.TB) string { return tmpfstest.Dir(t, "lc-live-test-") }
 
-// smallTmpfs mounts a tmpfs of size (mount's size=) for the test, which skips where it may not mount.
-func smallTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	root := t.TempDir()
-	require.NoError(t, unix.Mount("tmpfs", root, "tmpfs", 0, "size="+size))
-	t.Cleanup(func() { _ = unix.Unmount(root, unix.MNT_DETACH) })
-	return root
-}
-
 // requireDiskIsLive checks that the data directory's items file holds exactly what the live copy does.
 func requireDiskIsLive(t *testing.T, b *Backing, msg string) {
 	t.Helper()
@@ -300,7 +288,7 @@ func TestLiveCopyRestarts(t *testing.T) {
 // no room for fails (the caller evicts), where a store into an unreserved hole would kill the process with
 // SIGBUS.
 func TestLiveCopyFull(t *testing.T) {
-	root := smallTmpfs(t, "4m")
+	root := tmpfstest.Small(t, "4m")
 	c := DefaultClasses()
 	b, al := openLiveBacking(t, t.TempDir(), root, c)
 	defer b.Close()
@@ -349,7 +337,7 @@ func TestLiveCopyMovedPage(t *testing.T) {
 		reserve bool // whether the files can be reserved in when the page moves
 	}{{"room", true}, {"no room", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			root := smallTmpfs(t, "8m")
+			root := tmpfstest.Small(t, "8m")
 			c := DefaultClasses()
 			b, al := openLiveBacking(t, t.TempDir(), root, c)
 			defer b.Close()
@@ -524,7 +512,7 @@ func liveCopyOfPages(t *testing.T, root string, n int) (*Backing, *Arena, *Alloc
 // keeps the pages it can reserve and gives the others back, where a store into one of them, or a free of
 // a chunk in it, would get SIGBUS.
 func TestLiveCopyFullAtLoad(t *testing.T) {
-	root := smallTmpfs(t, "4m")
+	root := tmpfstest.Small(t, "4m")
 	b, a, al := liveCopyOfPages(t, root, 8)
 	defer b.Close()
 	c := al.Classes()
@@ -551,7 +539,7 @@ func TestLiveCopyFullAtLoad(t *testing.T) {
 // adopts (a smaller -m: StoredChunks) from the directory's files, without reading those pages into the
 // live copy, where nobody wants them and a full tmpfs has no room.
 func TestLiveCopyCountsUnadopted(t *testing.T) {
-	root := smallTmpfs(t, "4m")
+	root := tmpfstest.Small(t, "4m")
 	b, _, al := liveCopyOfPages(t, root, 4)
 	defer func() { _ = os.Remove(filepath.Join(root, "filler")); b.Close() }() // room for Close's sync, whatever failed
 	fillFS(t, root)
@@ -571,7 +559,7 @@ func TestLiveCopyCountsUnadopted(t *testing.T) {
 // TestLiveRoom: --data-live auto keeps a live copy only on a tmpfs with room for the memory limit's pages,
 // counting what the directory's own live copy there already holds.
 func TestLiveRoom(t *testing.T) {
-	root := smallTmpfs(t, "16m")
+	root := tmpfstest.Small(t, "16m")
 	dir, other := t.TempDir(), t.TempDir()
 	held, err := liveDirFor(root, dir)
 	require.NoError(t, err)
@@ -787,7 +775,7 @@ func TestLiveCopyCompare(t *testing.T) {
 // the crash is a hole in the live copy that DIR may still hold. DIR's copy is emptied, and the hole is
 // never read through the mapping: on tmpfs such a read allocates the page, and on a full one it faults.
 func TestLiveCopyCompareHoles(t *testing.T) {
-	root := smallTmpfs(t, "32m")
+	root := tmpfstest.Small(t, "32m")
 	c := DefaultClasses()
 	dir := t.TempDir()
 	b, al := openLiveBacking(t, dir, root, c)
@@ -922,7 +910,7 @@ func TestLiveCopyResume(t *testing.T) {
 // at start), and the copy as made (a rename), need no new room, as the live root may be full by then
 // (its pages are reserved for -m).
 func TestShardLoadedOnFullTmpfs(t *testing.T) {
-	root := smallTmpfs(t, "4m")
+	root := tmpfstest.Small(t, "4m")
 	dir := t.TempDir()
 	b, _, err := OpenBacking(dir, Identity{Shards: 2, Classes: DefaultClasses()}, BackingOptions{Live: root})
 	require.NoError(t, err)

@@ -24,3 +24,16 @@ func Dir(t testing.TB, pattern string) string {
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	return dir
 }
+
+// Small mounts a tmpfs of size (mount's size=) on a new directory for the test, unmounted after it; the
+// test skips where it may not mount (not root).
+func Small(t testing.TB, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	root := t.TempDir()
+	require.NoError(t, unix.Mount("tmpfs", root, "tmpfs", 0, "size="+size))
+	t.Cleanup(func() { _ = unix.Unmount(root, unix.MNT_DETACH) })
+	return root
+}
