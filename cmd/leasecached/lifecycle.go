@@ -99,13 +99,41 @@ func runUntilStopped(srv runner, sigs <-chan os.Signal, timeout time.Duration, l
 			}
 		}
 	}
+	exitAtOnce(sig, logger)
+	return false, errors.New("exit returned") // only a test's exit returns
+}
+
+// exitAtOnce exits on a second stopping signal, with status 128 + its number.
+func exitAtOnce(sig os.Signal, logger *slog.Logger) {
 	logger.Log(context.Background(), logging.LevelNotice, "second signal: exiting at once", "signal", signalName(sig))
 	code := 1
 	if s, ok := sig.(syscall.Signal); ok {
 		code = 128 + int(s)
 	}
 	exit(code)
-	return false, errors.New("exit returned") // only a test's exit returns
+}
+
+// closeStore runs closeFn (the store's Close, which with a data directory waits for its opening and
+// rebuild, then syncs it: seconds on a slow disk) until it returns. A stopping signal meanwhile exits at
+// once, as runUntilStopped promises: what the directory holds is then what a kill leaves, which a restart
+// serves (doc/design/restart.md).
+func closeStore(closeFn func(), sigs <-chan os.Signal, logger *slog.Logger) {
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		closeFn()
+	}()
+	for {
+		select {
+		case <-closed:
+			return
+		case sig := <-sigs:
+			if sig != syscall.SIGHUP {
+				exitAtOnce(sig, logger)
+				return // only a test's exit returns
+			}
+		}
+	}
 }
 
 // notify tells the service manager state; one that cannot be told is a log line, and serving goes on.

@@ -316,3 +316,60 @@ func TestRunUntilStopped(t *testing.T) {
 		assert.Contains(t, r.logLines.String(), "NOTICE second signal: exiting at once signal=SIGTERM")
 	})
 }
+
+// TestCloseStore: a stopping signal while the store closes (a data directory's opening, rebuild and last
+// sync can take seconds) exits at once; SIGHUP does not; a close that ends returns.
+func TestCloseStore(t *testing.T) {
+	old := exit
+	t.Cleanup(func() { exit = old })
+	for _, tc := range []struct {
+		name string
+		sig  os.Signal // nil: none
+		code int       // -1: no exit
+	}{
+		{"SIGTERM", syscall.SIGTERM, 128 + int(syscall.SIGTERM)},
+		{"SIGINT", syscall.SIGINT, 128 + int(syscall.SIGINT)},
+		{"SIGHUP", syscall.SIGHUP, -1},
+		{"none", nil, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			exited := make(chan int, 1)
+			exit = func(code int) { exited <- code }
+			release, returned := make(chan struct{}), make(chan struct{})
+			sigs := make(chan os.Signal, 1)
+			var out strings.Builder
+			go func() {
+				defer close(returned)
+				closeStore(func() { <-release }, sigs, logging.New(&out, logging.Text, logging.Level(0)))
+			}()
+			if tc.sig != nil {
+				sigs <- tc.sig
+			}
+			if tc.code >= 0 {
+				select {
+				case code := <-exited:
+					require.Equal(t, tc.code, code)
+				case <-time.After(2 * time.Second):
+					t.Fatal("no exit on a signal while the store closed")
+				}
+				<-returned
+				require.Contains(t, out.String(), "second signal: exiting at once")
+				close(release)
+				return
+			}
+			select {
+			case <-returned:
+				t.Fatal("returned before the store closed")
+			case code := <-exited:
+				t.Fatalf("exited with %d", code)
+			case <-time.After(100 * time.Millisecond):
+			}
+			close(release)
+			select {
+			case <-returned:
+			case <-time.After(2 * time.Second):
+				t.Fatal("did not return once the store closed")
+			}
+		})
+	}
+}
