@@ -574,6 +574,36 @@ func putFiles(t *testing.T, dir string, files map[string][]byte) {
 	}
 }
 
+// killedWithNewerLiveCopy leaves a data directory (two shards, -m 64) as a server with a live copy leaves
+// it when killed: the copy newer than DIR by what came after the last sync (keys 0-199 stored with
+// pattern(100, i); then the even ones with pattern(120, i+1) and every fourth from 1 deleted).
+func killedWithNewerLiveCopy(t *testing.T) (dir, liveCopy string, c *clock) {
+	t.Helper()
+	root := tmpfstest.Dir(t, "lc-shard-live-")
+	dir, c = t.TempDir(), newClock()
+	s := persistStore(t, dir, c, Config{MemoryLimit: 64 << 20, Shards: 2, DataLive: root})
+	for i := range 200 {
+		require.Equal(t, Stored, s.Store(ModeSet, key(i), 0, 0, pattern(100, i), 0))
+	}
+	s.persist.sync()
+	for i := 0; i < 200; i += 2 { // after the last sync: in the live copy only
+		require.Equal(t, Stored, s.Store(ModeSet, key(i), 0, 0, pattern(120, i+1), 0))
+	}
+	for i := 1; i < 200; i += 4 {
+		require.Equal(t, Deleted, s.Delete(key(i)))
+	}
+	copies, err := filepath.Glob(filepath.Join(root, "leasecached-*"))
+	require.NoError(t, err)
+	require.Len(t, copies, 1, "the live copy")
+	liveCopy = copies[0]
+	// A kill -9 now leaves the files as they are: taken, then put back after the clean stop.
+	dirFiles, liveFiles := filesOf(t, dir), filesOf(t, liveCopy)
+	s.Close()
+	putFiles(t, dir, dirFiles)
+	putFiles(t, liveCopy, liveFiles)
+	return dir, liveCopy, c
+}
+
 // A start that maps DIR's files (or keeps the live copy under another root) after a server with a live
 // copy was killed first writes that copy into DIR, which is as long as writing -m to disk: New returns
 // before, every shard locked, so that the listener opens at once (restart.md rule 7); a request waits
@@ -581,40 +611,22 @@ func putFiles(t *testing.T, dir string, files map[string][]byte) {
 func TestDeferredCatchUpHoldsRequests(t *testing.T) {
 	for _, to := range []string{"off", "another root"} {
 		t.Run(to, func(t *testing.T) {
-			root, dir, c := tmpfstest.Dir(t, "lc-shard-live-"), t.TempDir(), newClock()
-			s := persistStore(t, dir, c, Config{MemoryLimit: 64 << 20, Shards: 2, DataLive: root})
-			for i := range 200 {
-				require.Equal(t, Stored, s.Store(ModeSet, key(i), 0, 0, pattern(100, i), 0))
-			}
-			s.persist.sync()
-			for i := 0; i < 200; i += 2 { // after the last sync: in the live copy only
-				require.Equal(t, Stored, s.Store(ModeSet, key(i), 0, 0, pattern(120, i+1), 0))
-			}
-			for i := 1; i < 200; i += 4 {
-				require.Equal(t, Deleted, s.Delete(key(i)))
-			}
-			copies, err := filepath.Glob(filepath.Join(root, "leasecached-*"))
-			require.NoError(t, err)
-			require.Len(t, copies, 1, "the live copy")
-			// A kill -9 now leaves the files as they are: taken, then put back after the clean stop.
-			dirFiles, liveFiles := filesOf(t, dir), filesOf(t, copies[0])
-			s.Close()
-			putFiles(t, dir, dirFiles)
-			putFiles(t, copies[0], liveFiles)
-
+			dir, liveCopy, c := killedWithNewerLiveCopy(t)
 			entered, release := make(chan struct{}), make(chan struct{})
-			cfg := Config{MemoryLimit: 64 << 20, Shards: 2, beforeFinish: func() {
-				close(entered)
-				select { // bounded: a New that waited for it fails below instead of hanging
-				case <-release:
-				case <-time.After(10 * time.Second):
-				}
-			}}
+			opened := make(chan RestartStats, 1)
+			cfg := Config{MemoryLimit: 64 << 20, Shards: 2, Opened: func(rs RestartStats) { opened <- rs },
+				beforeFinish: func() {
+					close(entered)
+					select { // bounded: a New that waited for it fails below instead of hanging
+					case <-release:
+					case <-time.After(10 * time.Second):
+					}
+				}}
 			if to != "off" {
 				cfg.DataLive = tmpfstest.Dir(t, "lc-shard-live-")
 			}
 			begun := time.Now()
-			s = startPersistStore(t, dir, c, cfg)
+			s := startPersistStore(t, dir, c, cfg)
 			require.Less(t, time.Since(begun), 5*time.Second, "New waited for the live copy to be written in")
 			select {
 			case <-entered:
@@ -673,7 +685,14 @@ func TestDeferredCatchUpHoldsRequests(t *testing.T) {
 			}
 			waitRestart(t, s)
 			rs = s.RestartStats()
-			require.Equal(t, copies[0], rs.CaughtUp)
+			require.Equal(t, liveCopy, rs.CaughtUp)
+			select {
+			case o := <-opened:
+				require.Equal(t, liveCopy, o.CaughtUp, "Config.Opened is told what the opening found")
+				require.Empty(t, o.StartedEmpty)
+			default:
+				t.Fatal("Config.Opened was not called")
+			}
 			require.Empty(t, rs.StartedEmpty)
 			for i := range 200 {
 				v, _, ok := s.Get(nil, key(i))
@@ -686,7 +705,7 @@ func TestDeferredCatchUpHoldsRequests(t *testing.T) {
 					require.Equal(t, pattern(100, i), v, "key %d", i)
 				}
 			}
-			require.NoDirExists(t, copies[0], "the copy written in is freed")
+			require.NoDirExists(t, liveCopy, "the copy written in is freed")
 		})
 	}
 }
@@ -743,4 +762,40 @@ func TestFitRoomFollowsTheTmpfs(t *testing.T) {
 	s.fitRoom()
 	require.Zero(t, s.roomPages)
 	require.Equal(t, full, s.shards[0].al.MaxPages())
+}
+
+// TestDeferredOpeningFails: an I/O error in an opening left to finish after New (here the new live root
+// became a file meanwhile) is told to Config.OpenFailed, not Opened, and the shards stay locked: nothing
+// is served from a directory that is not open (the daemon exits; restart-live.md).
+func TestDeferredOpeningFails(t *testing.T) {
+	dir, _, c := killedWithNewerLiveCopy(t)
+	other := tmpfstest.Dir(t, "lc-shard-live-")
+	failed := make(chan error, 1)
+	cfg := Config{MemoryLimit: 64 << 20, Shards: 2, DataDir: dir, DataLive: other, Now: c.now, ReclaimInterval: -1,
+		NowNano: func() int64 { return c.now() * int64(time.Second) },
+		beforeFinish: func() {
+			require.NoError(t, os.RemoveAll(other))
+			require.NoError(t, os.WriteFile(other, nil, 0o600))
+		},
+		OpenFailed: func(err error) { failed <- err },
+		Opened:     func(RestartStats) { t.Error("Opened told of an opening that failed") },
+	}
+	s, err := New(cfg) // never closed: Close would wait for the shards for ever
+	require.NoError(t, err)
+	select {
+	case err := <-failed:
+		require.ErrorContains(t, err, "--data-live "+other)
+	case <-time.After(30 * time.Second):
+		t.Fatal("OpenFailed was not told")
+	}
+	got := make(chan struct{})
+	go func() {
+		s.Get(nil, key(0))
+		close(got)
+	}()
+	select {
+	case <-got:
+		t.Fatal("answered from a directory that is not open")
+	case <-time.After(100 * time.Millisecond):
+	}
 }
