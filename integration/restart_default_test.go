@@ -3,11 +3,15 @@ package integration
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/leasecached/leasecached/internal/testdaemon"
@@ -91,4 +95,87 @@ func TestDataDirDefaultLive(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, strconv.Itoa(len(want)), stats["curr_items"], "deleted items came back")
 	require.NoDirExists(t, liveDir)
+}
+
+// TestRestartUnreadableLiveCopy: a start that cannot read the live copy a killed server left (its
+// directory made unreadable to the user the server runs as) refuses to start, saying why, and changes
+// nothing: once the copy is readable again, the next start serves what was stored after the last sync,
+// which only the copy holds. The refused start used to take the copy for absent and mark DIR's files
+// as the newest (a new instance, or the copy freed with --data-live off), losing it for good (found by
+// the kill -9 campaign, run unprivileged). Both starts that read the copy are run: same root, and
+// --data-live off, which writes the copy into DIR first. Needs root, to run the refused start as nobody.
+func TestRestartUnreadableLiveCopy(t *testing.T) {
+	requireRestart(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to start a server as another user")
+	}
+	const nobody = 65534
+	bin := filepath.Join(t.TempDir(), "leasecached") // where nobody may run it from
+	data, err := os.ReadFile(leasecachedPlainPath)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bin, data, 0o755))
+	for _, d := range []string{filepath.Dir(bin), filepath.Dir(filepath.Dir(bin))} { // the test's, 0700
+		require.NoError(t, os.Chmod(d, 0o755))
+	}
+	for _, then := range []string{"same root", "--data-live off"} {
+		t.Run(then, func(t *testing.T) {
+			live := liveArgs(t)
+			root := live[1]
+			dir := t.TempDir()
+			d := startOnDir(t, dir, live...)
+			waitLoaded(t, d)
+			c := mustDialRS(t, d)
+			want := map[string]rsItem{}
+			for i := range 50 { // after the start's header sync, before any sync of items: in the copy only
+				key := fmt.Sprintf("u%d", i)
+				want[key] = rsItem{flags: uint32(i), val: rsValue(key, 0, 100+i)}
+				mustStore(t, c, "set", key, want[key].flags, 0, want[key].val)
+			}
+			stopDaemon(t, d, stopKill)
+			copies, err := filepath.Glob(filepath.Join(root, "leasecached-*"))
+			require.NoError(t, err)
+			require.Len(t, copies, 1, "the live copy")
+			for _, p := range []string{dir, root} {
+				require.NoError(t, filepath.Walk(p, func(path string, _ os.FileInfo, err error) error {
+					if err != nil {
+						return err
+					}
+					return os.Lchown(path, nobody, nobody)
+				}))
+			}
+			require.NoError(t, os.Chmod(filepath.Dir(dir), 0o711))
+			require.NoError(t, os.Chmod(copies[0], 0))
+
+			port, err := freePort()
+			require.NoError(t, err)
+			args := []string{"-p", strconv.Itoa(port), "-l", "127.0.0.1", "--data-dir", dir, "--data-live", root}
+			if then != "same root" {
+				args[len(args)-1] = "off"
+			}
+			cmd := exec.Command(bin, args...)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+			out, err := runBounded(cmd, 5*time.Second)
+			var exit *exec.ExitError
+			assert.ErrorAs(t, err, &exit, "a start that cannot read the live copy must fail: %s", out)
+			assert.Contains(t, string(out), "cannot read its live copy", "why, in its one line")
+
+			require.NoError(t, os.Chmod(copies[0], 0o700))
+			d = startOnDir(t, dir, live...)
+			waitLoaded(t, d)
+			expectItems(t, mustDialRS(t, d), want, "stored after the last sync, once the copy is readable")
+		})
+	}
+}
+
+// runBounded runs cmd to its end, or kills it after limit; its combined output.
+func runBounded(cmd *exec.Cmd, limit time.Duration) ([]byte, error) {
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	timer := time.AfterFunc(limit, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
+	err := cmd.Wait()
+	return []byte(out.String()), err
 }

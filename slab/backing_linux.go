@@ -155,7 +155,11 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	st := &openRest{id: id, opt: opt, hdr: hdr, reason: reason, prevRoot: prevRoot, moved: !sameRoot(prevRoot, opt.Live),
 		advice: advice}
 	if opt.Defer && reason == "" && st.moved {
-		if _, _, _, due := liveToCatchUp(prevRoot, dir, hdr); due {
+		_, _, _, due, err := liveToCatchUp(prevRoot, dir, hdr)
+		if err != nil {
+			return b, "", fmt.Errorf("--data-dir %s: %w (in %s)", dir, err, prevRoot)
+		}
+		if due {
 			b.pending = st
 			return b, "", nil
 		}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -213,9 +214,9 @@ func dropLive(root, dir string) {
 // caughtUp is the copy written in, "" when there was none to write; written is how many bytes of blocks
 // were written in place.
 func catchUpLive(root, dir string, hdr []byte, meta, items *os.File) (caughtUp string, written int64, err error) {
-	ld, inCopy, resumed, ok := liveToCatchUp(root, dir, hdr)
+	ld, inCopy, resumed, ok, err := liveToCatchUp(root, dir, hdr)
 	if !ok {
-		return "", 0, nil
+		return "", 0, err
 	}
 	f, err := os.Open(filepath.Join(ld, "items"))
 	if err != nil {
@@ -290,21 +291,21 @@ func catchUpLive(root, dir string, hdr []byte, meta, items *os.File) (caughtUp s
 // liveToCatchUp finds the live copy of data directory dir under root that catchUpLive writes into dir's
 // files (hdr is their stored header): ok when there is one, in live directory ld, resumed when it was still
 // being made, with the shards whose pages it holds (inCopy).
-func liveToCatchUp(root, dir string, hdr []byte) (ld string, inCopy map[uint8]bool, resumed, ok bool) {
+func liveToCatchUp(root, dir string, hdr []byte) (ld string, inCopy map[uint8]bool, resumed, ok bool, err error) {
 	le := binary.LittleEndian
 	instance := le.Uint64(hdr[hdrInstance:])
 	if instance == 0 || le.Uint64(hdr[hdrClean:]) == instance {
-		return "", nil, false, false // no live copy was made from these files since, or its server stopped cleanly
+		return "", nil, false, false, nil // no live copy was made from these files since, or its server stopped cleanly
 	}
-	ld, err := liveDirFor(root, dir)
+	ld, err = liveDirFor(root, dir)
 	if err != nil {
-		return "", nil, false, false
+		return "", nil, false, false, nil
 	}
-	inCopy, found, resumed := liveState(ld, dir, instance)
-	if !found && !resumed {
-		return "", nil, false, false // none, or not the newest: the directory is
+	inCopy, found, resumed, err := liveState(ld, dir, instance)
+	if err != nil || !found && !resumed {
+		return "", nil, false, false, err // none, or not the newest: the directory is
 	}
-	return ld, inCopy, resumed, true
+	return ld, inCopy, resumed, true, nil
 }
 
 // readRecords reads the first n page records of meta file f (zero where it has none).
@@ -377,25 +378,65 @@ func catchUpRange(src *liveFile, items *os.File, live, stored []byte, from, to i
 // liveState reads live directory ld of data directory dir, whose header names instance: found when it is
 // a whole copy of it (its origin), resumed when one was being made and its server was killed (liveLoading),
 // with the shards whose pages it holds.
-func liveState(ld, dir string, instance uint64) (inCopy map[uint8]bool, found, resumed bool) {
+//
+// A file that cannot be read for want of permission or by an I/O error is an error, not an absent or
+// damaged file: the copy may be whole and newer than the directory, and a start that took it for absent
+// would make its next start (once the file is readable again) lose what it holds beyond the last sync.
+func liveState(ld, dir string, instance uint64) (inCopy map[uint8]bool, found, resumed bool, err error) {
 	want := (*live)(nil).originText(dir, instance)
 	if instance == 0 {
-		return nil, false, false
+		return nil, false, false, nil
 	}
-	if origin, _ := readSmall(filepath.Join(ld, liveOrigin), smallTextMax); string(origin) == want {
-		return nil, true, false
+	origin, err := readLiveFile(ld, liveOrigin, smallTextMax)
+	if err == nil && string(origin) == want {
+		err = readableFile(filepath.Join(ld, "items")) // read by loadPage or catchUpLive: unreadable, no start
+		return nil, err == nil, false, err
 	}
-	if loading, _ := readSmall(filepath.Join(ld, liveLoading), smallTextMax); string(loading) != want {
-		return nil, false, false
+	if err != nil {
+		return nil, false, false, err
+	}
+	if loading, err := readLiveFile(ld, liveLoading, smallTextMax); err != nil || string(loading) != want {
+		return nil, false, false, err
 	}
 	inCopy = map[uint8]bool{}
-	loaded, _ := readSmall(filepath.Join(ld, liveLoaded), loadedMax)
+	loaded, err := readLiveFile(ld, liveLoaded, loadedMax)
+	if err != nil {
+		return nil, false, false, err
+	}
 	for _, line := range strings.Split(string(loaded), "\n") {
 		if n, err := strconv.ParseUint(line, 10, 8); err == nil {
 			inCopy[uint8(n)] = true
 		}
 	}
-	return inCopy, false, true
+	if err := readableFile(filepath.Join(ld, "items")); err != nil {
+		return nil, false, false, err
+	}
+	return inCopy, false, true, nil
+}
+
+// readLiveFile is readSmall of live directory ld's file name: nil, nil for a file that is missing or
+// damaged (not a regular file, too long), an error when it cannot be read (liveState).
+func readLiveFile(ld, name string, limit int64) ([]byte, error) {
+	b, err := readSmall(filepath.Join(ld, name), limit)
+	if err != nil && (errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EIO)) {
+		return nil, fmt.Errorf("cannot read its live copy: %w", err)
+	}
+	if err != nil {
+		return nil, nil
+	}
+	return b, nil
+}
+
+// readableFile is nil when path can be opened for reading or is missing, else why not (readLiveFile's rule).
+func readableFile(path string) error {
+	f, err := os.Open(path)
+	if err == nil {
+		return f.Close()
+	}
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EIO) {
+		return fmt.Errorf("cannot read its live copy: %w", err)
+	}
+	return nil
 }
 
 // OnTmpfs reports whether path is on a tmpfs, where --data-live is meant to be: elsewhere the kernel
@@ -451,10 +492,13 @@ func (b *Backing) openLive(root string, usable bool) error {
 	if err != nil {
 		return err
 	}
+	instance := atomic.LoadUint64(b.counter(hdrInstance))
+	inCopy, found, resumed, err := liveState(dir, b.dir, instance)
+	if err != nil && usable {
+		return err // before anything changes: the copy may hold what the directory lacks
+	}
 	l := &live{dir: dir, items: b.items, direct: -1}
 	b.items, b.live = nil, l
-	instance := atomic.LoadUint64(b.counter(hdrInstance))
-	inCopy, found, resumed := liveState(dir, b.dir, instance)
 	if !usable {
 		found, resumed = false, false
 	}
