@@ -418,21 +418,24 @@ func liveState(ld, dir string, instance uint64) (inCopy map[uint8]bool, found, r
 // damaged (not a regular file, too long), an error when it cannot be read (liveState).
 func readLiveFile(ld, name string, limit int64) ([]byte, error) {
 	b, err := readSmall(filepath.Join(ld, name), limit)
-	if err != nil && (errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EIO)) {
-		return nil, fmt.Errorf("cannot read its live copy: %w", err)
-	}
 	if err != nil {
-		return nil, nil
+		return nil, unreadable(err)
 	}
 	return b, nil
 }
 
-// readableFile is nil when path can be opened for reading or is missing, else why not (readLiveFile's rule).
+// readableFile is nil when path can be opened for reading or is missing, else why not (unreadable).
 func readableFile(path string) error {
 	f, err := os.Open(path)
-	if err == nil {
-		return f.Close()
+	if err != nil {
+		return unreadable(err)
 	}
+	return f.Close()
+}
+
+// unreadable is err when it says that a live copy's file is there but cannot be read (permission, an I/O
+// error), else nil: the file is missing or damaged (liveState).
+func unreadable(err error) error {
 	if errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EIO) {
 		return fmt.Errorf("cannot read its live copy: %w", err)
 	}
