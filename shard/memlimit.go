@@ -94,8 +94,10 @@ const roomSlack = 2
 // refused (slab.ErrPageRefused), and a shard whose pages went to others as the room ran out answered
 // stores with out of memory instead of evicting (doc/design/restart-costs.md, "File systems"). The room
 // is the pages in use plus what the file system has free, split among the shards as the memory limit
-// is (pageShare); the shards over their part give pages back through the reclaimer, as after
-// cache_memlimit. It runs once the restart has indexed everything, then every reclaimer tick.
+// is (pageShare, which leaves every shard a page even when the room has fewer); the shards over their part
+// give pages back through the reclaimer, as after cache_memlimit. A file system that tells no size
+// (slab.Backing.RoomPages) is not kept within. It runs once the restart has indexed everything, then
+// every reclaimer tick.
 func (s *Store) fitRoom() {
 	if s.persist == nil {
 		return
@@ -109,7 +111,7 @@ func (s *Store) fitRoom() {
 	if free < 0 {
 		return
 	}
-	pages := s.arena.PagesTaken() + free - roomSlack
+	pages := max(s.arena.PagesTaken()+free-roomSlack, 1)
 	s.limitMu.Lock()
 	defer s.limitMu.Unlock()
 	if pages >= s.arena.MaxPages() {

@@ -799,3 +799,18 @@ func TestDeferredOpeningFails(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 }
+
+// TestFitRoomUnsizedTmpfs: a tmpfs mounted without a size limit tells no free room (statfs's counts are
+// 0): the room is unknown, not none, and the shards keep -m's allowances (fitRoom once shrank them to a
+// page each there).
+func TestFitRoomUnsizedTmpfs(t *testing.T) {
+	root := tmpfstest.Small(t, "0")
+	s := persistStore(t, t.TempDir(), nil, Config{MemoryLimit: 64 << 20, DataLive: root})
+	full := s.shards[0].al.MaxPages()
+	for i := range 40 {
+		require.Equal(t, Stored, s.Store(ModeSet, key(i), 0, 0, make([]byte, 500_000), 0))
+	}
+	s.fitRoom()
+	require.Zero(t, s.roomPages)
+	require.Equal(t, full, s.shards[0].al.MaxPages())
+}

@@ -58,14 +58,18 @@ type Backing struct {
 }
 
 // RoomPages is how many more pages the file system of the mapped items file (the live copy's, or the
-// directory's own) has free room for, -1 when it cannot tell (statfs failed). A page taken beyond it is
+// directory's own) has free room for (freeBytes), -1 when it cannot tell. A page taken beyond it is
 // refused (page), so the store keeps its pages within it. Only once the opening is finished.
 func (b *Backing) RoomPages() int {
 	var st unix.Statfs_t
 	if unix.Fstatfs(int(b.items.Fd()), &st) != nil {
 		return -1
 	}
-	return int(min(int64(st.Bavail)*st.Bsize/PageSize, MaxPages))
+	free, ok := freeBytes(&st)
+	if !ok {
+		return -1 // no size told: nothing to keep within
+	}
+	return int(min(free/PageSize, MaxPages))
 }
 
 // Shards is the shard count the directory's pages are kept for, from OpenBacking on: Identity.Shards, or
@@ -199,7 +203,9 @@ func (b *Backing) open(st *openRest) (reason string, err error) {
 	// A live copy newer than the files is where the last server with one kept it; a start that keeps
 	// the copy elsewhere, or maps the files, writes that one into them first (doc/design/restart-live.md).
 	if reason == "" && moved {
-		if ld, written, err := catchUpLive(prevRoot, dir, hdr, b.meta, b.items); err != nil {
+		if ld, written, err := catchUpLive(prevRoot, dir, hdr, b.meta, b.items); errors.Is(err, errLiveUnreadable) {
+			return "", err // nothing written yet: the copy may be readable at the next start
+		} else if err != nil {
 			reason = fmt.Sprintf("its live copy in %s is newer and could not be written into it: %v", prevRoot, err)
 		} else {
 			b.caughtUp, b.caughtUpBytes = ld, written

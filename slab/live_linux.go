@@ -166,9 +166,12 @@ func LiveRoom(root, dir string, memoryLimit int64) error {
 	if st.Type != unix.TMPFS_MAGIC {
 		return fmt.Errorf("%s is not a tmpfs", root)
 	}
+	if _, ok := freeBytes(&st); !ok {
+		return nil // a tmpfs mounted without a size limit
+	}
 	pages := (memoryLimit + PageSize - 1) / PageSize
 	need := pages*PageSize + movedBytes + headerBytes + (pages*recordBytes+4095)/4096*4096 // items, moved, meta
-	have := int64(st.Bavail) * st.Bsize
+	have, _ := freeBytes(&st)
 	// dir's copy there, and the one under the root it was last kept under when that is on this tmpfs
 	// too, are freed or reused by the start.
 	var rst unix.Stat_t
@@ -192,6 +195,19 @@ func LiveRoom(root, dir string, memoryLimit int64) error {
 		return fmt.Errorf("%s has %d MiB free, -m needs %d MiB there", root, have>>20, (need+1<<20-1)>>20)
 	}
 	return nil
+}
+
+// freeBytes is the room st's file system has for this process's files: what it has free, less what is
+// reserved for root unless the process is root; ok is false when the file system tells no size (a tmpfs
+// mounted with size=0, some FUSE file systems): the room is unknown, not none.
+func freeBytes(st *unix.Statfs_t) (free int64, ok bool) {
+	if st.Blocks == 0 {
+		return 0, false
+	}
+	if os.Geteuid() == 0 {
+		return int64(st.Bfree) * st.Bsize, true
+	}
+	return int64(st.Bavail) * st.Bsize, true
 }
 
 // dropLive removes data directory dir's live copy under root, if any: a start without a live copy
@@ -424,20 +440,27 @@ func readLiveFile(ld, name string, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// readableFile is nil when path can be opened for reading or is missing, else why not (unreadable).
+// readableFile is nil when path can be opened for reading or is missing, else why not (unreadable). It
+// opens without blocking, as readSmall does: a FIFO must not hold the start.
 func readableFile(path string) error {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return unreadable(err)
 	}
 	return f.Close()
 }
 
-// unreadable is err when it says that a live copy's file is there but cannot be read (permission, an I/O
-// error), else nil: the file is missing or damaged (liveState).
+// errLiveUnreadable is what unreadable's errors wrap.
+var errLiveUnreadable = errors.New("cannot read its live copy")
+
+// unreadable is an error wrapping errLiveUnreadable when err says that a live copy's file is there but
+// cannot be read now (permission, an I/O error, no file descriptors or memory left), else nil: the file
+// is missing or damaged (liveState).
 func unreadable(err error) error {
-	if errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EIO) {
-		return fmt.Errorf("cannot read its live copy: %w", err)
+	for _, e := range []error{fs.ErrPermission, unix.EIO, unix.EMFILE, unix.ENFILE, unix.ENOMEM} {
+		if errors.Is(err, e) {
+			return fmt.Errorf("%w: %w", errLiveUnreadable, err)
+		}
 	}
 	return nil
 }

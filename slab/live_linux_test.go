@@ -592,6 +592,7 @@ func TestLiveRoom(t *testing.T) {
 		{"room counting its copy under another root", root, moved, 4 << 20, ""},
 		{"room counting its own live copy", root, dir, 11 << 20, ""},
 		{"more than the tmpfs", root, dir, 17 << 20, "-m needs 18 MiB"}, // its pages, meta and moved files
+		{"a tmpfs without a size limit", tmpfstest.Small(t, "0"), dir, 1 << 50, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -59,4 +60,30 @@ func TestDamagedSmallFilesAtStart(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, liveRootFile), []byte("/x"), 0o600))
 	require.NoError(t, os.Truncate(filepath.Join(dir, liveRootFile), 1<<40))
 	require.Equal(t, DefaultLiveRoot, recordedLiveRoot(dir))
+}
+
+// A live copy whose items is a FIFO (damage) does not hold the start: it is opened without blocking, as
+// every small file is (readSmall), and the start goes on or fails, but returns.
+func TestLiveCopyItemsFifo(t *testing.T) {
+	root, dir, c := liveRoot(t), t.TempDir(), DefaultClasses()
+	b, _ := openLiveBacking(t, dir, root, c)
+	ld := b.live.dir
+	require.NoError(t, b.Close())
+	require.NoError(t, os.Remove(filepath.Join(ld, "items")))
+	require.NoError(t, unix.Mkfifo(filepath.Join(ld, "items"), 0o600))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if b, _, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{Live: root}); err == nil {
+			_ = b.Close()
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		if f, err := os.OpenFile(filepath.Join(ld, "items"), os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+			_ = f.Close() // lets the blocked open return
+		}
+		t.Fatal("the start hangs on a FIFO named items in the live copy")
+	}
 }
