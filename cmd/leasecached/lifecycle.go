@@ -99,13 +99,14 @@ func runUntilStopped(srv runner, sigs <-chan os.Signal, timeout time.Duration, l
 			}
 		}
 	}
-	exitAtOnce(sig, logger)
+	exitAtOnce(sig, "second signal", logger)
 	return false, errors.New("exit returned") // only a test's exit returns
 }
 
-// exitAtOnce exits on a second stopping signal, with status 128 + its number.
-func exitAtOnce(sig os.Signal, logger *slog.Logger) {
-	logger.Log(context.Background(), logging.LevelNotice, "second signal: exiting at once", "signal", signalName(sig))
+// exitAtOnce exits on a stopping signal that came while stopping (what says which), with status 128 + its
+// number.
+func exitAtOnce(sig os.Signal, what string, logger *slog.Logger) {
+	logger.Log(context.Background(), logging.LevelNotice, what+": exiting at once", "signal", signalName(sig))
 	code := 1
 	if s, ok := sig.(syscall.Signal); ok {
 		code = 128 + int(s)
@@ -117,7 +118,13 @@ func exitAtOnce(sig os.Signal, logger *slog.Logger) {
 // rebuild, then syncs it: seconds on a slow disk) until it returns. A stopping signal meanwhile exits at
 // once, as runUntilStopped promises: what the directory holds is then what a kill leaves, which a restart
 // serves (doc/design/restart.md).
-func closeStore(closeFn func(), sigs <-chan os.Signal, logger *slog.Logger) {
+//
+// signalled says whether a signal began the stop (runUntilStopped returned nil), for the log line.
+func closeStore(closeFn func(), signalled bool, sigs <-chan os.Signal, logger *slog.Logger) {
+	what := "signal while closing the store"
+	if signalled {
+		what = "second signal"
+	}
 	closed := make(chan struct{})
 	go func() {
 		defer close(closed)
@@ -129,7 +136,7 @@ func closeStore(closeFn func(), sigs <-chan os.Signal, logger *slog.Logger) {
 			return
 		case sig := <-sigs:
 			if sig != syscall.SIGHUP {
-				exitAtOnce(sig, logger)
+				exitAtOnce(sig, what, logger)
 				return // only a test's exit returns
 			}
 		}

@@ -340,7 +340,7 @@ func TestCloseStore(t *testing.T) {
 			var out strings.Builder
 			go func() {
 				defer close(returned)
-				closeStore(func() { <-release }, sigs, logging.New(&out, logging.Text, logging.Level(0)))
+				closeStore(func() { <-release }, true, sigs, logging.New(&out, logging.Text, logging.Level(0)))
 			}()
 			if tc.sig != nil {
 				sigs <- tc.sig

@@ -231,7 +231,7 @@ func serve(cfg server.Config, enableShutdown bool) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	returned, err := runUntilStopped(srv, sigs, stopTimeout, cfg.Logger, sdnotify.FromEnv())
 	if returned {
-		closeStore(store.Close, sigs, cfg.Logger) // else an event loop may still be using it; exiting frees it
+		closeStore(store.Close, err == nil, sigs, cfg.Logger) // else an event loop may still be using it; exiting frees it
 	}
 	return err
 }
