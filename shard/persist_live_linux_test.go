@@ -711,15 +711,14 @@ func TestDeferredCatchUpHoldsRequests(t *testing.T) {
 }
 
 // TestLiveCopySmallTmpfsEvicts: a live copy on a tmpfs with room for far less than -m (40 MB for -m 1024,
-// sixteen shards). A page the tmpfs has no room for is refused; without fitRoom the shards that took
+// sixteen shards: a directory stored when the room was larger keeps them, TestLiveCopyShardsForTheRoom). A page the tmpfs has no room for is refused; without fitRoom the shards that took
 // pages first kept them, and a shard left with none answered about one store in twenty with out of
 // memory. With the shards' allowances kept within the room, every store is stored, evicting instead.
 // The reclaimer runs, so that a shard over its part gives pages back as it would in the daemon.
 func TestLiveCopySmallTmpfsEvicts(t *testing.T) {
 	root := tmpfstest.Small(t, "40m")
-	s := persistStore(t, t.TempDir(), nil, Config{MemoryLimit: 1024 << 20, DataLive: root,
-		ReclaimInterval: 50 * time.Millisecond})
-	require.Len(t, s.shards, 16)
+	s := persistStore(t, t.TempDir(), nil, Config{MemoryLimit: 1024 << 20, DataLive: root, Shards: 16,
+		ReclaimInterval: 50 * time.Millisecond}) // -m's count, as a directory stored with a larger room keeps
 	rng := rand.New(rand.NewPCG(1, 2))
 	stored, noMemory := 0, 0
 	// Phases of sizes, so that classes need pages the others hold.
@@ -813,4 +812,31 @@ func TestFitRoomUnsizedTmpfs(t *testing.T) {
 	s.fitRoom()
 	require.Zero(t, s.roomPages)
 	require.Equal(t, full, s.shards[0].al.MaxPages())
+}
+
+// TestLiveCopyShardsForTheRoom: a data directory that starts empty with its live copy on a tmpfs with room
+// for fewer pages than -m has the shards of that room (one for 40 MB, where -m 1024 gives sixteen of two
+// pages each, which move pages all the time), and keeps them while the room stays; stored with -m's count
+// (a larger room then), the data is kept with it.
+func TestLiveCopyShardsForTheRoom(t *testing.T) {
+	small, large := tmpfstest.Small(t, "40m"), tmpfstest.Dir(t, "lc-shard-live-")
+	dir := t.TempDir()
+	cfg := Config{MemoryLimit: 1024 << 20, DataLive: small}
+	s := persistStore(t, dir, nil, cfg)
+	require.Len(t, s.shards, 1, "the room's")
+	set(t, s, "k", "v")
+	s.Close()
+	s = persistStore(t, dir, nil, cfg)
+	require.Len(t, s.shards, 1, "kept")
+	mustGet(t, s, "k")
+	s.Close()
+
+	dir = t.TempDir()
+	s = persistStore(t, dir, nil, Config{MemoryLimit: 1024 << 20, DataLive: large})
+	require.Len(t, s.shards, 16, "-m's, with room for it")
+	set(t, s, "k", "v")
+	s.Close()
+	s = persistStore(t, dir, nil, cfg)
+	require.Len(t, s.shards, 16, "the stored count, which -m gives")
+	mustGet(t, s, "k")
 }

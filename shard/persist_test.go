@@ -239,7 +239,7 @@ func TestRestartSettings(t *testing.T) {
 				assert.Empty(t, s.RestartStats().StartedEmpty, "-m %d", tc.mb)
 			} else {
 				miss(t, s, "k")
-				assert.Contains(t, s.RestartStats().StartedEmpty, "stored with 1 shards, this -m gives 4")
+				assert.Contains(t, s.RestartStats().StartedEmpty, "stored with 1 shards, this start has 4")
 				set(t, s, "k", "v")
 			}
 			s.Close()

@@ -221,7 +221,18 @@ func New(cfg Config) (*Store, error) {
 	if cfg.DataDir != "" {
 		id := slab.Identity{Shards: n, Classes: classes}
 		if cfg.Shards == 0 {
-			id.OtherShards = func(stored int) bool { return keepsShards(stored, n, arenaPages) }
+			// A live copy on a tmpfs with room for fewer pages than -m has the shards of that room when
+			// it starts empty: -m's would share it out a page or two each (fitRoom). Stored data is kept
+			// with a count that fits either.
+			if cfg.DataLive != "" {
+				if room, ok := slab.LiveRoomPages(cfg.DataLive, cfg.DataDir); ok && room < arenaPages {
+					id.Shards = min(autoShards(room), arenaPages)
+				}
+			}
+			byRoom := id.Shards
+			id.OtherShards = func(stored int) bool {
+				return keepsShards(stored, n, arenaPages) || keepsShards(stored, byRoom, arenaPages)
+			}
 		}
 		persist, arena, err = openPersistence(cfg, arenaBytes, id)
 		if err == nil {

@@ -143,7 +143,7 @@ func identityMismatch(hdr []byte, id Identity) string {
 		le.Uint64(hdr[hdrClassHash:]) != classHash(id.Classes):
 		return "the stored pages were cut with another slab class table"
 	case storedShards(hdr) != id.Shards && (id.OtherShards == nil || !id.OtherShards(storedShards(hdr))):
-		return fmt.Sprintf("the data was stored with %d shards, this -m gives %d", storedShards(hdr), id.Shards)
+		return fmt.Sprintf("the data was stored with %d shards, this start has %d", storedShards(hdr), id.Shards)
 	case !flushMarksWhole(hdr):
 		return "damaged flush_all marks in the header"
 	}

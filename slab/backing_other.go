@@ -27,6 +27,9 @@ func UnkeptReservations(string, string) string { return "" }
 // DefaultLiveRoot is where a data directory's live copy is kept on Linux.
 const DefaultLiveRoot = "/dev/shm"
 
+// LiveRoomPages knows no room: data directories need Linux.
+func LiveRoomPages(string, string) (int, bool) { return 0, false }
+
 // LiveRoom refuses: data directories need Linux.
 func LiveRoom(string, string, int64) error { return errors.New("--data-dir needs Linux") }
 

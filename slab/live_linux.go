@@ -159,24 +159,46 @@ func liveDirFor(root, dir string) (string, error) {
 // what dir's live copy there already holds. The limit bounds the pages a store takes (-m counts items and
 // more), so a tmpfs with this room is never what makes a page refused.
 func LiveRoom(root, dir string, memoryLimit int64) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(root, &st); err != nil {
-		return err
-	}
-	if st.Type != unix.TMPFS_MAGIC {
-		return fmt.Errorf("%s is not a tmpfs", root)
-	}
-	if _, ok := freeBytes(&st); !ok {
-		return nil // a tmpfs mounted without a size limit
+	have, sized, err := liveHave(root, dir)
+	if err != nil || !sized {
+		return err // a tmpfs mounted without a size limit has room
 	}
 	pages := (memoryLimit + PageSize - 1) / PageSize
 	need := pages*PageSize + movedBytes + headerBytes + (pages*recordBytes+4095)/4096*4096 // items, moved, meta
-	have, _ := freeBytes(&st)
+	if have < need {
+		return fmt.Errorf("%s has %d MiB free, -m needs %d MiB there", root, have>>20, (need+1<<20-1)>>20)
+	}
+	return nil
+}
+
+// LiveRoomPages is how many pages a live copy of data directory dir under root has room for, by LiveRoom's
+// count; ok is false when root is no tmpfs, or one without a size limit.
+func LiveRoomPages(root, dir string) (pages int, ok bool) {
+	have, sized, err := liveHave(root, dir)
+	if err != nil || !sized {
+		return 0, false
+	}
+	return int(max(have-movedBytes-headerBytes, 0) / (PageSize + recordBytes)), true
+}
+
+// liveHave is the room root, a tmpfs, has for data directory dir's live copy: its free room (freeBytes;
+// sized is false when it tells none) and what dir's copies there hold, which the start frees or reuses.
+func liveHave(root, dir string) (have int64, sized bool, err error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(root, &st); err != nil {
+		return 0, false, err
+	}
+	if st.Type != unix.TMPFS_MAGIC {
+		return 0, false, fmt.Errorf("%s is not a tmpfs", root)
+	}
+	if have, sized = freeBytes(&st); !sized {
+		return 0, false, nil
+	}
 	// dir's copy there, and the one under the root it was last kept under when that is on this tmpfs
 	// too, are freed or reused by the start.
 	var rst unix.Stat_t
 	if err := unix.Stat(root, &rst); err != nil {
-		return err
+		return 0, false, err
 	}
 	here, _ := liveDirFor(root, dir)
 	for i, r := range []string{root, recordedLiveRoot(dir)} {
@@ -191,10 +213,7 @@ func LiveRoom(root, dir string, memoryLimit int64) error {
 			}
 		}
 	}
-	if have < need {
-		return fmt.Errorf("%s has %d MiB free, -m needs %d MiB there", root, have>>20, (need+1<<20-1)>>20)
-	}
-	return nil
+	return have, true, nil
 }
 
 // freeBytes is the room st's file system has for this process's files: what it has free, less what is
