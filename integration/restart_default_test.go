@@ -103,7 +103,8 @@ func TestDataDirDefaultLive(t *testing.T) {
 // which only the copy holds. The refused start used to take the copy for absent and mark DIR's files
 // as the newest (a new instance, or the copy freed with --data-live off), losing it for good (found by
 // the kill -9 campaign, run unprivileged). Both starts that read the copy are run: same root, and
-// --data-live off, which writes the copy into DIR first. Needs root, to run the refused start as nobody.
+// --data-live off, which writes the copy into DIR first, and a -m whose shard count would start empty
+// (which emptied DIR before it failed). Needs root, to run the refused start as nobody.
 func TestRestartUnreadableLiveCopy(t *testing.T) {
 	requireRestart(t)
 	if os.Geteuid() != 0 {
@@ -117,7 +118,7 @@ func TestRestartUnreadableLiveCopy(t *testing.T) {
 	for _, d := range []string{filepath.Dir(bin), filepath.Dir(filepath.Dir(bin))} { // the test's, 0700
 		require.NoError(t, os.Chmod(d, 0o755))
 	}
-	for _, then := range []string{"same root", "--data-live off"} {
+	for _, then := range []string{"same root", "--data-live off", "another shard count"} {
 		t.Run(then, func(t *testing.T) {
 			live := liveArgs(t)
 			root := live[1]
@@ -149,8 +150,11 @@ func TestRestartUnreadableLiveCopy(t *testing.T) {
 			port, err := freePort()
 			require.NoError(t, err)
 			args := []string{"-p", strconv.Itoa(port), "-l", "127.0.0.1", "--data-dir", dir, "--data-live", root}
-			if then != "same root" {
+			switch then {
+			case "--data-live off":
 				args[len(args)-1] = "off"
+			case "another shard count": // would start empty, if it could read the copy
+				args = append(args, "-m", "1024")
 			}
 			cmd := exec.Command(bin, args...)
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}

@@ -138,6 +138,18 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	_ = os.Remove(filepath.Join(dir, oldSums)) // a format 4 directory's: its data starts empty (identityMismatch)
 	hdr := make([]byte, headerBytes)
 	n, _ := b.meta.ReadAt(hdr, 0)
+	if n == headerBytes {
+		// A live copy of the directory that cannot be read may hold what its files lack: the start
+		// refuses before anything changes, whatever it would do next (liveState).
+		instance := binary.LittleEndian.Uint64(hdr[hdrInstance:])
+		for _, root := range []string{recordedLiveRoot(dir), opt.Live} {
+			if ld, err := liveDirFor(root, dir); root != "" && err == nil {
+				if _, _, _, err := liveState(ld, dir, instance); err != nil {
+					return b, "", fmt.Errorf("--data-dir %s: %w (in %s)", dir, err, root)
+				}
+			}
+		}
+	}
 	reason = identityMismatch(hdr[:n], id)
 	if reason == "" {
 		id.Shards = storedShards(hdr) // what a start that empties the directory later writes too
