@@ -120,16 +120,26 @@ func (s *Store) fitRoom() {
 	if pages == s.roomPages || pages > 0 && s.roomPages > 0 && max(pages-s.roomPages, s.roomPages-pages) <= roomSlack {
 		return // a page taken between the two reads above, not a change of room
 	}
+	s.shareRoom(pages, true)
+}
+
+// shareRoom splits pages, the room fitRoom found (0: none short of the memory limit), among the shards,
+// each under its lock when lock is set. The caller holds limitMu, or has the store to itself (New).
+func (s *Store) shareRoom(pages int, lock bool) {
 	s.roomPages = pages
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.mu.Lock()
+		if lock {
+			sh.mu.Lock()
+		}
 		sh.roomShare = 0
 		if pages > 0 {
 			sh.roomShare = pageShare(pages, len(s.shards), i)
 		}
 		sh.fitShare()
-		sh.mu.Unlock()
+		if lock {
+			sh.mu.Unlock()
+		}
 	}
 }
 

@@ -218,16 +218,20 @@ func New(cfg Config) (*Store, error) {
 		arena   *slab.Arena
 		persist *persistence
 	)
+	room := 0 // the pages a live copy's tmpfs has room for, when fewer than -m's (fitRoom)
+	if cfg.DataDir != "" && cfg.DataLive != "" {
+		if pages, ok := slab.LiveRoomPages(cfg.DataLive, cfg.DataDir); ok && pages < arenaPages {
+			room = pages
+		}
+	}
 	if cfg.DataDir != "" {
 		id := slab.Identity{Shards: n, Classes: classes}
 		if cfg.Shards == 0 {
 			// A live copy on a tmpfs with room for fewer pages than -m has the shards of that room when
 			// it starts empty: -m's would share it out a page or two each (fitRoom). Stored data is kept
 			// with a count that fits either.
-			if cfg.DataLive != "" {
-				if room, ok := slab.LiveRoomPages(cfg.DataLive, cfg.DataDir); ok && room < arenaPages {
-					id.Shards = min(autoShards(room), arenaPages)
-				}
+			if room > 0 {
+				id.Shards = min(autoShards(room), arenaPages)
 			}
 			byRoom := id.Shards
 			id.OtherShards = func(stored int) bool {
@@ -291,6 +295,11 @@ func New(cfg Config) (*Store, error) {
 	s.limit.Store(cfg.MemoryLimit)
 	for i := range s.shards {
 		s.shards[i].init(s, i, byteShare(arenaBytes, n, i))
+	}
+	if room > 0 {
+		// Shared out before the stored pages are adopted: a shard adopts no more than its part, and what
+		// the room cannot hold is counted and said (restart.md rule 8), not refused page by page later.
+		s.shareRoom(max(room-roomSlack, 1), false)
 	}
 	if persist != nil {
 		s.startRestart()

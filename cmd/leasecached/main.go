@@ -191,8 +191,12 @@ func logOpened(cfg server.Config, rs shard.RestartStats) {
 	if rs.StartedEmpty != "" && rs.StartedEmpty != slab.NoStoredData {
 		cfg.Logger.Error("--data-dir " + cfg.DataDir + ": starting empty: " + rs.StartedEmpty)
 	} else if rs.PagesLeft > 0 {
-		cfg.Logger.Warn(fmt.Sprintf("--data-dir %s: this -m has no room for %d stored pages: their %d items are dropped",
-			cfg.DataDir, rs.PagesLeft, rs.ItemsLeft))
+		where := "this -m"
+		if cfg.DataLive != "" {
+			where = "this -m, or the live copy's tmpfs,"
+		}
+		cfg.Logger.Warn(fmt.Sprintf("--data-dir %s: %s has no room for %d stored pages: their %d items are dropped",
+			cfg.DataDir, where, rs.PagesLeft, rs.ItemsLeft))
 	}
 	// Only the items file is mapped (and a live copy's small moved file): the live copy's, or with none
 	// the directory's own; both are what they will be once the directory is open.
