@@ -820,25 +820,26 @@ func TestFitRoomUnsizedTmpfs(t *testing.T) {
 // (a larger room then), the data is kept with it.
 func TestLiveCopyShardsForTheRoom(t *testing.T) {
 	small, large := tmpfstest.Small(t, "40m"), tmpfstest.Dir(t, "lc-shard-live-")
-	dir := t.TempDir()
-	cfg := Config{MemoryLimit: 1024 << 20, DataLive: small}
-	s := persistStore(t, dir, nil, cfg)
-	require.Len(t, s.shards, 1, "the room's")
-	set(t, s, "k", "v")
-	s.Close()
-	s = persistStore(t, dir, nil, cfg)
-	require.Len(t, s.shards, 1, "kept")
-	mustGet(t, s, "k")
-	s.Close()
-
-	dir = t.TempDir()
-	s = persistStore(t, dir, nil, Config{MemoryLimit: 1024 << 20, DataLive: large})
-	require.Len(t, s.shards, 16, "-m's, with room for it")
-	set(t, s, "k", "v")
-	s.Close()
-	s = persistStore(t, dir, nil, cfg)
-	require.Len(t, s.shards, 16, "the stored count, which -m gives")
-	mustGet(t, s, "k")
+	onSmall := Config{MemoryLimit: 1024 << 20, DataLive: small}
+	for _, tc := range []struct {
+		name   string
+		first  Config // the start that makes the directory; the restart is onSmall
+		shards int
+	}{
+		{"the room's", onSmall, 1},
+		{"-m's, stored with room for it", Config{MemoryLimit: 1024 << 20, DataLive: large}, 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := persistStore(t, dir, nil, tc.first)
+			require.Len(t, s.shards, tc.shards)
+			set(t, s, "k", "v")
+			s.Close()
+			s = persistStore(t, dir, nil, onSmall)
+			require.Len(t, s.shards, tc.shards, "kept")
+			mustGet(t, s, "k")
+		})
+	}
 }
 
 // TestLiveCopyRestartOntoSmallerRoom: stored data larger than the tmpfs a restart keeps its live copy on.
