@@ -140,7 +140,8 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	n, _ := b.meta.ReadAt(hdr, 0)
 	if n == headerBytes {
 		// A live copy of the directory that cannot be read may hold what its files lack: the start
-		// refuses before anything changes, whatever it would do next (liveState).
+		// refuses before anything changes, whatever it would do next (liveState). Checked here only: the
+		// copies read later (liveToCatchUp, openLive) are these.
 		instance := binary.LittleEndian.Uint64(hdr[hdrInstance:])
 		for _, root := range []string{recordedLiveRoot(dir), opt.Live} {
 			if ld, err := liveDirFor(root, dir); root != "" && err == nil {
@@ -171,11 +172,7 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	st := &openRest{id: id, opt: opt, hdr: hdr, reason: reason, prevRoot: prevRoot, moved: !sameRoot(prevRoot, opt.Live),
 		advice: advice}
 	if opt.Defer && reason == "" && st.moved {
-		_, _, _, due, err := liveToCatchUp(prevRoot, dir, hdr)
-		if err != nil {
-			return b, "", fmt.Errorf("--data-dir %s: %w (in %s)", dir, err, prevRoot)
-		}
-		if due {
+		if _, _, _, due := liveToCatchUp(prevRoot, dir, hdr); due {
 			b.pending = st
 			return b, "", nil
 		}
@@ -215,9 +212,7 @@ func (b *Backing) open(st *openRest) (reason string, err error) {
 	// A live copy newer than the files is where the last server with one kept it; a start that keeps
 	// the copy elsewhere, or maps the files, writes that one into them first (doc/design/restart-live.md).
 	if reason == "" && moved {
-		if ld, written, err := catchUpLive(prevRoot, dir, hdr, b.meta, b.items); errors.Is(err, errLiveUnreadable) {
-			return "", err // nothing written yet: the copy may be readable at the next start
-		} else if err != nil {
+		if ld, written, err := catchUpLive(prevRoot, dir, hdr, b.meta, b.items); err != nil {
 			reason = fmt.Sprintf("its live copy in %s is newer and could not be written into it: %v", prevRoot, err)
 		} else {
 			b.caughtUp, b.caughtUpBytes = ld, written

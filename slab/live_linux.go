@@ -249,9 +249,9 @@ func dropLive(root, dir string) {
 // caughtUp is the copy written in, "" when there was none to write; written is how many bytes of blocks
 // were written in place.
 func catchUpLive(root, dir string, hdr []byte, meta, items *os.File) (caughtUp string, written int64, err error) {
-	ld, inCopy, resumed, ok, err := liveToCatchUp(root, dir, hdr)
+	ld, inCopy, resumed, ok := liveToCatchUp(root, dir, hdr)
 	if !ok {
-		return "", 0, err
+		return "", 0, nil
 	}
 	f, err := os.Open(filepath.Join(ld, "items"))
 	if err != nil {
@@ -326,21 +326,21 @@ func catchUpLive(root, dir string, hdr []byte, meta, items *os.File) (caughtUp s
 // liveToCatchUp finds the live copy of data directory dir under root that catchUpLive writes into dir's
 // files (hdr is their stored header): ok when there is one, in live directory ld, resumed when it was still
 // being made, with the shards whose pages it holds (inCopy).
-func liveToCatchUp(root, dir string, hdr []byte) (ld string, inCopy map[uint8]bool, resumed, ok bool, err error) {
+func liveToCatchUp(root, dir string, hdr []byte) (ld string, inCopy map[uint8]bool, resumed, ok bool) {
 	le := binary.LittleEndian
 	instance := le.Uint64(hdr[hdrInstance:])
 	if instance == 0 || le.Uint64(hdr[hdrClean:]) == instance {
-		return "", nil, false, false, nil // no live copy was made from these files since, or its server stopped cleanly
+		return "", nil, false, false // no live copy was made from these files since, or its server stopped cleanly
 	}
-	ld, err = liveDirFor(root, dir)
+	ld, err := liveDirFor(root, dir)
 	if err != nil {
-		return "", nil, false, false, nil
+		return "", nil, false, false
 	}
-	inCopy, found, resumed, err := liveState(ld, dir, instance)
-	if err != nil || !found && !resumed {
-		return "", nil, false, false, err // none, or not the newest: the directory is
+	inCopy, found, resumed, _ := liveState(ld, dir, instance) // readable: OpenBacking checked
+	if !found && !resumed {
+		return "", nil, false, false // none, or not the newest: the directory is
 	}
-	return ld, inCopy, resumed, true, nil
+	return ld, inCopy, resumed, true
 }
 
 // readRecords reads the first n page records of meta file f (zero where it has none).
@@ -469,16 +469,12 @@ func readableFile(path string) error {
 	return f.Close()
 }
 
-// errLiveUnreadable is what unreadable's errors wrap.
-var errLiveUnreadable = errors.New("cannot read its live copy")
-
-// unreadable is an error wrapping errLiveUnreadable when err says that a live copy's file is there but
-// cannot be read now (permission, an I/O error, no file descriptors or memory left), else nil: the file
+// unreadable is an error when err says that a live copy's file is there but cannot be read now (permission, an I/O error, no file descriptors or memory left), else nil: the file
 // is missing or damaged (liveState).
 func unreadable(err error) error {
 	for _, e := range []error{fs.ErrPermission, unix.EIO, unix.EMFILE, unix.ENFILE, unix.ENOMEM} {
 		if errors.Is(err, e) {
-			return fmt.Errorf("%w: %w", errLiveUnreadable, err)
+			return fmt.Errorf("cannot read its live copy: %w", err)
 		}
 	}
 	return nil
@@ -538,10 +534,7 @@ func (b *Backing) openLive(root string, usable bool) error {
 		return err
 	}
 	instance := atomic.LoadUint64(b.counter(hdrInstance))
-	inCopy, found, resumed, err := liveState(dir, b.dir, instance)
-	if err != nil && usable {
-		return err // before anything changes: the copy may hold what the directory lacks
-	}
+	inCopy, found, resumed, _ := liveState(dir, b.dir, instance) // readable: OpenBacking checked
 	l := &live{dir: dir, items: b.items, direct: -1}
 	b.items, b.live = nil, l
 	if !usable {

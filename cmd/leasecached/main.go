@@ -361,10 +361,12 @@ func autoLive(root, dir string, memoryLimit int64, logger *slog.Logger) string {
 // (auto would not have chosen it): the copy takes pages while the tmpfs has room, then the server evicts
 // below -m. "" otherwise; a root that is not a tmpfs is warned about once the directory is open (logOpened).
 func liveRoomWarning(root, dir string, memoryLimit int64) string {
-	if root == "" || !slab.OnTmpfs(existingAncestor(root)) {
+	if root == "" {
 		return ""
 	}
-	if err := slab.LiveRoom(existingAncestor(root), dir, memoryLimit); err != nil {
+	if at := existingAncestor(root); !slab.OnTmpfs(at) {
+		return ""
+	} else if err := slab.LiveRoom(at, dir, memoryLimit); err != nil {
 		return "--data-live " + root + ": " + err.Error() + ": a page it has no room for is not taken, " +
 			"so the server evicts before -m is reached"
 	}
