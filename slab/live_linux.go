@@ -423,30 +423,29 @@ func liveState(ld, dir string, instance uint64) (inCopy map[uint8]bool, found, r
 		return nil, false, false, nil
 	}
 	origin, err := readLiveFile(ld, liveOrigin, smallTextMax)
-	if err == nil && string(origin) == want {
-		err = readableFile(filepath.Join(ld, "items")) // read by loadPage or catchUpLive: unreadable, no start
-		return nil, err == nil, false, err
-	}
 	if err != nil {
 		return nil, false, false, err
 	}
-	if loading, err := readLiveFile(ld, liveLoading, smallTextMax); err != nil || string(loading) != want {
-		return nil, false, false, err
-	}
-	inCopy = map[uint8]bool{}
-	loaded, err := readLiveFile(ld, liveLoaded, loadedMax)
-	if err != nil {
-		return nil, false, false, err
-	}
-	for _, line := range strings.Split(string(loaded), "\n") {
-		if n, err := strconv.ParseUint(line, 10, 8); err == nil {
-			inCopy[uint8(n)] = true
+	if string(origin) != want {
+		if loading, err := readLiveFile(ld, liveLoading, smallTextMax); err != nil || string(loading) != want {
+			return nil, false, false, err
+		}
+		loaded, err := readLiveFile(ld, liveLoaded, loadedMax)
+		if err != nil {
+			return nil, false, false, err
+		}
+		inCopy = map[uint8]bool{}
+		for _, line := range strings.Split(string(loaded), "\n") {
+			if n, err := strconv.ParseUint(line, 10, 8); err == nil {
+				inCopy[uint8(n)] = true
+			}
 		}
 	}
+	// Its items is read too (loadPage, catchUpLive): unreadable, no start.
 	if err := readableFile(filepath.Join(ld, "items")); err != nil {
 		return nil, false, false, err
 	}
-	return inCopy, false, true, nil
+	return inCopy, inCopy == nil, inCopy != nil, nil
 }
 
 // readLiveFile is readSmall of live directory ld's file name: nil, nil for a file that is missing or
@@ -469,8 +468,9 @@ func readableFile(path string) error {
 	return f.Close()
 }
 
-// unreadable is an error when err says that a live copy's file is there but cannot be read now (permission, an I/O error, no file descriptors or memory left), else nil: the file
-// is missing or damaged (liveState).
+// unreadable is an error when err says that a live copy's file is there but cannot be read now
+// (permission, an I/O error, no file descriptors or memory left), else nil: the file is missing or
+// damaged (liveState).
 func unreadable(err error) error {
 	for _, e := range []error{fs.ErrPermission, unix.EIO, unix.EMFILE, unix.ENFILE, unix.ENOMEM} {
 		if errors.Is(err, e) {
