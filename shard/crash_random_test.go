@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,10 +42,12 @@ func TestRestartRandomCrashSteps(t *testing.T) {
 	cases := []struct {
 		seed  uint64
 		limit int64 // MemoryLimit: 8 to 12 pages for ten-odd classes, so pages move
+		parks bool  // synced periodically (an hour: the run syncs itself), so that page moves park
 	}{
-		{1, 8 << 20},
-		{2, 12 << 20},
-		{3, 8 << 20},
+		{1, 8 << 20, false},
+		{2, 12 << 20, false},
+		{3, 8 << 20, false},
+		{4, 12 << 20, true},
 	}
 	ops := 250
 	if testing.Short() {
@@ -64,14 +67,19 @@ func TestRestartRandomCrashSteps(t *testing.T) {
 			cases = append(cases, struct {
 				seed  uint64
 				limit int64
-			}{uint64(i + 1), limits[i%len(limits)]})
+				parks bool
+			}{uint64(i + 1), limits[i%len(limits)], i%4 == 3})
 		}
 	}
 	t.Cleanup(func() { crashStepHook = nil })
 	steps := map[int]int{} // steps gone through, over every seed
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("seed %d", tc.seed), func(t *testing.T) {
-			r := newCrashRun(t, tc.seed, Config{Shards: 1, StaleWindow: -1, MemoryLimit: tc.limit})
+			cfg := Config{Shards: 1, StaleWindow: -1, MemoryLimit: tc.limit}
+			if tc.parks {
+				cfg.DataSync = time.Hour
+			}
+			r := newCrashRun(t, tc.seed, cfg)
 			for i := range ops {
 				if !r.step(i) {
 					return
@@ -505,9 +513,24 @@ func (r *crashRun) pageMove() string {
 	if r.rng.IntN(2) == 0 {
 		to = r.rng.IntN(r.s.classes.Count())
 	}
-	drainTo(r.t, r.s, p, to)
-	if to == from {
+	if !r.s.shards[0].al.Parks() {
+		drainTo(r.t, r.s, p, to)
+		if to == from {
+			r.refilled = 4
+		}
+		return fmt.Sprintf("page move of page %d: class %d to %d", p, from, to)
+	}
+	// Where pages park, a sync now and then gives the parked ones back (drain.go).
+	synced := sh.al.ParkedPages() > 0 && r.rng.IntN(2) == 0
+	if synced {
+		r.s.persist.sync()
+		r.s.releaseParked()
+	}
+	sh.mu.Lock()
+	gave, parked := sh.endDrain(to, sh.drainPage(p, r.s.now(), true))
+	sh.mu.Unlock()
+	if gave && to == from {
 		r.refilled = 4
 	}
-	return fmt.Sprintf("page move of page %d: class %d to %d", p, from, to)
+	return fmt.Sprintf("page move of page %d: class %d to %d (synced first %v): parked %v", p, from, to, synced, parked)
 }

@@ -228,7 +228,7 @@ func TestRestartMoveStepCasLast(t *testing.T) {
 			return a, func() {
 				sh.mu.Lock()
 				defer sh.mu.Unlock()
-				sh.drainPage(first, s.now())
+				sh.drainPage(first, s.now(), true)
 				require.NoError(t, sh.al.EndDrain(0))
 			}
 		}},

@@ -1,6 +1,10 @@
 package shard
 
-import "github.com/leasecached/leasecached/slab"
+import (
+	"errors"
+
+	"github.com/leasecached/leasecached/slab"
+)
 
 // Page moves keep what is hot.
 //
@@ -52,23 +56,33 @@ func keepOnMove(b []byte, now int64) bool {
 }
 
 // drainPage empties page p, which holds no pinned item, for a page move: the hot items in it move to other
-// chunks of its class, the rest are evicted or reclaimed (see above). The caller ends the drain
-// (slab.Allocator.EndDrain).
-func (sh *shard) drainPage(p uint32, now int64) {
+// chunks of its class (none unless rescue), the rest are evicted or reclaimed (see above). It returns how
+// many items moved. The caller ends the drain (endDrain).
+//
+// Where pages park (slab.Allocator.Parks), a chained item is evicted, not moved: moving it rewrites links
+// in other pages in place, which a reboot could find without the copy they name (doc/design/restart.md
+// rule 9).
+func (sh *shard) drainPage(p uint32, now int64, rescue bool) (moved int) {
 	first, size, n := sh.al.PageChunks(p)
 	id := sh.al.ClassOf(first)
 	if err := sh.al.BeginDrain(p); err != nil {
 		panic("shard: " + err.Error()) // p is a page of this shard and nothing else drains: broken invariant
 	}
 	sh.dropUndo(p, id)
+	parks := sh.al.Parks()
 	for i := range n {
 		r := first + slab.Ref(i*size)
-		head, b, ok := sh.itemOf(r) // free, or freed since the loop began (a chained item's other part)
+		if sh.al.DrainFreed(r) { // a chained item's other part, freed with it
+			continue
+		}
+		head, b, ok := sh.itemOf(r)
 		if !ok {
 			continue
 		}
 		why := sh.st.dead(b, now)
-		if why == causeNone && keepOnMove(b, now) && sh.rescue(r, head, id, now) {
+		if why == causeNone && rescue && keepOnMove(b, now) && !(parks && itemChained(b)) &&
+			sh.rescue(r, head, id, now) {
+			moved++
 			continue
 		}
 		if why == causeNone {
@@ -76,6 +90,28 @@ func (sh *shard) drainPage(p uint32, now int64) {
 		}
 		sh.release(head, why, now)
 	}
+	return moved
+}
+
+// endDrain ends the drain of a page from which moved items moved (drainPage): the page goes to class to
+// (-1: back to the arena). Where pages park and an item moved, it is parked instead (slab.Allocator.
+// ParkDrained), and no class gets it until the next sync: parked is true. gave is false when the page
+// went to no class: parked, or refused (a data directory with no room left for it, slab.ErrPageRefused;
+// the caller evicts, as when no page can move).
+func (sh *shard) endDrain(to, moved int) (gave, parked bool) {
+	var err error
+	if moved > 0 && sh.al.Parks() {
+		err, parked = sh.al.ParkDrained(), true
+	} else {
+		err = sh.al.EndDrain(to)
+	}
+	if errors.Is(err, slab.ErrPageRefused) {
+		return false, false
+	}
+	if err != nil {
+		panic("shard: " + err.Error()) // drainPage left a used chunk: broken invariant
+	}
+	return !parked, parked
 }
 
 // rescue moves chunk r of the draining page, the head or a part of the live item whose head is head, into

@@ -17,7 +17,7 @@ func drainTo(t *testing.T, s *Store, p uint32, to int) {
 	sh := &s.shards[0]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.drainPage(p, s.now())
+	sh.drainPage(p, s.now(), true)
 	require.NoError(t, sh.al.EndDrain(to))
 }
 

@@ -1,8 +1,6 @@
 package shard
 
 import (
-	"errors"
-
 	"github.com/leasecached/leasecached/slab"
 )
 
@@ -99,35 +97,25 @@ func (sh *shard) release(head slab.Ref, why cause, now int64) {
 
 // movePage gives class to a page taken from the class with the most pages (memcached's slab reassign),
 // drained first: its hot items move to other chunks of their class, the rest are evicted (drainPage).
-// Pages holding a pinned item are skipped.
+// Pages holding a pinned item are skipped. Where pages park (drain.go), class to needs the page now: its
+// items are evicted, none moved.
 func (sh *shard) movePage(to int, now int64) bool {
-	if !sh.drainVictimPage(to, now) {
+	moved, ok := sh.drainVictimPage(to, now, !sh.al.Parks())
+	if !ok {
 		return false
 	}
-	if !sh.endDrain(to) {
+	if gave, _ := sh.endDrain(to, moved); !gave {
 		return false
 	}
 	sh.stats.slabsMoved++
 	return true
 }
 
-// endDrain gives the drained page to class to; false when a data directory had no room left for it and
-// it went back to the arena instead (slab.ErrPageRefused): the caller evicts, as when no page can move.
-func (sh *shard) endDrain(to int) bool {
-	err := sh.al.EndDrain(to)
-	if errors.Is(err, slab.ErrPageRefused) {
-		return false
-	}
-	if err != nil {
-		panic("shard: " + err.Error()) // drainPage left a used chunk: broken invariant
-	}
-	return true
-}
-
 // drainVictimPage picks a page of the class with the most pages (never class keep; -1 keeps none),
 // skipping pages that hold a pinned item and falling back to the next largest class, and drains it
-// (drainPage): the caller ends the drain. False if no class has a page that can be emptied.
-func (sh *shard) drainVictimPage(keep int, now int64) bool {
+// (drainPage, which moves hot items when rescue is set): the caller ends the drain. moved is how many
+// items moved; ok is false if no class has a page that can be emptied.
+func (sh *shard) drainVictimPage(keep int, now int64, rescue bool) (moved int, ok bool) {
 	n := sh.st.classes.Count()
 	var tried [slab.MaxClasses]bool
 	for range n {
@@ -141,15 +129,14 @@ func (sh *shard) drainVictimPage(keep int, now int64) bool {
 			}
 		}
 		if victim < 0 {
-			return false
+			return 0, false
 		}
 		tried[victim] = true
 		if p, ok := sh.victimPage(victim); ok {
-			sh.drainPage(p, now)
-			return true
+			return sh.drainPage(p, now, rescue), true
 		}
 	}
-	return false
+	return 0, false
 }
 
 // victimPage is the page class id gives up: the one under its CLOCK hand, whose items are those the class

@@ -147,13 +147,13 @@ func (s *Store) shareRoom(pages int, lock bool) {
 // released now, never the one holding keep (the item just indexed, which the caller still uses).
 func (sh *shard) indexGrew(keep slab.Ref, now int64) {
 	sh.fitShare()
-	if sh.al.OwnedPages() <= sh.al.MaxPages() {
+	if sh.al.HeldPages() <= sh.al.MaxPages() {
 		return
 	}
 	b := sh.chunk(keep)
 	pinned := b[offState] & flagPinned
 	b[offState] |= flagPinned
-	for sh.al.OwnedPages() > sh.al.MaxPages() && sh.releasePage(now) {
+	for sh.al.HeldPages() > sh.al.MaxPages() && sh.releasePage(now) {
 	}
 	b[offState] = b[offState]&^flagPinned | pinned
 }
@@ -194,7 +194,7 @@ func (sh *shard) releaseExcess(now int64, budget int) {
 	sh.mu.Unlock()
 	for range budget {
 		sh.mu.Lock()
-		ok := sh.al.OwnedPages() > sh.al.MaxPages() && sh.releasePage(now)
+		ok := sh.al.HeldPages() > sh.al.MaxPages() && sh.releasePage(now)
 		sh.mu.Unlock()
 		if !ok {
 			return
@@ -210,12 +210,11 @@ func (sh *shard) releasePage(now int64) bool {
 		sh.stats.slabsMoved++
 		return true
 	}
-	if !sh.drainVictimPage(-1, now) {
+	moved, ok := sh.drainVictimPage(-1, now, true)
+	if !ok {
 		return false
 	}
-	if err := sh.al.EndDrain(-1); err != nil {
-		panic("shard: " + err.Error()) // drainPage left a used chunk: broken invariant
-	}
+	sh.endDrain(-1, moved) // parked, it goes back at the next sync (drain.go)
 	sh.stats.slabsMoved++
 	return true
 }

@@ -208,7 +208,7 @@ func mix64(x uint64) uint64 {
 // builds the arena in it. The opening may be left to finish in startRestart (slab.BackingOptions.Defer).
 func openPersistence(cfg Config, arenaBytes int64, id slab.Identity) (*persistence, *slab.Arena, error) {
 	back, reason, err := slab.OpenBacking(cfg.DataDir, id,
-		slab.BackingOptions{Huge: cfg.LargePages, Live: cfg.DataLive, Defer: true})
+		slab.BackingOptions{Huge: cfg.LargePages, Live: cfg.DataLive, Syncs: cfg.DataSync > 0, Defer: true})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -432,10 +432,25 @@ func (s *Store) persistLoop() {
 		s.renewCasMark()
 		if p.syncEvery > 0 && time.Since(lastSync) >= p.syncEvery {
 			p.sync()
+			s.releaseParked()
 			lastSync = time.Now()
 		} else if p.back.CasHigh() != p.markSynced.Load() {
 			p.syncMark()
 		}
+	}
+}
+
+// releaseParked gives back the pages parked by page moves (drain.go) that the last sync has made safe to
+// reuse: what they held is on disk elsewhere now.
+func (s *Store) releaseParked() {
+	done := s.persist.back.SyncsDone()
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		if sh.al.ParkedPages() > 0 {
+			sh.al.ReleaseParked(done)
+		}
+		sh.mu.Unlock()
 	}
 }
 

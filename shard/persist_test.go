@@ -752,7 +752,7 @@ func TestRestartTornHeadRescue(t *testing.T) {
 			old := refOf(s, key)
 
 			sh.mu.Lock()
-			sh.drainPage(old.Page(), s.now())
+			sh.drainPage(old.Page(), s.now(), true)
 			img := crashImage(t, dir) // the kill: before EndDrain, the page is still the heads' class
 			require.NoError(t, sh.al.EndDrain(0))
 			sh.mu.Unlock()

@@ -47,6 +47,9 @@ func (sh *shard) rebalanceDue(id int) bool {
 // rebalance moves one page to class to from the class whose next eviction is oldest, if it is old
 // enough compared with to's last eviction (see above); false if no page moved.
 func (sh *shard) rebalance(to int, now int64) bool {
+	if sh.al.ParkedPages() > 0 {
+		return false // one page a shard waits for the next sync at a time (drain.go)
+	}
 	donor, donorAge := -1, int64(-1)
 	for id := range sh.cls {
 		if id == to || sh.al.Pages(id) < rebalanceMinPages {
@@ -65,8 +68,11 @@ func (sh *shard) rebalance(to int, now int64) bool {
 	if sh.pagePinned(p) {
 		return false
 	}
-	sh.drainPage(p, now)
-	if !sh.endDrain(to) {
+	gave, parked := sh.endDrain(to, sh.drainPage(p, now, true))
+	if parked {
+		sh.stats.slabsMoved++ // it left the donor; class to takes a page once it is released
+	}
+	if !gave {
 		return false
 	}
 	sh.stats.slabsMoved++

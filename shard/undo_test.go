@@ -62,7 +62,7 @@ func TestUndoChunk(t *testing.T) {
 	cls := sh.al.ClassOf(refLocked(sh, "k"))
 	undo := sh.undo[cls]
 	require.NotEqual(t, slab.NilRef, undo)
-	sh.drainPage(undo.Page(), s.now())
+	sh.drainPage(undo.Page(), s.now(), true)
 	require.NoError(t, sh.al.EndDrain(0), "the drain left no chunk in use")
 	assert.Equal(t, slab.NilRef, sh.undo[cls])
 	sh.mu.Unlock()

@@ -14,6 +14,8 @@ type Allocator struct {
 	// drain is the page being emptied between BeginDrain and EndDrain (drain.go); drain.page is noDrain
 	// when there is none.
 	drain drainState
+	// parked are the pages ParkDrained parked, until ReleaseParked gives them back (counted in owned).
+	parked []parkedPage
 }
 
 type classState struct {
@@ -57,8 +59,12 @@ func (al *Allocator) SetMaxPages(n int) {
 	al.maxPages = n
 }
 
-// OwnedPages is how many pages this allocator has taken from the arena.
+// OwnedPages is how many pages this allocator has taken from the arena, parked ones included.
 func (al *Allocator) OwnedPages() int { return al.owned }
+
+// HeldPages is how many pages this allocator's classes hold: OwnedPages less the parked ones, which
+// go back to the arena at the next sync whatever the owner does.
+func (al *Allocator) HeldPages() int { return al.owned - len(al.parked) }
 
 // MaxPages is this allocator's share of the page budget.
 func (al *Allocator) MaxPages() int { return al.maxPages }

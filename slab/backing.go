@@ -49,9 +49,17 @@ const (
 	hdrClean    = 112
 	// hdrSealKey is a random key drawn when the header is written, mixed into every seal (SealKey).
 	hdrSealKey = 120
+	// hdrBoot is the machine's boot the server that last opened the directory ran in (bootID), and
+	// hdrSyncs the number of the last Sync of a mapped directory that finished: they decide whether a
+	// parked page is read at a start (Records; doc/design/restart.md rule 9).
+	hdrBoot  = 128
+	hdrSyncs = 136
 
-	// A page record: recInUse in its first byte, then the class, the owner, and a check byte.
-	recInUse = 0xA5
+	// A page record: recInUse in its first byte, then the class, the owner, and a check byte. A parked
+	// page (Allocator.ParkDrained) has recParked instead, and the number of the last Sync begun before it
+	// was parked in the upper half.
+	recInUse  = 0xA5
+	recParked = 0x5B
 )
 
 // BackingOptions are OpenBacking's choices.
@@ -62,6 +70,9 @@ type BackingOptions struct {
 	// directory's own being written from it at each Sync (live_linux.go); "": the server maps the
 	// directory's files.
 	Live string
+	// Syncs says that the directory is synced periodically (--data-sync above 0): without a live copy, a
+	// page move then parks the page it rescued items from until the next Sync (Backing.Parks).
+	Syncs bool
 	// Defer leaves the writing of a newer live copy into the directory's files, at a start that needs it,
 	// to FinishOpen (OpenBacking).
 	Defer bool
@@ -175,7 +186,21 @@ func encodeRecord(class, owner uint8) uint64 {
 	return uint64(recInUse) | uint64(class)<<8 | uint64(owner)<<16 | uint64(recInUse^class^owner)<<24
 }
 
+// encodeParked is the record of a page parked when the last Sync begun was number syncs.
+func encodeParked(class, owner uint8, syncs uint64) uint64 {
+	at := uint32(syncs)
+	chk := recParked ^ class ^ owner ^ uint8(at) ^ uint8(at>>8) ^ uint8(at>>16) ^ uint8(at>>24)
+	return uint64(recParked) | uint64(class)<<8 | uint64(owner)<<16 | uint64(chk)<<24 | uint64(at)<<32
+}
+
 func decodeRecord(v uint64) (class, owner uint8, ok bool) {
 	b0, class, owner, chk := uint8(v), uint8(v>>8), uint8(v>>16), uint8(v>>24)
 	return class, owner, b0 == recInUse && chk == recInUse^class^owner && v>>32 == 0
+}
+
+// decodeParked reads the record of a parked page: its class, owner, and the low 32 bits of the number of
+// the last Sync begun before it was parked.
+func decodeParked(v uint64) (class, owner uint8, at uint32, ok bool) {
+	class, owner, at = uint8(v>>8), uint8(v>>16), uint32(v>>32)
+	return class, owner, at, v == encodeParked(class, owner, uint64(at))
 }

@@ -3,9 +3,11 @@
 package slab
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -55,6 +57,15 @@ type Backing struct {
 	liveWanted bool
 	// shards is the shard count the pages are kept for (Shards).
 	shards int
+	// parks says that a page move parks the page it rescued items from until the next Sync (Parks).
+	parks bool
+	// rebooted says that the machine rebooted since the directory was last opened, and opened is the
+	// number of the last Sync that had finished then (hdrSyncs): Records reads a parked page by them.
+	rebooted bool
+	opened   uint64
+	// syncMu guards syncsBegun, the number of the last Sync begun (of a mapped directory).
+	syncMu     sync.Mutex
+	syncsBegun uint64
 }
 
 // RoomPages is how many more pages the file system of the mapped items file (the live copy's, or the
@@ -107,7 +118,7 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	if dir, err = filepath.Abs(dir); err != nil {
 		return nil, "", err
 	}
-	b = &Backing{dir: dir, grow: 1, liveWanted: opt.Live != ""}
+	b = &Backing{dir: dir, grow: 1, liveWanted: opt.Live != "", parks: opt.Syncs && opt.Live == ""}
 	advice := unix.MADV_NOHUGEPAGE
 	if opt.Huge {
 		b.grow, advice = hugePageSize, unix.MADV_HUGEPAGE
@@ -248,6 +259,13 @@ func (b *Backing) open(st *openRest) (reason string, err error) {
 		b.writeMetaLocked(0, headerBytes)
 		b.metaMu.Unlock()
 	}
+	// A parked page is read after a reboot only (Records): the boot the last server ran in decides.
+	boot := bootID()
+	stored := atomic.LoadUint64(b.counter(hdrBoot))
+	b.rebooted = boot != 0 && stored != 0 && stored != boot
+	b.opened = atomic.LoadUint64(b.counter(hdrSyncs))
+	b.syncsBegun = b.opened
+	b.setMeta(hdrBoot, boot)
 	if moved {
 		// The files are as new as the copy there (or it was not to be used): it is freed, as nothing else
 		// would free it.
@@ -688,17 +706,58 @@ func recordOffset(id uint32) int { return headerBytes + int(id)*recordBytes }
 
 func (b *Backing) setRecord(id uint32, v uint64) { b.setMeta(recordOffset(id), v) }
 
-// Records lists the stored pages whose records are whole, in id order.
+// Records lists the stored pages whose records are whole, in id order. A parked page is listed as in
+// use after a machine reboot that no Sync begun after it was parked came before (its items may be all
+// that reached the disk of those it moved); otherwise it holds nothing to keep, and is not listed
+// (doc/design/restart.md rule 9).
 func (b *Backing) Records() []PageRecord {
 	var out []PageRecord
 	last := min(b.itemsSize/PageSize, MaxPages)
 	for id := uint32(0); int64(id) < last; id++ {
-		if class, owner, ok := decodeRecord(atomic.LoadUint64(b.recordWord(id))); ok {
+		v := atomic.LoadUint64(b.recordWord(id))
+		class, owner, ok := decodeRecord(v)
+		if !ok {
+			var at uint32
+			class, owner, at, ok = decodeParked(v)
+			ok = ok && b.rebooted && int32(uint32(b.opened)-at) <= 0
+		}
+		if ok {
 			out = append(out, PageRecord{ID: id, Class: int(class), Owner: int(owner)})
 		}
 	}
 	return out
 }
+
+// bootID names the machine's boot (a hash of the kernel's boot_id, never 0), 0 when it cannot be read: a
+// start then never takes its directory for one after a reboot, and reads no parked page (the safe side:
+// after a kill, a parked page's items may have been deleted since).
+func bootID() uint64 {
+	id, err := os.ReadFile(bootIDFile)
+	if err != nil || len(bytes.TrimSpace(id)) == 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write(bytes.TrimSpace(id))
+	return h.Sum64() | 1
+}
+
+// bootIDFile is where Linux names the current boot (a random UUID drawn at each boot).
+const bootIDFile = "/proc/sys/kernel/random/boot_id"
+
+// Parks says whether a page move must park a page it rescued items from (Allocator.ParkDrained): when
+// the directory's own items file is mapped and synced periodically (BackingOptions.Syncs).
+func (b *Backing) Parks() bool { return b.parks }
+
+// syncsBegunNow is the number of the last Sync begun: a page parked now waits for a Sync with a larger one.
+func (b *Backing) syncsBegunNow() uint64 {
+	b.syncMu.Lock()
+	defer b.syncMu.Unlock()
+	return b.syncsBegun
+}
+
+// SyncsDone is the number of the last Sync that finished (of a mapped directory): every page parked
+// before that Sync began can be released (Allocator.ReleaseParked).
+func (b *Backing) SyncsDone() uint64 { return atomic.LoadUint64(b.counter(hdrSyncs)) }
 
 func (b *Backing) counter(off int) *uint64 { return (*uint64)(unsafe.Pointer(&b.metaMem[off])) }
 
@@ -759,7 +818,17 @@ func (b *Backing) Sync() error {
 		return b.syncLive(itemsSize)
 	}
 	defer b.mu.Unlock()
-	return errors.Join(b.items.Sync(), b.syncMeta())
+	b.syncMu.Lock()
+	b.syncsBegun++
+	n := b.syncsBegun
+	b.syncMu.Unlock()
+	if err := b.items.Sync(); err != nil {
+		return errors.Join(err, b.syncMeta())
+	}
+	// Whatever a page move copied before this Sync began is on disk: the pages it parked may go
+	// (SyncsDone), and a start after a reboot need not read them (Records).
+	b.setMeta(hdrSyncs, n)
+	return b.syncMeta()
 }
 
 // Close syncs, unmaps and unlocks. Nothing may use the arena's pages afterwards. With a live copy, a

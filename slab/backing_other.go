@@ -69,4 +69,7 @@ func (b *Backing) drainBegins(uint32)           {}
 func (b *Backing) drainEnds()                   {}
 func (b *Backing) SetSyncSteps(func(string))    {}
 func (b *Backing) Pending() bool                { return false }
+func (b *Backing) Parks() bool                  { return false }
+func (b *Backing) SyncsDone() uint64            { return 0 }
+func (b *Backing) syncsBegunNow() uint64        { return 0 }
 func (b *Backing) FinishOpen() (string, error)  { return "", nil }

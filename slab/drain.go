@@ -30,6 +30,9 @@ type drainState struct {
 	class  int    // the class it was taken from
 	carved uint32 // end of its chunks handed out (as carved() said when the drain began)
 	used   int    // its chunks still in use
+	// freed has a bit per chunk freed since the drain began (by offset/MinChunk): where pages park,
+	// freeDrained writes no state byte, and this is how the owner tells a freed chunk (DrainFreed).
+	freed [(PageSize/MinChunk + 63) / 64]uint64
 }
 
 // BeginDrain takes page p out of its class to be emptied (see above): no chunk is handed out of p from
@@ -83,6 +86,7 @@ func (al *Allocator) BeginDrain(p uint32) error {
 	cs.used -= used
 	al.arena.back.drainBegins(p)
 	al.drain = drainState{page: p, class: from, carved: carved, used: used}
+	clear(al.drain.freed[:])
 	return nil
 }
 
@@ -106,11 +110,23 @@ func (al *Allocator) Draining() (p uint32, used int, ok bool) {
 	return al.drain.page, al.drain.used, true
 }
 
-// freeDrained is Free for a chunk of the draining page.
+// freeDrained is Free for a chunk of the draining page. Where page moves park (Parks), nothing is written
+// into the page: it must reach a reboot as it was until its items' copies are on disk (ParkDrained).
 func (al *Allocator) freeDrained(r Ref) {
-	al.arena.chunkAt(r, StateOffset+1)[StateOffset] = StateFree
-	al.linked(r)
+	if !al.Parks() {
+		al.arena.chunkAt(r, StateOffset+1)[StateOffset] = StateFree
+		al.linked(r)
+	}
+	i := r.Offset() / MinChunk
+	al.drain.freed[i/64] |= 1 << (i % 64)
 	al.drain.used--
+}
+
+// DrainFreed says whether chunk r of the draining page was freed since the drain began: its state byte
+// may still say otherwise (freeDrained).
+func (al *Allocator) DrainFreed(r Ref) bool {
+	i := r.Offset() / MinChunk
+	return r.Page() == al.drain.page && al.drain.freed[i/64]&(1<<(i%64)) != 0
 }
 
 // ErrPageRefused is EndDrain's (and MovePage's) answer when the page could not join its new class: in a
@@ -122,23 +138,15 @@ var ErrPageRefused = errors.New("slab: no room in the data directory for the pag
 // may be the class it came from), or goes back to the arena when to < 0.
 func (al *Allocator) EndDrain(to int) error {
 	d := al.drain
-	if d.page == noDrain {
-		return fmt.Errorf("slab: no page is draining")
-	}
-	size := al.classes.size[d.class]
-	page := al.arena.page(d.page)
-	for off := uint32(0); off+size <= d.carved; off += size {
-		if page[off+StateOffset] != StateFree {
-			return fmt.Errorf("slab: draining page %d still holds a used chunk at offset %d", d.page, off)
-		}
-	}
-	if d.used != 0 {
-		return fmt.Errorf("slab: draining page %d counts %d used chunks but holds none", d.page, d.used)
+	if err := al.drained(); err != nil {
+		return err
 	}
 	al.drain = drainState{page: noDrain}
 	defer al.arena.back.drainEnds()
 	var refused error
-	if to >= 0 && to != d.class && al.arena.clearForClass(d.page) != nil {
+	// A page that parks was not written as its chunks were freed (freeDrained): emptied here even for
+	// its own class, whose chunks would otherwise still hold what they held.
+	if to >= 0 && (to != d.class || al.Parks()) && al.arena.clearForClass(d.page) != nil {
 		to, refused = -1, ErrPageRefused
 	}
 	if to < 0 {
@@ -166,6 +174,85 @@ func (al *Allocator) EndDrain(to int) error {
 	}
 	al.arena.markCarved(d.page, PageSize) // every chunk's link was written
 	return nil
+}
+
+// drained checks that every chunk of the draining page was freed.
+func (al *Allocator) drained() error {
+	d := &al.drain
+	if d.page == noDrain {
+		return fmt.Errorf("slab: no page is draining")
+	}
+	if d.used != 0 {
+		return fmt.Errorf("slab: draining page %d counts %d used chunks", d.page, d.used)
+	}
+	if al.Parks() {
+		return nil // its chunks keep their state bytes (freeDrained)
+	}
+	size := al.classes.size[d.class]
+	page := al.arena.page(d.page)
+	for off := uint32(0); off+size <= d.carved; off += size {
+		if page[off+StateOffset] != StateFree {
+			return fmt.Errorf("slab: draining page %d still holds a used chunk at offset %d", d.page, off)
+		}
+	}
+	return nil
+}
+
+// Parking: where a data directory's own items file is mapped (no live copy) and synced periodically, a
+// page move that rescued items must not let its page be written again before the copies it made are
+// on disk, or a machine reboot could find the page's new contents (or its new record) and not the
+// copies: items unchanged since long before the last sync would be lost. So such a move ends with
+// ParkDrained: the page, left exactly as it was (freeDrained writes nothing into it), leaves its class
+// and stays out of use, its record saying parked, until a Sync begun after it has finished; then
+// ReleaseParked gives it back to the arena. A start after a reboot with no such Sync reads a parked
+// page as in use (Backing.Records), and of an item found twice the larger CAS wins; any other start
+// (after a kill the copies are in memory, and the page's items may have been deleted since) discards it.
+// doc/design/restart.md rule 9.
+
+// parkedPage is a parked page and the number of the last Sync begun when it was parked.
+type parkedPage struct {
+	id uint32
+	at uint64
+}
+
+// Parks says whether a drain that rescued items must end with ParkDrained rather than EndDrain.
+func (al *Allocator) Parks() bool { b := al.arena.back; return b != nil && b.Parks() }
+
+// ParkDrained ends the drain, every chunk of the page being free, by parking the page (see above): it
+// stays this allocator's, counted in OwnedPages, in no class, until ReleaseParked.
+func (al *Allocator) ParkDrained() error {
+	if !al.Parks() {
+		return fmt.Errorf("slab: pages are not parked here")
+	}
+	if err := al.drained(); err != nil {
+		return err
+	}
+	d := al.drain
+	al.drain = drainState{page: noDrain}
+	defer al.arena.back.drainEnds()
+	at := al.arena.back.syncsBegunNow()
+	al.arena.back.setRecord(d.page, encodeParked(uint8(d.class), al.owner, at))
+	al.parked = append(al.parked, parkedPage{id: d.page, at: at})
+	return nil
+}
+
+// ParkedPages is how many pages this allocator has parked.
+func (al *Allocator) ParkedPages() int { return len(al.parked) }
+
+// ReleaseParked gives back to the arena every parked page that a Sync begun after it was parked has
+// covered, done being the number of the last Sync finished (Backing.SyncsDone); it returns how many.
+func (al *Allocator) ReleaseParked(done uint64) int {
+	n := 0
+	for i := 0; i < len(al.parked); i++ {
+		if p := al.parked[i]; p.at < done {
+			al.owned--
+			al.arena.releasePage(p.id)
+			al.parked = append(al.parked[:i], al.parked[i+1:]...)
+			i--
+			n++
+		}
+	}
+	return n
 }
 
 // MovePage reassigns page p to class to. Every chunk handed out in p must already be free: the caller

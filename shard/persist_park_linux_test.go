@@ -1,0 +1,187 @@
+package shard
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// hdrBoot is slab's header offset of the boot the directory was last opened in.
+const hdrBoot = 128
+
+// rebootedImage is img as a start after a machine reboot finds it: the same files, another boot.
+func rebootedImage(img map[string][]byte) map[string][]byte {
+	out := map[string][]byte{}
+	for name, b := range img {
+		out[name] = b
+	}
+	meta := append([]byte(nil), img["meta"]...)
+	binary.LittleEndian.PutUint64(meta[hdrBoot:], 0x600dcafe0001)
+	out["meta"] = meta
+	return out
+}
+
+// parkStore opens a store on a new data directory mapped (no live copy) and synced periodically, so that
+// page moves park (drain.go); the test syncs itself (the period is an hour). Items of 3000-byte values
+// under smallKey(i): perPage of them fill a page of their class.
+func parkStore(t *testing.T) (s *Store, dir string, c *clock, smallKey func(i int) []byte, perPage int) {
+	t.Helper()
+	const small = 3000
+	dir, c = t.TempDir(), newClock()
+	s = persistStore(t, dir, c, Config{MemoryLimit: 32 << 20, Shards: 1, DataSync: time.Hour})
+	require.True(t, s.shards[0].al.Parks())
+	smallKey = func(i int) []byte { return fmt.Appendf(nil, "small:%04d", i) }
+	id, _ := s.classes.For(headerLen(layoutOf(0, 0, small), false) + len(smallKey(0)) + small)
+	return s, dir, c, smallKey, s.classes.PerPage(id)
+}
+
+// movePageTo drains page p toward class to as the rebalancer does (items moved) and ends the drain.
+func movePageTo(t *testing.T, s *Store, p uint32, to int) (parked bool) {
+	t.Helper()
+	sh := &s.shards[0]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	moved := sh.drainPage(p, s.now(), true)
+	gave, parked := sh.endDrain(to, moved)
+	require.True(t, gave || parked)
+	return parked
+}
+
+// A machine reboot keeps what the last sync wrote (restart.md rule 9), page moves since included, with DIR
+// mapped: the kernel writes a mapped page back whenever it likes, so the page a move emptied could reach
+// the disk reused by another class, or its record could, before the copies of the items it held. A move
+// that copied items therefore parks its page, untouched, until a sync begun after it has finished, and a
+// start after a reboot with no such sync reads the parked page too. The images are DIR as the page
+// cache holds it at the last sync, after the moves, and after the next sync and new stores into the
+// released page, each as a start after a reboot finds it, and mixed block by block between consecutive
+// ones (what a disk may hold when the reboot came between them).
+func TestRestartRebootAfterParkedMoves(t *testing.T) {
+	s, dir, c, smallKey, perPage := parkStore(t)
+	want := map[string][]byte{}
+	for i := range perPage * 3 / 2 {
+		want[string(smallKey(i))] = pattern(3000, i)
+	}
+	for k, v := range want {
+		require.Equal(t, Stored, s.Store(ModeSet, []byte(k), 0, 0, v, 0))
+	}
+	for k := range want {
+		mustGet(t, s, k) // fetched just now: a page move keeps them (keepOnMove)
+	}
+	s.persist.sync()
+	images := []map[string][]byte{dirImage(t, dir)}
+
+	first := refOf(s, smallKey(0)).Page()
+	require.True(t, movePageTo(t, s, first, 0), "a move that kept items parks its page")
+	require.Positive(t, s.Stats().SlabRescues)
+	require.Equal(t, 1, s.shards[0].al.ParkedPages())
+	for i := range 2000 { // new items, in other pages: the parked one is in no class
+		require.Equal(t, Stored, s.Store(ModeSet, key(i), 0, 0, pattern(20, i), 0))
+		require.NotEqual(t, first, refOf(s, key(i)).Page())
+	}
+	for k, v := range want {
+		got, _, ok := s.Get(nil, []byte(k))
+		require.True(t, ok, "%s: lost by the move itself", k)
+		require.Equal(t, v, got, "%s", k)
+	}
+	images = append(images, dirImage(t, dir))
+	// Deleted after the move: the next sync makes that durable, and a reboot after it must not find
+	// them in the parked page, still parked on disk until its release is written.
+	var deleted []string
+	for i := 0; i < perPage; i += 7 {
+		k := string(smallKey(i))
+		require.Equal(t, Deleted, s.Delete([]byte(k)))
+		deleted = append(deleted, k)
+		delete(want, k)
+	}
+
+	s.persist.sync()
+	images = append(images, dirImage(t, dir)) // the page still parked, its record too
+	s.releaseParked()
+	require.Zero(t, s.shards[0].al.ParkedPages(), "the sync after the move releases the page")
+	images = append(images, dirImage(t, dir))
+	for i := range 4000 { // the released page goes to a class again, and is written
+		require.Equal(t, Stored, s.Store(ModeSet, key(2000+i), 0, 0, pattern(100, i), 0))
+	}
+	reused := false
+	for i := range 4000 {
+		reused = reused || refOf(s, key(2000+i)).Page() == first
+	}
+	require.True(t, reused, "the released page is used again")
+	images = append(images, dirImage(t, dir))
+	s.Close()
+
+	for i := range images {
+		images[i] = rebootedImage(images[i])
+	}
+	t.Run("deletes synced stay done", func(t *testing.T) {
+		d := t.TempDir()
+		for name, b := range images[2] {
+			require.NoError(t, os.WriteFile(filepath.Join(d, name), b, 0o600))
+		}
+		s := persistStore(t, d, c, Config{MemoryLimit: 32 << 20, Shards: 1})
+		for _, k := range deleted {
+			_, _, ok := s.Get(nil, []byte(k))
+			require.False(t, ok, "%s: deleted before the last sync, back after a reboot", k)
+		}
+	})
+	restartOnImages(t, images, 12, Config{MemoryLimit: 32 << 20, Shards: 1}, c, want, func(s *Store) {
+		for i := range 2000 {
+			if got, _, ok := s.Get(nil, key(i)); ok {
+				require.Equal(t, pattern(20, i), got, "%s: a wrong value", key(i))
+			}
+		}
+		for i := range 4000 {
+			if got, _, ok := s.Get(nil, key(2000+i)); ok {
+				require.Equal(t, pattern(100, i), got, "%s: a wrong value", key(2000+i))
+			}
+		}
+	})
+}
+
+// After a kill the page cache holds everything a move copied, and the parked page's items may have been
+// deleted or changed since: a start on the same boot reads no parked page (slab.Backing.Records), so a
+// delete acknowledged after the move stays done, and a touch keeps its new exptime.
+func TestRestartKillKeepsParkedPageOut(t *testing.T) {
+	s, dir, c, smallKey, perPage := parkStore(t)
+	for i := range perPage * 3 / 2 {
+		require.Equal(t, Stored, s.Store(ModeSet, smallKey(i), 0, 0, pattern(3000, i), 0))
+		mustGet(t, s, string(smallKey(i)))
+	}
+	s.persist.sync()
+	first := refOf(s, smallKey(0)).Page()
+	require.True(t, movePageTo(t, s, first, 0))
+	var deleted, touched []int
+	for i := range perPage {
+		switch i % 3 {
+		case 0:
+			require.Equal(t, Deleted, s.Delete(smallKey(i)))
+			deleted = append(deleted, i)
+		case 1:
+			require.Equal(t, Touched, s.Touch(smallKey(i), 5))
+			touched = append(touched, i)
+		}
+	}
+	img := crashImage(t, dir) // what a kill leaves: the page cache, on the same boot
+	s.Close()
+
+	s2 := persistStore(t, img, c, Config{MemoryLimit: 32 << 20, Shards: 1, DataSync: time.Hour})
+	for _, i := range deleted {
+		_, _, ok := s2.Get(nil, smallKey(i))
+		require.False(t, ok, "%s: deleted after the move, back after a kill", smallKey(i))
+	}
+	for i := perPage; i < perPage*3/2; i++ {
+		got, _, ok := s2.Get(nil, smallKey(i))
+		require.True(t, ok, "%s", smallKey(i))
+		require.Equal(t, pattern(3000, i), got)
+	}
+	c.advance(6)
+	for _, i := range touched {
+		_, _, ok := s2.Get(nil, smallKey(i))
+		require.False(t, ok, "%s: touched after the move to expire, alive after a kill", smallKey(i))
+	}
+}
