@@ -47,7 +47,7 @@ func TestRestartRandomCrashSteps(t *testing.T) {
 		{1, 8 << 20, false},
 		{2, 12 << 20, false},
 		{3, 8 << 20, false},
-		{4, 12 << 20, true},
+		{8, 12 << 20, true},
 	}
 	ops := 250
 	if testing.Short() {
