@@ -162,6 +162,9 @@ func TestRestartUnreadableLiveCopy(t *testing.T) {
 			var exit *exec.ExitError
 			assert.ErrorAs(t, err, &exit, "a start that cannot read the live copy must fail: %s", out)
 			assert.Contains(t, string(out), "cannot read its live copy", "why, in its one line")
+			lock, err := os.ReadFile(filepath.Join(dir, "lock"))
+			require.NoError(t, err)
+			assert.NotContains(t, string(lock), strconv.Itoa(cmd.Process.Pid), "DIR's lock names a server that did not start")
 
 			require.NoError(t, os.Chmod(copies[0], 0o700))
 			d = startOnDir(t, dir, live...)

@@ -208,7 +208,8 @@ func mix64(x uint64) uint64 {
 // builds the arena in it. The opening may be left to finish in startRestart (slab.BackingOptions.Defer).
 func openPersistence(cfg Config, arenaBytes int64, id slab.Identity) (*persistence, *slab.Arena, error) {
 	back, reason, err := slab.OpenBacking(cfg.DataDir, id,
-		slab.BackingOptions{Huge: cfg.LargePages, Live: cfg.DataLive, Syncs: cfg.DataSync > 0, Defer: true})
+		slab.BackingOptions{Huge: cfg.LargePages, Live: cfg.DataLive, Syncs: cfg.DataSync > 0, Defer: true,
+			Emptying: cfg.Emptying})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -950,3 +950,29 @@ func TestRestartForgedItem(t *testing.T) {
 	mustGet(t, s2, "small")
 	miss(t, s2, "victim")
 }
+
+// Config.Emptying is told why the stored data cannot be used before any of it is discarded, so that a
+// server killed right after has logged why its next start finds nothing; a fresh directory, which holds
+// nothing to discard, is not a reason.
+func TestRestartEmptyingToldFirst(t *testing.T) {
+	dir := t.TempDir()
+	told := 0
+	s := persistStore(t, dir, nil, Config{Shards: 1, Emptying: func(string) { told++ }})
+	require.Zero(t, told, "a fresh directory")
+	require.Equal(t, Stored, s.Store(ModeSet, []byte("k"), 0, 0, []byte("v"), 0))
+	s.Close()
+
+	var why string
+	var itemsSize int64
+	s = persistStore(t, dir, nil, Config{Shards: 2, Emptying: func(r string) {
+		why = r
+		fi, err := os.Stat(filepath.Join(dir, "items"))
+		require.NoError(t, err)
+		itemsSize = fi.Size()
+	}})
+	assert.Contains(t, why, "stored with 1 shards")
+	assert.Equal(t, why, s.RestartStats().StartedEmpty)
+	assert.Positive(t, itemsSize, "told after the stored items were discarded")
+	_, _, ok := s.Get(nil, []byte("k"))
+	assert.False(t, ok)
+}

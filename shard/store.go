@@ -112,6 +112,10 @@ type Config struct {
 	// is served (RestartStats: why it started empty, what it caught up with, what this -m had no room
 	// for): in New, or later when New left the opening to finish while the shards wait (persist.go).
 	Opened func(RestartStats)
+	// Emptying is told why the data directory's stored data cannot be used, before any of it is
+	// discarded (not for a directory that holds none, slab.NoStoredData): a process killed right after
+	// has said why its next start finds nothing (RestartStats.StartedEmpty says it too).
+	Emptying func(reason string)
 	// OpenFailed is told when such a later opening fails: the store can serve nothing, its shards stay
 	// locked, and the process must exit (Close would wait for ever; nil: the store panics).
 	OpenFailed func(error)

@@ -73,6 +73,9 @@ type BackingOptions struct {
 	// Syncs says that the directory is synced periodically (--data-sync above 0): without a live copy, a
 	// page move then parks the page it rescued items from until the next Sync (Backing.Parks).
 	Syncs bool
+	// Emptying, when set, is told why stored data cannot be used before any of it is discarded (not for
+	// a directory that holds none: NoStoredData).
+	Emptying func(reason string)
 	// Defer leaves the writing of a newer live copy into the directory's files, at a start that needs it,
 	// to FinishOpen (OpenBacking).
 	Defer bool

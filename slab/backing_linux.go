@@ -123,8 +123,12 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	if opt.Huge {
 		b.grow, advice = hugePageSize, unix.MADV_HUGEPAGE
 	}
+	locked := false
 	defer func() {
 		if err != nil {
+			if locked {
+				_ = b.lock.Truncate(0) // the pid of a server that did not start names none
+			}
 			b.Close()
 			b = nil
 		}
@@ -136,6 +140,7 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 		owner, _ := readSmall(filepath.Join(dir, "lock"), lockMax)
 		return b, "", fmt.Errorf("data directory %s is in use by another leasecached (pid %s)", dir, string(owner))
 	}
+	locked = true
 	_ = b.lock.Truncate(0)
 	_, _ = b.lock.WriteAt([]byte(strconv.Itoa(os.Getpid())), 0)
 	for _, f := range []struct {
@@ -228,6 +233,9 @@ func (b *Backing) open(st *openRest) (reason string, err error) {
 		} else {
 			b.caughtUp, b.caughtUpBytes = ld, written
 		}
+	}
+	if reason != "" && reason != NoStoredData && opt.Emptying != nil {
+		opt.Emptying(reason)
 	}
 	if reason != "" {
 		dropJournal(dir) // it describes pages no longer there

@@ -174,6 +174,8 @@ func storeConfig(cfg server.Config) shard.Config {
 		LeaseWindow: cfg.LeaseWindow, StaleWindow: stale, Grace: cfg.Grace, Hold: cfg.Hold, LargePages: cfg.LargePages,
 		DataDir: cfg.DataDir, DataSync: cfg.DataSync, DataLive: cfg.DataLive, SyncFailed: func(err error) {
 			cfg.Logger.Error("--data-dir "+cfg.DataDir+": sync failed (what a machine reboot keeps is older)", slog.Any("err", err))
+		}, Emptying: func(why string) {
+			cfg.Logger.Error("--data-dir " + cfg.DataDir + ": starting empty: " + why)
 		}, Opened: func(rs shard.RestartStats) { logOpened(cfg, rs) }, OpenFailed: func(err error) {
 			// After the listener opened: the start fails as it would have before it.
 			cfg.Logger.Error("storage: " + err.Error())
@@ -188,9 +190,7 @@ func logOpened(cfg server.Config, rs shard.RestartStats) {
 		cfg.Logger.Warn("--data-dir " + cfg.DataDir + ": the live copy in " + rs.CaughtUp + " was newer (its server did " +
 			"not stop cleanly): written into " + cfg.DataDir + " while requests waited, then removed")
 	}
-	if rs.StartedEmpty != "" && rs.StartedEmpty != slab.NoStoredData {
-		cfg.Logger.Error("--data-dir " + cfg.DataDir + ": starting empty: " + rs.StartedEmpty)
-	} else if rs.PagesLeft > 0 {
+	if rs.StartedEmpty == "" && rs.PagesLeft > 0 { // starting empty was said before the data went (Emptying)
 		where := "this -m"
 		if cfg.DataLive != "" {
 			where = "this -m, or the live copy's tmpfs,"
