@@ -300,6 +300,7 @@ func (s *Store) adoptStored() {
 		p.dropped.Add(p.itemsLeft)
 	}
 	s.arena.FinishAdopt()
+	p.back.Adopted()
 	close(p.opened)
 	if p.openedFn != nil {
 		p.openedFn(s.RestartStats())
@@ -319,6 +320,15 @@ func (s *Store) waitOpened() {
 // it left and how many item heads they held, each read as the rebuild reads it (recoverItems counts every
 // head it does not keep as dropped, and so are these).
 func (s *Store) adoptPages() (pages int, items int64) {
+	// Pages the last server parked stay parked until this one's first sync, where pages park (their
+	// moves' copies may not be on disk yet: slab.Backing.ParkedRecords); first, so that they fit as they
+	// did. Elsewhere FinishAdopt empties them: the opening synced the copies (slab.Backing.open), or a
+	// live copy's sync writes them before any page it moved (restart-live.md rule 12).
+	for _, r := range s.persist.back.ParkedRecords() {
+		if r.Owner < len(s.shards) && r.Class < s.classes.Count() && s.shards[r.Owner].al.Parks() {
+			_ = s.shards[r.Owner].al.AdoptParked(r.ID, r.Class) // an error: a damaged record, emptied
+		}
+	}
 	for _, r := range s.persist.back.Records() {
 		if r.Owner >= len(s.shards) || r.Class >= s.classes.Count() {
 			continue // a damaged record: FinishAdopt empties the page
@@ -423,7 +433,7 @@ func (s *Store) persistLoop() {
 	p := s.persist
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	lastSync := time.Now()
+	lastSync, lastOK := time.Now(), true
 	for {
 		select {
 		case <-p.stop:
@@ -431,8 +441,10 @@ func (s *Store) persistLoop() {
 		case <-tick.C:
 		}
 		s.renewCasMark()
-		if p.syncEvery > 0 && time.Since(lastSync) >= p.syncEvery {
-			p.sync()
+		// A page parked by a page move waits for a sync (drain.go), and the class it was moved for waits
+		// with it: the next tick makes one, as long as syncs succeed.
+		if p.syncEvery > 0 && (time.Since(lastSync) >= p.syncEvery || lastOK && p.back.Parked() > 0) {
+			lastOK = p.sync()
 			s.releaseParked()
 			lastSync = time.Now()
 		} else if p.back.CasHigh() != p.markSynced.Load() {
@@ -455,13 +467,15 @@ func (s *Store) releaseParked() {
 	}
 }
 
-// sync writes the data directory to disk and counts the outcome. A failure (a full or failing disk) loses
+// sync writes the data directory to disk and counts the outcome (false: it failed). A failure (a full or failing disk) loses
 // only what a machine reboot would keep, so the server goes on serving; Config.SyncFailed is told.
-func (p *persistence) sync() {
-	if p.synced(p.syncFn) {
-		p.syncs.Add(1)
-		p.syncedAt.Store(time.Now().Unix())
+func (p *persistence) sync() bool {
+	if !p.synced(p.syncFn) {
+		return false
 	}
+	p.syncs.Add(1)
+	p.syncedAt.Store(time.Now().Unix())
+	return true
 }
 
 // syncMark writes the stored CAS mark to disk, for rule 5 across a machine reboot, where only what was

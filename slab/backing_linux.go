@@ -61,11 +61,19 @@ type Backing struct {
 	parks bool
 	// rebooted says that the machine rebooted since the directory was last opened, and opened is the
 	// number of the last Sync that had finished then (hdrSyncs): Records reads a parked page by them.
+	// boot is this boot (bootID), stored by Adopted.
 	rebooted bool
 	opened   uint64
+	boot     uint64
+	// adopted is set by Adopted: until then the parked pages may not have been taken (Records,
+	// ParkedRecords), and neither this boot nor a Sync's number is stored, which would change what the
+	// next start makes of them.
+	adopted atomic.Bool
 	// syncMu guards syncsBegun, the number of the last Sync begun (of a mapped directory).
 	syncMu     sync.Mutex
 	syncsBegun uint64
+	// parked counts the pages parked now, by every allocator (Parked).
+	parked atomic.Int64
 }
 
 // RoomPages is how many more pages the file system of the mapped items file (the live copy's, or the
@@ -118,7 +126,7 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	if dir, err = filepath.Abs(dir); err != nil {
 		return nil, "", err
 	}
-	b = &Backing{dir: dir, grow: 1, liveWanted: opt.Live != "", parks: opt.Syncs && opt.Live == ""}
+	b = &Backing{dir: dir, grow: 1, liveWanted: opt.Live != "", parks: opt.Syncs && opt.Live == "" && !OnTmpfs(dir)}
 	advice := unix.MADV_NOHUGEPAGE
 	if opt.Huge {
 		b.grow, advice = hugePageSize, unix.MADV_HUGEPAGE
@@ -268,12 +276,19 @@ func (b *Backing) open(st *openRest) (reason string, err error) {
 		b.metaMu.Unlock()
 	}
 	// A parked page is read after a reboot only (Records): the boot the last server ran in decides.
-	boot := bootID()
+	b.boot = bootID()
 	stored := atomic.LoadUint64(b.counter(hdrBoot))
-	b.rebooted = boot != 0 && stored != 0 && stored != boot
+	b.rebooted = b.boot != 0 && stored != 0 && stored != b.boot
 	b.opened = atomic.LoadUint64(b.counter(hdrSyncs))
 	b.syncsBegun = b.opened
-	b.setMeta(hdrBoot, boot)
+	if !b.rebooted && !b.parks && opt.Live == "" && b.anyParked(b.items) {
+		// After a kill, what the moves that parked pages copied may be in the page cache only: on disk
+		// before the pages are discarded and used again (a start that parks keeps them parked instead,
+		// ParkedRecords; with a live copy, a sync writes them before any page it moved).
+		if err := b.items.Sync(); err != nil {
+			return "", err
+		}
+	}
 	if moved {
 		// The files are as new as the copy there (or it was not to be used): it is freed, as nothing else
 		// would free it.
@@ -752,6 +767,45 @@ func bootID() uint64 {
 // bootIDFile is where Linux names the current boot (a random UUID drawn at each boot).
 const bootIDFile = "/proc/sys/kernel/random/boot_id"
 
+// anyParked says whether a stored record of a page in items names a parked page.
+func (b *Backing) anyParked(items *os.File) bool {
+	size, err := fileSize(items)
+	if err != nil {
+		return true // as if one were: the caller then syncs, which costs nothing more than it needs
+	}
+	last := min(size/PageSize, MaxPages)
+	for id := uint32(0); int64(id) < last; id++ {
+		if _, _, _, ok := decodeParked(atomic.LoadUint64(b.recordWord(id))); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// ParkedRecords lists the parked pages of a start that is not after a reboot (in id order): the copies
+// the moves that parked them made may be in the page cache only, so the pages are to be kept out of use
+// until this process's first Sync has finished (Allocator.AdoptParked), as they were in the last one's.
+func (b *Backing) ParkedRecords() []PageRecord {
+	if b.rebooted {
+		return nil // listed in use (Records), or a Sync finished since they were parked: nothing to wait for
+	}
+	var out []PageRecord
+	last := min(b.itemsSize/PageSize, MaxPages)
+	for id := uint32(0); int64(id) < last; id++ {
+		if class, owner, _, ok := decodeParked(atomic.LoadUint64(b.recordWord(id))); ok {
+			out = append(out, PageRecord{ID: id, Class: int(class), Owner: int(owner)})
+		}
+	}
+	return out
+}
+
+// Adopted records that the stored pages have been taken (Records, ParkedRecords; the others are
+// emptied): from now on the directory is this boot's, and each Sync's number is stored.
+func (b *Backing) Adopted() {
+	b.setMeta(hdrBoot, b.boot)
+	b.adopted.Store(true)
+}
+
 // Parks says whether a page move must park a page it rescued items from (Allocator.ParkDrained): when
 // the directory's own items file is mapped and synced periodically (BackingOptions.Syncs).
 func (b *Backing) Parks() bool { return b.parks }
@@ -762,6 +816,11 @@ func (b *Backing) syncsBegunNow() uint64 {
 	defer b.syncMu.Unlock()
 	return b.syncsBegun
 }
+
+// Parked is how many pages are parked now (Allocator.ParkDrained): each waits for the next Sync.
+func (b *Backing) Parked() int { return int(b.parked.Load()) }
+
+func (b *Backing) parkedBy(n int64) { b.parked.Add(n) }
 
 // SyncsDone is the number of the last Sync that finished (of a mapped directory): every page parked
 // before that Sync began can be released (Allocator.ReleaseParked).
@@ -834,8 +893,11 @@ func (b *Backing) Sync() error {
 		return errors.Join(err, b.syncMeta())
 	}
 	// Whatever a page move copied before this Sync began is on disk: the pages it parked may go
-	// (SyncsDone), and a start after a reboot need not read them (Records).
-	b.setMeta(hdrSyncs, n)
+	// (SyncsDone), and a start after a reboot need not read them (Records). Not before the stored pages
+	// were taken: a parked page this start has not taken yet may be one a reboot needs.
+	if b.adopted.Load() {
+		b.setMeta(hdrSyncs, n)
+	}
 	return b.syncMeta()
 }
 

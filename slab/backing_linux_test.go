@@ -572,3 +572,53 @@ func TestOverlayUpperBeneath(t *testing.T) {
 	require.DirExists(t, filepath.Join(layers, "upper", "dir"), "the overlayfs is on top")
 	require.Equal(t, filepath.Join(layers, "upper"), overlayUpper(dir))
 }
+
+// A page parked while a sync runs waits for the next one: that sync's fsync may have begun before the
+// move's copies were written (ParkDrained takes the number of the last Sync begun). And a directory on
+// tmpfs parks nothing: a reboot keeps nothing there to protect.
+func TestParkedPageWaitsForTheNextSync(t *testing.T) {
+	dir := t.TempDir()
+	if OnTmpfs(dir) {
+		t.Skip("the test's directory is on tmpfs, where pages do not park")
+	}
+	c := DefaultClasses()
+	b, _, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{Syncs: true})
+	require.NoError(t, err)
+	defer b.Close()
+	b.Adopted()
+	a, err := NewBackedArena(8*PageSize, b)
+	require.NoError(t, err)
+	al := NewAllocator(a, c, 0)
+	require.True(t, al.Parks())
+	r, ok := al.Alloc(3)
+	require.True(t, ok)
+	al.arena.chunkAt(r, StateOffset+1)[StateOffset] = 1 // in use
+	park := func() {
+		require.NoError(t, al.BeginDrain(r.Page()))
+		al.Free(r)
+		require.NoError(t, al.ParkDrained())
+	}
+
+	b.syncMu.Lock()
+	b.syncsBegun++ // a Sync has begun, its fsync under way
+	n := b.syncsBegun
+	b.syncMu.Unlock()
+	park()
+	b.setMeta(hdrSyncs, n) // that Sync finishes
+	require.Zero(t, al.ReleaseParked(b.SyncsDone()), "released by a sync that began before it was parked")
+	require.Equal(t, 1, b.Parked())
+	require.NoError(t, b.Sync())
+	require.Equal(t, 1, al.ReleaseParked(b.SyncsDone()))
+	require.Zero(t, b.Parked())
+	require.Equal(t, 0, al.OwnedPages())
+
+	shm, err := os.MkdirTemp("/dev/shm", "lc-park-")
+	if err != nil || !OnTmpfs(shm) {
+		t.Skip("no tmpfs at /dev/shm")
+	}
+	defer os.RemoveAll(shm)
+	bt, _, err := OpenBacking(shm, Identity{Shards: 1, Classes: c}, BackingOptions{Syncs: true})
+	require.NoError(t, err)
+	defer bt.Close()
+	require.False(t, bt.Parks(), "a data directory on tmpfs")
+}

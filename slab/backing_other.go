@@ -70,6 +70,10 @@ func (b *Backing) drainEnds()                   {}
 func (b *Backing) SetSyncSteps(func(string))    {}
 func (b *Backing) Pending() bool                { return false }
 func (b *Backing) Parks() bool                  { return false }
+func (b *Backing) Parked() int                  { return 0 }
+func (b *Backing) ParkedRecords() []PageRecord  { return nil }
+func (b *Backing) Adopted()                     {}
+func (b *Backing) parkedBy(int64)               {}
 func (b *Backing) SyncsDone() uint64            { return 0 }
 func (b *Backing) syncsBegunNow() uint64        { return 0 }
 func (b *Backing) FinishOpen() (string, error)  { return "", nil }

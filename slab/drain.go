@@ -198,15 +198,17 @@ func (al *Allocator) drained() error {
 	return nil
 }
 
-// Parking: where a data directory's own items file is mapped (no live copy) and synced periodically, a
-// page move that rescued items must not let its page be written again before the copies it made are
-// on disk, or a machine reboot could find the page's new contents (or its new record) and not the
-// copies: items unchanged since long before the last sync would be lost. So such a move ends with
-// ParkDrained: the page, left exactly as it was (freeDrained writes nothing into it), leaves its class
-// and stays out of use, its record saying parked, until a Sync begun after it has finished; then
-// ReleaseParked gives it back to the arena. A start after a reboot with no such Sync reads a parked
-// page as in use (Backing.Records), and of an item found twice the larger CAS wins; any other start
-// (after a kill the copies are in memory, and the page's items may have been deleted since) discards it.
+// Parking: where a data directory's own items file is mapped (no live copy, not on tmpfs) and synced
+// periodically, a page move that rescued items must not let its page be written again before the copies
+// it made are on disk, or a machine reboot could find the page's new contents (or its new record) and
+// not the copies: items unchanged since long before the last sync would be lost. So such a move ends
+// with ParkDrained: the page, left as it was (freeDrained writes nothing into it; only bits no seal
+// covers, CLOCK's and a pin, may change), leaves its class and stays out of use, its record saying
+// parked, until a Sync begun after it has finished; then ReleaseParked gives it back to the arena. A
+// start after a reboot with no such Sync reads a parked page as in use (Backing.Records), and of an item
+// found twice the larger CAS wins; a start after a kill does not read it (the copies are in the page
+// cache, and its items may have been deleted since) and keeps it parked until its own first Sync
+// (AdoptParked), as the copies may not be on disk yet.
 // doc/design/restart.md rule 9.
 
 // parkedPage is a parked page and the number of the last Sync begun when it was parked.
@@ -233,6 +235,7 @@ func (al *Allocator) ParkDrained() error {
 	at := al.arena.back.syncsBegunNow()
 	al.arena.back.setRecord(d.page, encodeParked(uint8(d.class), al.owner, at))
 	al.parked = append(al.parked, parkedPage{id: d.page, at: at})
+	al.arena.back.parkedBy(1)
 	return nil
 }
 
@@ -247,6 +250,7 @@ func (al *Allocator) ReleaseParked(done uint64) int {
 		if p := al.parked[i]; p.at < done {
 			al.owned--
 			al.arena.releasePage(p.id)
+			al.arena.back.parkedBy(-1)
 			al.parked = append(al.parked[:i], al.parked[i+1:]...)
 			i--
 			n++

@@ -67,7 +67,7 @@ func (al *Allocator) Adopt(id uint32, class int) error {
 	if class < 0 || class >= len(al.cls) {
 		return fmt.Errorf("slab: page %d has class %d, outside the table", id, class)
 	}
-	if err := al.arena.adopt(id, uint8(class), al.owner); err != nil {
+	if err := al.arena.adopt(id, uint8(class), al.owner, false); err != nil {
 		return err
 	}
 	cs := &al.cls[class]
@@ -75,6 +75,20 @@ func (al *Allocator) Adopt(id uint32, class int) error {
 	cs.used += int(al.classes.perPage[class])
 	al.owned++
 	al.arena.markCarved(id, PageSize)
+	return nil
+}
+
+// AdoptParked gives al page id of its arena's data directory, parked by the last server
+// (Backing.ParkedRecords), as a page parked by this one: in no class, counted in OwnedPages (beyond the
+// budget if need be: it goes back at the first Sync), untouched, until ReleaseParked finds a Sync this
+// process began after it finished. Its record stays as it is.
+func (al *Allocator) AdoptParked(id uint32, class int) error {
+	if err := al.arena.adopt(id, uint8(class), al.owner, true); err != nil {
+		return err
+	}
+	al.owned++
+	al.parked = append(al.parked, parkedPage{id: id, at: al.arena.back.syncsBegunNow()})
+	al.arena.back.parkedBy(1)
 	return nil
 }
 
@@ -111,13 +125,14 @@ func (al *Allocator) LoadPages() error {
 	return errors.Join(errs...)
 }
 
-// adopt takes page id as stored in the data directory.
-func (a *Arena) adopt(id uint32, class, owner uint8) error {
+// adopt takes page id as stored in the data directory; a parked one (AdoptParked) whatever the budget,
+// its record unchanged.
+func (a *Arena) adopt(id uint32, class, owner uint8, parked bool) error {
 	if a.back == nil || id >= MaxPages {
 		return fmt.Errorf("slab: page %d cannot be adopted", id)
 	}
 	a.mu.Lock()
-	if a.inUse >= a.limit {
+	if a.inUse >= a.limit && !parked {
 		a.mu.Unlock()
 		return fmt.Errorf("slab: page %d is beyond the memory limit of %d pages", id, a.limit)
 	}
@@ -143,7 +158,9 @@ func (a *Arena) adopt(id uint32, class, owner uint8) error {
 	}
 	seg.class[id&segmentMask] = class
 	seg.owner[id&segmentMask] = owner
-	a.back.setRecord(id, encodeRecord(class, owner))
+	if !parked {
+		a.back.setRecord(id, encodeRecord(class, owner))
+	}
 	a.install(seg, id, mem)
 	return nil
 }
