@@ -47,6 +47,24 @@ func parkStore(t *testing.T) (s *Store, dir string, c *clock, smallKey func(i in
 	return s, dir, c, smallKey, s.classes.PerPage(id)
 }
 
+// syncThenPark fills a page and a half of parkStore's items (read, so that a move keeps them), syncs, and
+// moves the first page, which parks: want is what was stored, synced the directory as the sync left it.
+func syncThenPark(t *testing.T) (s *Store, dir string, c *clock, want, synced map[string][]byte, first uint32) {
+	t.Helper()
+	s, dir, c, smallKey, perPage := parkStore(t)
+	want = map[string][]byte{}
+	for i := range perPage * 3 / 2 {
+		want[string(smallKey(i))] = pattern(3000, i)
+		require.Equal(t, Stored, s.Store(ModeSet, smallKey(i), 0, 0, want[string(smallKey(i))], 0))
+		mustGet(t, s, string(smallKey(i)))
+	}
+	s.persist.sync()
+	synced = dirImage(t, dir)
+	first = refOf(s, smallKey(0)).Page()
+	require.True(t, movePageTo(t, s, first, 0))
+	return s, dir, c, want, synced, first
+}
+
 // movePageTo drains page p toward class to as the rebalancer does (items moved) and ends the drain.
 func movePageTo(t *testing.T, s *Store, p uint32, to int) (parked bool) {
 	t.Helper()
@@ -219,17 +237,7 @@ func TestParkedPageSyncedSoon(t *testing.T) {
 // it again at once; a reboot before that sync finds the page as the last sync left it, with the items
 // the move copied (found by a review: all 281 moved items were lost when the start reused the page).
 func TestRestartAfterKillKeepsPagesParked(t *testing.T) {
-	s, dir, c, smallKey, perPage := parkStore(t)
-	want := map[string][]byte{}
-	for i := range perPage * 3 / 2 {
-		want[string(smallKey(i))] = pattern(3000, i)
-		require.Equal(t, Stored, s.Store(ModeSet, smallKey(i), 0, 0, want[string(smallKey(i))], 0))
-		mustGet(t, s, string(smallKey(i)))
-	}
-	s.persist.sync()
-	synced := dirImage(t, dir)
-	first := refOf(s, smallKey(0)).Page()
-	require.True(t, movePageTo(t, s, first, 0))
+	s, dir, c, want, synced, first := syncThenPark(t)
 	killed := crashImage(t, dir)
 	s.Close()
 
@@ -274,17 +282,7 @@ func TestRestartAfterKillKeepsPagesParked(t *testing.T) {
 // nothing that tells the next start a parked page is needed: neither the boot nor a sync's number is
 // stored before the pages are taken (slab.Backing.Adopted), so the next start reads the parked page.
 func TestRestartUnadoptedStartKeepsParkedPages(t *testing.T) {
-	s, dir, c, smallKey, perPage := parkStore(t)
-	want := map[string][]byte{}
-	for i := range perPage * 3 / 2 {
-		want[string(smallKey(i))] = pattern(3000, i)
-		require.Equal(t, Stored, s.Store(ModeSet, smallKey(i), 0, 0, want[string(smallKey(i))], 0))
-		mustGet(t, s, string(smallKey(i)))
-	}
-	s.persist.sync()
-	synced := dirImage(t, dir)
-	first := refOf(s, smallKey(0)).Page()
-	require.True(t, movePageTo(t, s, first, 0))
+	s, dir, c, want, synced, _ := syncThenPark(t)
 	for i := range 2000 { // other pages; the parked one is in no class
 		require.Equal(t, Stored, s.Store(ModeSet, key(i), 0, 0, pattern(20, i), 0))
 	}
