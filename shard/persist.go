@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
 	"sync"
@@ -60,6 +61,7 @@ type persistence struct {
 	itemsLeft int64
 	opened    chan struct{}
 
+	tick         time.Duration      // Config.persistTick
 	openedFn     func(RestartStats) // Config.Opened
 	openFailed   func(error)        // Config.OpenFailed
 	beforeFinish func()             // Config.beforeFinish
@@ -219,7 +221,7 @@ func openPersistence(cfg Config, arenaBytes int64, id slab.Identity) (*persisten
 		return nil, nil, err // New says "shard:"
 	}
 	return &persistence{back: back, syncEvery: cfg.DataSync, syncFailed: cfg.SyncFailed, syncFn: back.Sync,
-		reason: reason, openedFn: cfg.Opened, openFailed: cfg.OpenFailed, beforeFinish: cfg.beforeFinish,
+		reason: reason, tick: cfg.persistTick, openedFn: cfg.Opened, openFailed: cfg.OpenFailed, beforeFinish: cfg.beforeFinish,
 		opened: make(chan struct{}), stop: make(chan struct{})}, arena, nil
 }
 
@@ -320,15 +322,6 @@ func (s *Store) waitOpened() {
 // it left and how many item heads they held, each read as the rebuild reads it (recoverItems counts every
 // head it does not keep as dropped, and so are these).
 func (s *Store) adoptPages() (pages int, items int64) {
-	// Pages the last server parked stay parked until this one's first sync, where pages park (their
-	// moves' copies may not be on disk yet: slab.Backing.ParkedRecords); first, so that they fit as they
-	// did. Elsewhere FinishAdopt empties them: the opening synced the copies (slab.Backing.open), or a
-	// live copy's sync writes them before any page it moved (restart-live.md rule 12).
-	for _, r := range s.persist.back.ParkedRecords() {
-		if r.Owner < len(s.shards) && r.Class < s.classes.Count() && s.shards[r.Owner].al.Parks() {
-			_ = s.shards[r.Owner].al.AdoptParked(r.ID, r.Class) // an error: a damaged record, emptied
-		}
-	}
 	for _, r := range s.persist.back.Records() {
 		if r.Owner >= len(s.shards) || r.Class >= s.classes.Count() {
 			continue // a damaged record: FinishAdopt empties the page
@@ -341,6 +334,16 @@ func (s *Store) adoptPages() (pages int, items int64) {
 					items++
 				}
 			})
+		}
+	}
+	// Pages the last server parked stay parked until this one's first sync, where pages park (their
+	// moves' copies may not be on disk yet: slab.Backing.ParkedRecords), taken after the pages in use
+	// and beyond the budget if need be: they go at that sync. Elsewhere FinishAdopt empties them: the
+	// opening synced the copies (slab.Backing.open), or a live copy's sync writes them before any page
+	// it moved (restart-live.md rule 12).
+	for _, r := range s.persist.back.ParkedRecords() {
+		if r.Owner < len(s.shards) && r.Class < s.classes.Count() && s.shards[r.Owner].al.Parks() {
+			_ = s.shards[r.Owner].al.AdoptParked(r.ID, r.Class) // an error: a damaged record, emptied
 		}
 	}
 	return pages, items
@@ -431,7 +434,7 @@ func raiseTo(a *atomic.Uint64, v uint64) {
 // persistLoop keeps the CAS mark ahead of the counter and syncs the data directory every syncEvery.
 func (s *Store) persistLoop() {
 	p := s.persist
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(cmp.Or(p.tick, time.Second))
 	defer tick.Stop()
 	lastSync, lastOK := time.Now(), true
 	for {

@@ -241,14 +241,16 @@ func TestRestartAfterKillKeepsPagesParked(t *testing.T) {
 	killed := crashImage(t, dir)
 	s.Close()
 
-	cfg := Config{MemoryLimit: 32 << 20, Shards: 1, DataSync: time.Hour}
+	// No sync until the test makes one: the one a parked page asks for within a second would release it.
+	cfg := Config{MemoryLimit: 32 << 20, Shards: 1, DataSync: time.Hour, persistTick: time.Hour}
 	s2 := persistStore(t, killed, c, cfg)
 	require.Equal(t, 1, s2.shards[0].al.ParkedPages(), "the page the killed server parked")
 	for i := range 3000 {
 		require.Equal(t, Stored, s2.Store(ModeSet, key(i), 0, 0, pattern(100, i), 0))
 		require.NotEqual(t, first, refOf(s2, key(i)).Page(), "a parked page used again before a sync")
 	}
-	if s2.RestartStats().Syncs == 0 {
+	require.Zero(t, s2.RestartStats().Syncs)
+	{
 		// What a reboot now may find on disk: the last sync's items, except what the new server wrote
 		// (its pages, which the kernel may have written back), and its meta.
 		now := dirImage(t, killed)
@@ -270,8 +272,6 @@ func TestRestartAfterKillKeepsPagesParked(t *testing.T) {
 			require.Equal(t, v, got)
 		}
 		s3.Close()
-	} else {
-		t.Log("the new server synced already: no reboot image to check")
 	}
 	s2.persist.sync()
 	s2.releaseParked()
@@ -311,5 +311,121 @@ func TestRestartUnadoptedStartKeepsParkedPages(t *testing.T) {
 		got, _, ok := s2.Get(nil, []byte(k))
 		require.True(t, ok, "%s: stored before the last sync, lost", k)
 		require.Equal(t, v, got)
+	}
+}
+
+// A server killed while a sync it began was under way parked a page with that sync's number: the next
+// start numbers its syncs after it, so that its first sync, once finished, covers the page, and a
+// reboot after it does not read the page again, bringing back what was deleted before that sync
+// (found by a review: 141 of 141 deleted items came back when the start reused the number).
+func TestRestartSyncNumbersAfterAKilledSync(t *testing.T) {
+	s, dir, c, smallKey, perPage := parkStore(t)
+	for i := range perPage * 3 / 2 {
+		require.Equal(t, Stored, s.Store(ModeSet, smallKey(i), 0, 0, pattern(3000, i), 0))
+		mustGet(t, s, string(smallKey(i)))
+	}
+	s.persist.sync()
+	var killed string
+	var deleted []int
+	s.persist.back.SetSyncSteps(func(step string) {
+		if step != "begun" || killed != "" {
+			return
+		}
+		// While the sync's fsync runs: a move parks a page, items it moved are deleted, and the kill.
+		require.True(t, movePageTo(t, s, refOf(s, smallKey(0)).Page(), 0))
+		for i := 0; i < perPage; i += 2 {
+			require.Equal(t, Deleted, s.Delete(smallKey(i)))
+			deleted = append(deleted, i)
+		}
+		killed = crashImage(t, dir)
+	})
+	s.persist.sync()
+	s.Close()
+
+	cfg := Config{MemoryLimit: 32 << 20, Shards: 1, DataSync: time.Hour, persistTick: time.Hour}
+	s2 := persistStore(t, killed, c, cfg)
+	require.Equal(t, 1, s2.shards[0].al.ParkedPages())
+	s2.persist.sync()          // its first sync: the deletes are on disk
+	img := dirImage(t, killed) // a reboot now, before the released page's record is written back
+	s2.releaseParked()
+	require.Zero(t, s2.shards[0].al.ParkedPages())
+	s2.Close()
+
+	d := t.TempDir()
+	for name, b := range rebootedImage(img) {
+		require.NoError(t, os.WriteFile(filepath.Join(d, name), b, 0o600))
+	}
+	s3 := persistStore(t, d, c, Config{MemoryLimit: 32 << 20, Shards: 1})
+	for _, i := range deleted {
+		_, _, ok := s3.Get(nil, smallKey(i))
+		require.False(t, ok, "%s: deleted before a sync that finished, back after a reboot", smallKey(i))
+	}
+}
+
+// After a clean stop, whose sync covers every parked page, a start empties them at once rather than
+// keeping them parked, and a parked page never takes the place of a page that holds items: a restart
+// with a -m just large enough for the pages in use keeps every item (a review lost 2000 of 2421 at
+// -m 4 with a page parked at the stop, taken before the pages in use).
+func TestRestartParkedPagesTakeNoRoom(t *testing.T) {
+	s, dir, c, want, _, _ := syncThenPark(t)
+	for i := range 2000 {
+		require.Equal(t, Stored, s.Store(ModeSet, key(i), 0, 0, pattern(20, i), 0))
+		want[string(key(i))] = pattern(20, i)
+	}
+	held := s.shards[0].al.HeldPages()
+	s.Close() // a clean stop: synced
+	for mb := int64(2); mb <= int64(held)+3; mb++ {
+		s2 := persistStore(t, crashImage(t, dir), c, Config{MemoryLimit: mb << 20, Shards: 1, DataSync: time.Hour,
+			persistTick: time.Hour})
+		al := s2.shards[0].al
+		require.Zero(t, al.ParkedPages(), "-m %d: parked again after a clean stop", mb)
+		if al.MaxPages() >= held {
+			for k, v := range want {
+				got, _, ok := s2.Get(nil, []byte(k))
+				require.True(t, ok, "-m %d (%d pages, %d held at the stop): %s lost", mb, al.MaxPages(), held, k)
+				require.Equal(t, v, got)
+			}
+		}
+		s2.Close()
+	}
+}
+
+// A damaged chain link that names a page the start keeps parked, beyond the shard's other pages, drops
+// the item: a parked page is in no class, and nothing in it is read (a review found the rebuild
+// indexing past its table there, a panic at every start on the same boot).
+func TestRestartDamagedLinkIntoParkedPage(t *testing.T) {
+	s, dir, c, smallKey, perPage := parkStore(t)
+	require.Equal(t, Stored, s.Store(ModeSet, []byte("big"), 0, 0, pattern(600<<10, 1), 0))
+	for i := range perPage * 4 {
+		require.Equal(t, Stored, s.Store(ModeSet, smallKey(i), 0, 0, pattern(3000, i), 0))
+		mustGet(t, s, string(smallKey(i)))
+	}
+	var top uint32
+	low := refOf(s, smallKey(0)).Page()
+	for i := range perPage * 4 {
+		top = max(top, refOf(s, smallKey(i)).Page())
+	}
+	for i := range perPage * 4 { // room in the class for the items the move keeps
+		if refOf(s, smallKey(i)).Page() == low {
+			require.Equal(t, Deleted, s.Delete(smallKey(i)))
+		}
+	}
+	s.persist.sync()
+	require.True(t, movePageTo(t, s, top, 0))
+	sh, head := &s.shards[0], refOf(s, []byte("big"))
+	sh.mu.Lock()
+	b := sh.chunk(head)
+	require.True(t, itemChained(b))
+	writeRef(b[chainOff(b):], slab.MakeRef(top, 0)) // the damage
+	sh.mu.Unlock()
+	killed := crashImage(t, dir)
+	s.Close()
+	for mb := int64(4); mb <= 8; mb++ { // some leave the pages above the parked one out
+		s2 := persistStore(t, crashImage(t, killed), c, Config{MemoryLimit: mb << 20, Shards: 1, DataSync: time.Hour,
+			persistTick: time.Hour})
+		require.Equal(t, 1, s2.shards[0].al.ParkedPages())
+		_, _, ok := s2.Get(nil, []byte("big"))
+		require.False(t, ok, "-m %d: served through a damaged link", mb)
+		s2.Close()
 	}
 }

@@ -122,6 +122,9 @@ type Config struct {
 
 	// beforeFinish, when set, runs before an opening left to finish after New does so (tests).
 	beforeFinish func()
+	// persistTick is the period of the data directory's loop (0: a second); tests lengthen it to keep
+	// its syncs out of the way.
+	persistTick time.Duration
 }
 
 // Info is an item's metadata as returned by reads.

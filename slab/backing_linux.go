@@ -98,7 +98,8 @@ func (b *Backing) Shards() int { return b.shards }
 // SetSyncSteps has fn called at each step of a live copy's Sync, with the files as that step left them:
 // a test's view of what a reboot in between could keep (nil: none). The steps are "copied" (after each
 // write of blocks, before the fsync: no move runs from then until the next write), "items" (the blocks
-// synced), "journal" (the journal synced) and "applied" (the pages in place, synced).
+// synced), "journal" (the journal synced) and "applied" (the pages in place, synced). A Sync of the
+// directory's own files has one, "begun": numbered, before its fsync.
 func (b *Backing) SetSyncSteps(fn func(step string)) { b.syncSteps = fn }
 
 // CaughtUp is the live copy a start that maps the directory's files, or keeps the copy under another root,
@@ -280,14 +281,17 @@ func (b *Backing) open(st *openRest) (reason string, err error) {
 	stored := atomic.LoadUint64(b.counter(hdrBoot))
 	b.rebooted = b.boot != 0 && stored != 0 && stored != b.boot
 	b.opened = atomic.LoadUint64(b.counter(hdrSyncs))
-	b.syncsBegun = b.opened
-	if !b.rebooted && !b.parks && opt.Live == "" && b.anyParked(b.items) {
+	// This process's Syncs are numbered after every one the last server began, finished or not: a
+	// parked record names the last one begun, and a Sync of this process with the same number would
+	// pass for one begun after the page was parked.
+	last, anyParked := b.lastParked(b.items)
+	b.syncsBegun = max(b.opened, last)
+	if anyParked && !b.rebooted && !b.parks && opt.Live == "" {
 		// After a kill, what the moves that parked pages copied may be in the page cache only: on disk
-		// before the pages are discarded and used again (a start that parks keeps them parked instead,
-		// ParkedRecords; with a live copy, a sync writes them before any page it moved).
-		if err := b.items.Sync(); err != nil {
-			return "", err
-		}
+		// before the pages are emptied and used again (a start that parks keeps them parked instead,
+		// ParkedRecords; with a live copy, a sync writes them before any page it moved). Best effort: a
+		// disk that cannot sync fails this start's syncs too, and they say so.
+		_ = b.items.Sync()
 	}
 	if moved {
 		// The files are as new as the copy there (or it was not to be used): it is freed, as nothing else
@@ -767,24 +771,26 @@ func bootID() uint64 {
 // bootIDFile is where Linux names the current boot (a random UUID drawn at each boot).
 const bootIDFile = "/proc/sys/kernel/random/boot_id"
 
-// anyParked says whether a stored record of a page in items names a parked page.
-func (b *Backing) anyParked(items *os.File) bool {
+// lastParked is the largest Sync number a parked page's record of items names (as a number near the
+// last finished one, opened: records keep 32 bits of it), and whether any does.
+func (b *Backing) lastParked(items *os.File) (last uint64, any bool) {
 	size, err := fileSize(items)
 	if err != nil {
-		return true // as if one were: the caller then syncs, which costs nothing more than it needs
+		size = 0
 	}
-	last := min(size/PageSize, MaxPages)
-	for id := uint32(0); int64(id) < last; id++ {
-		if _, _, _, ok := decodeParked(atomic.LoadUint64(b.recordWord(id))); ok {
-			return true
+	for id := uint32(0); int64(id) < min(size/PageSize, MaxPages); id++ {
+		if _, _, at, ok := decodeParked(atomic.LoadUint64(b.recordWord(id))); ok {
+			any = true
+			last = max(last, uint64(int64(b.opened)+int64(int32(at-uint32(b.opened)))))
 		}
 	}
-	return false
+	return last, any
 }
 
-// ParkedRecords lists the parked pages of a start that is not after a reboot (in id order): the copies
-// the moves that parked them made may be in the page cache only, so the pages are to be kept out of use
-// until this process's first Sync has finished (Allocator.AdoptParked), as they were in the last one's.
+// ParkedRecords lists the parked pages of a start that is not after a reboot (in id order) that no
+// finished Sync covers: the copies the moves that parked them made may be in the page cache only, so the
+// pages are to be kept out of use until this process's first Sync has finished (Allocator.AdoptParked),
+// as they were in the last one's. Those a Sync covers (a clean stop's, for one) are emptied at once.
 func (b *Backing) ParkedRecords() []PageRecord {
 	if b.rebooted {
 		return nil // listed in use (Records), or a Sync finished since they were parked: nothing to wait for
@@ -792,7 +798,8 @@ func (b *Backing) ParkedRecords() []PageRecord {
 	var out []PageRecord
 	last := min(b.itemsSize/PageSize, MaxPages)
 	for id := uint32(0); int64(id) < last; id++ {
-		if class, owner, _, ok := decodeParked(atomic.LoadUint64(b.recordWord(id))); ok {
+		class, owner, at, ok := decodeParked(atomic.LoadUint64(b.recordWord(id)))
+		if ok && int32(uint32(b.opened)-at) <= 0 {
 			out = append(out, PageRecord{ID: id, Class: int(class), Owner: int(owner)})
 		}
 	}
@@ -889,6 +896,11 @@ func (b *Backing) Sync() error {
 	b.syncsBegun++
 	n := b.syncsBegun
 	b.syncMu.Unlock()
+	if b.syncSteps != nil {
+		b.mu.Unlock() // a step may take a page, which grows the files
+		b.syncSteps("begun")
+		b.mu.Lock()
+	}
 	if err := b.items.Sync(); err != nil {
 		return errors.Join(err, b.syncMeta())
 	}

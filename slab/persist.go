@@ -205,6 +205,11 @@ func (al *Allocator) Holds(r Ref) bool {
 	if seg == nil || seg.pages[i] == nil || seg.owner[i] != al.owner {
 		return false
 	}
+	for _, p := range al.parked { // in no class: nothing in it is read
+		if p.id == id {
+			return false
+		}
+	}
 	size := al.classes.sizeOf[seg.class[i]]
 	return size != 0 && r.Offset()%size == 0 && r.Offset()/size < PageSize/size
 }
