@@ -47,17 +47,24 @@ func parkStore(t *testing.T) (s *Store, dir string, c *clock, smallKey func(i in
 	return s, dir, c, smallKey, s.classes.PerPage(id)
 }
 
+// fillRead stores n of parkStore's items and reads each, so that a page move keeps them; what it stored.
+func fillRead(t *testing.T, s *Store, smallKey func(i int) []byte, n int) map[string][]byte {
+	t.Helper()
+	want := map[string][]byte{}
+	for i := range n {
+		want[string(smallKey(i))] = pattern(3000, i)
+		require.Equal(t, Stored, s.Store(ModeSet, smallKey(i), 0, 0, want[string(smallKey(i))], 0))
+		mustGet(t, s, string(smallKey(i)))
+	}
+	return want
+}
+
 // syncThenPark fills a page and a half of parkStore's items (read, so that a move keeps them), syncs, and
 // moves the first page, which parks: want is what was stored, synced the directory as the sync left it.
 func syncThenPark(t *testing.T) (s *Store, dir string, c *clock, want, synced map[string][]byte, first uint32) {
 	t.Helper()
 	s, dir, c, smallKey, perPage := parkStore(t)
-	want = map[string][]byte{}
-	for i := range perPage * 3 / 2 {
-		want[string(smallKey(i))] = pattern(3000, i)
-		require.Equal(t, Stored, s.Store(ModeSet, smallKey(i), 0, 0, want[string(smallKey(i))], 0))
-		mustGet(t, s, string(smallKey(i)))
-	}
+	want = fillRead(t, s, smallKey, perPage*3/2)
 	s.persist.sync()
 	synced = dirImage(t, dir)
 	first = refOf(s, smallKey(0)).Page()
@@ -173,10 +180,7 @@ func TestRestartRebootAfterParkedMoves(t *testing.T) {
 // delete acknowledged after the move stays done, and a touch keeps its new exptime.
 func TestRestartKillKeepsParkedPageOut(t *testing.T) {
 	s, dir, c, smallKey, perPage := parkStore(t)
-	for i := range perPage * 3 / 2 {
-		require.Equal(t, Stored, s.Store(ModeSet, smallKey(i), 0, 0, pattern(3000, i), 0))
-		mustGet(t, s, string(smallKey(i)))
-	}
+	fillRead(t, s, smallKey, perPage*3/2)
 	s.persist.sync()
 	first := refOf(s, smallKey(0)).Page()
 	require.True(t, movePageTo(t, s, first, 0))
@@ -320,10 +324,7 @@ func TestRestartUnadoptedStartKeepsParkedPages(t *testing.T) {
 // (found by a review: 141 of 141 deleted items came back when the start reused the number).
 func TestRestartSyncNumbersAfterAKilledSync(t *testing.T) {
 	s, dir, c, smallKey, perPage := parkStore(t)
-	for i := range perPage * 3 / 2 {
-		require.Equal(t, Stored, s.Store(ModeSet, smallKey(i), 0, 0, pattern(3000, i), 0))
-		mustGet(t, s, string(smallKey(i)))
-	}
+	fillRead(t, s, smallKey, perPage*3/2)
 	s.persist.sync()
 	var killed string
 	var deleted []int
