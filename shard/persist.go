@@ -459,6 +459,9 @@ func (s *Store) persistLoop() {
 // releaseParked gives back the pages parked by page moves (drain.go) that the last sync has made safe to
 // reuse: what they held is on disk elsewhere now.
 func (s *Store) releaseParked() {
+	if s.persist.back.Parked() == 0 {
+		return // no shard to lock
+	}
 	done := s.persist.back.SyncsDone()
 	for i := range s.shards {
 		sh := &s.shards[i]

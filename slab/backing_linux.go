@@ -276,23 +276,6 @@ func (b *Backing) open(st *openRest) (reason string, err error) {
 		b.writeMetaLocked(0, headerBytes)
 		b.metaMu.Unlock()
 	}
-	// A parked page is read after a reboot only (Records): the boot the last server ran in decides.
-	b.boot = bootID()
-	stored := atomic.LoadUint64(b.counter(hdrBoot))
-	b.rebooted = b.boot != 0 && stored != 0 && stored != b.boot
-	b.opened = atomic.LoadUint64(b.counter(hdrSyncs))
-	// This process's Syncs are numbered after every one the last server began, finished or not: a
-	// parked record names the last one begun, and a Sync of this process with the same number would
-	// pass for one begun after the page was parked.
-	last, anyParked := b.lastParked(b.items)
-	b.syncsBegun = max(b.opened, last)
-	if anyParked && !b.rebooted && !b.parks && opt.Live == "" {
-		// After a kill, what the moves that parked pages copied may be in the page cache only: on disk
-		// before the pages are emptied and used again (a start that parks keeps them parked instead,
-		// ParkedRecords; with a live copy, a sync writes them before any page it moved). Best effort: a
-		// disk that cannot sync fails this start's syncs too, and they say so.
-		_ = b.items.Sync()
-	}
 	if moved {
 		// The files are as new as the copy there (or it was not to be used): it is freed, as nothing else
 		// would free it.
@@ -316,6 +299,23 @@ func (b *Backing) open(st *openRest) (reason string, err error) {
 	_ = unix.Madvise(b.itemsMem, st.advice) // advice only: without it the pages are ordinary ones
 	if b.itemsSize, err = fileSize(b.items); err != nil {
 		return "", err
+	}
+	// A parked page is read after a reboot only (Records): the boot the last server ran in decides.
+	b.boot = bootID()
+	stored := atomic.LoadUint64(b.counter(hdrBoot))
+	b.rebooted = b.boot != 0 && stored != 0 && stored != b.boot
+	b.opened = atomic.LoadUint64(b.counter(hdrSyncs))
+	// This process's Syncs are numbered after every one the last server began, finished or not: a
+	// parked record names the last one begun, and a Sync of this process with the same number would
+	// pass for one begun after the page was parked.
+	last, anyParked := b.lastParked()
+	b.syncsBegun = max(b.opened, last)
+	if anyParked && !b.rebooted && !b.parks && opt.Live == "" {
+		// After a kill, what the moves that parked pages copied may be in the page cache only: on disk
+		// before the pages are emptied and used again (a start that parks keeps them parked instead,
+		// ParkedRecords; with a live copy, a sync writes them before any page it moved). Best effort: a
+		// disk that cannot sync fails this start's syncs too, and they say so.
+		_ = b.items.Sync()
 	}
 	return reason, nil
 }
@@ -739,19 +739,17 @@ func (b *Backing) setRecord(id uint32, v uint64) { b.setMeta(recordOffset(id), v
 // (doc/design/restart.md rule 9).
 func (b *Backing) Records() []PageRecord {
 	var out []PageRecord
-	last := min(b.itemsSize/PageSize, MaxPages)
-	for id := uint32(0); int64(id) < last; id++ {
-		v := atomic.LoadUint64(b.recordWord(id))
+	b.storedRecords(func(id uint32, v uint64) {
 		class, owner, ok := decodeRecord(v)
 		if !ok {
 			var at uint32
 			class, owner, at, ok = decodeParked(v)
-			ok = ok && b.rebooted && int32(uint32(b.opened)-at) <= 0
+			ok = ok && b.rebooted && b.uncovered(at)
 		}
 		if ok {
 			out = append(out, PageRecord{ID: id, Class: int(class), Owner: int(owner)})
 		}
-	}
+	})
 	return out
 }
 
@@ -771,20 +769,28 @@ func bootID() uint64 {
 // bootIDFile is where Linux names the current boot (a random UUID drawn at each boot).
 const bootIDFile = "/proc/sys/kernel/random/boot_id"
 
-// lastParked is the largest Sync number a parked page's record of items names (as a number near the
-// last finished one, opened: records keep 32 bits of it), and whether any does.
-func (b *Backing) lastParked(items *os.File) (last uint64, any bool) {
-	size, err := fileSize(items)
-	if err != nil {
-		size = 0
-	}
-	for id := uint32(0); int64(id) < min(size/PageSize, MaxPages); id++ {
-		if _, _, at, ok := decodeParked(atomic.LoadUint64(b.recordWord(id))); ok {
+// lastParked is the largest Sync number a parked page's record names (as a number near the last
+// finished one, opened: records keep 32 bits of it), and whether any does.
+func (b *Backing) lastParked() (last uint64, any bool) {
+	b.storedRecords(func(_ uint32, v uint64) {
+		if _, _, at, ok := decodeParked(v); ok {
 			any = true
 			last = max(last, uint64(int64(b.opened)+int64(int32(at-uint32(b.opened)))))
 		}
-	}
+	})
 	return last, any
+}
+
+// uncovered says whether no Sync begun after a page was parked, the last begun being at then, had
+// finished when the directory was opened.
+func (b *Backing) uncovered(at uint32) bool { return int32(uint32(b.opened)-at) <= 0 }
+
+// storedRecords calls fn with each stored page's record word, in id order.
+func (b *Backing) storedRecords(fn func(id uint32, v uint64)) {
+	last := min(b.itemsSize/PageSize, MaxPages)
+	for id := uint32(0); int64(id) < last; id++ {
+		fn(id, atomic.LoadUint64(b.recordWord(id)))
+	}
 }
 
 // ParkedRecords lists the parked pages of a start that is not after a reboot (in id order) that no
@@ -796,13 +802,11 @@ func (b *Backing) ParkedRecords() []PageRecord {
 		return nil // listed in use (Records), or a Sync finished since they were parked: nothing to wait for
 	}
 	var out []PageRecord
-	last := min(b.itemsSize/PageSize, MaxPages)
-	for id := uint32(0); int64(id) < last; id++ {
-		class, owner, at, ok := decodeParked(atomic.LoadUint64(b.recordWord(id)))
-		if ok && int32(uint32(b.opened)-at) <= 0 {
+	b.storedRecords(func(id uint32, v uint64) {
+		if class, owner, at, ok := decodeParked(v); ok && b.uncovered(at) {
 			out = append(out, PageRecord{ID: id, Class: int(class), Owner: int(owner)})
 		}
-	}
+	})
 	return out
 }
 
