@@ -123,11 +123,12 @@ memcached_commands_total{command="touch",status="miss"} 9 counter
 				"leasecached_hold_parked_total 7 counter\nleasecached_hold_waiting 1 gauge\nmemcached_up 1 gauge\n"},
 		{"data directory when sent", fakeSource{"": stats("restart_loading 0", "restart_items_loaded 1000",
 			"restart_items_dropped 3", "restart_seconds 0.030970", "data_syncs 12", "data_sync_failures 1",
-			"data_last_sync 1795700000", "cmd_set 0", "cas_misses 0", "cas_hits 0", "cas_badval 0")},
+			"data_last_sync 1795700000", "data_parked_pages 2", "cmd_set 0", "cas_misses 0", "cas_hits 0", "cas_badval 0")},
 			[]string{"leasecached_restart_loading", "leasecached_restart_items_loaded", "leasecached_restart_items_dropped",
 				"leasecached_restart_seconds", "leasecached_data_syncs_total", "leasecached_data_sync_failures_total",
-				"leasecached_data_last_sync_timestamp_seconds", "memcached_up"},
-			"leasecached_data_last_sync_timestamp_seconds 1795700000 gauge\nleasecached_data_sync_failures_total 1 counter\n" +
+				"leasecached_data_last_sync_timestamp_seconds", "leasecached_data_parked_pages", "memcached_up"},
+			"leasecached_data_last_sync_timestamp_seconds 1795700000 gauge\nleasecached_data_parked_pages 2 gauge\n" +
+				"leasecached_data_sync_failures_total 1 counter\n" +
 				"leasecached_data_syncs_total 12 counter\nleasecached_restart_items_dropped 3 gauge\n" +
 				"leasecached_restart_items_loaded 1000 gauge\nleasecached_restart_loading 0 gauge\n" +
 				"leasecached_restart_seconds 0.03097 gauge\nmemcached_up 1 gauge\n"},

@@ -356,6 +356,7 @@ func (s *Server) appendGeneralStats(dst []byte) []byte {
 		dst = statUint(dst, "data_syncs", rs.Syncs)
 		dst = statUint(dst, "data_sync_failures", rs.SyncFailures)
 		dst = statInt(dst, "data_last_sync", rs.SyncedAt)
+		dst = statInt(dst, "data_parked_pages", int64(rs.ParkedPages))
 	}
 	return dst
 }

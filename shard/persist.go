@@ -86,6 +86,7 @@ type RestartStats struct {
 	Syncs        uint64 // periodic syncs done
 	SyncFailures uint64 // periodic syncs failed
 	SyncedAt     int64  // unix seconds of the last sync done; 0 before the first
+	ParkedPages  int    // pages a move emptied, out of use until a sync (restart.md rule 9)
 }
 
 // RestartStats reports the restart; Enabled is false without a data directory.
@@ -96,7 +97,7 @@ func (s *Store) RestartStats() RestartStats {
 	}
 	rs := RestartStats{Enabled: true, Loading: p.loading.Load(), Loaded: p.loaded.Load(),
 		Dropped: p.dropped.Load(), Seconds: float64(p.nanos.Load()) / 1e9, Syncs: p.syncs.Load(),
-		SyncFailures: p.syncFailures.Load(), SyncedAt: p.syncedAt.Load()}
+		SyncFailures: p.syncFailures.Load(), SyncedAt: p.syncedAt.Load(), ParkedPages: p.back.Parked()}
 	if rs.Loading {
 		rs.Seconds = time.Since(p.started).Seconds() // so far
 	}

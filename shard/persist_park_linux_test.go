@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasecached/leasecached/slab"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // hdrBoot is slab's header offset of the boot the directory was last opened in.
