@@ -248,12 +248,14 @@ func (b *Backing) open(st *openRest) (reason string, err error) {
 	}
 	if reason != "" {
 		dropJournal(dir) // it describes pages no longer there
-		for _, f := range []*os.File{b.meta, b.items} {
-			if err := f.Truncate(0); err != nil {
-				return "", err
-			}
-			noCow(f)
+		if err := b.meta.Truncate(0); err != nil {
+			return "", err
 		}
+		noCow(b.meta)
+		if b.items, err = emptied(b.items); err != nil { // not mapped yet
+			return "", err
+		}
+		noCow(b.items)
 	}
 	if err := b.meta.Truncate(metaLen); err != nil {
 		return "", err

@@ -233,7 +233,7 @@ func freeBytes(st *unix.Statfs_t) (free int64, ok bool) {
 // changes dir's files, after which that copy is stale and nothing would free its memory.
 func dropLive(root, dir string) {
 	if d, err := liveDirFor(root, dir); err == nil {
-		_ = os.RemoveAll(d)
+		removeAllSoon(d)
 	}
 }
 
@@ -506,7 +506,7 @@ func sweepLive(root string) {
 		}
 		path, _, _ := strings.Cut(strings.TrimSuffix(string(origin), "\n"), "\n")
 		if now, err := liveDirFor(root, path); err != nil || now != d {
-			_ = os.RemoveAll(d)
+			removeAllSoon(d)
 		}
 	}
 }
@@ -543,7 +543,7 @@ func (b *Backing) openLive(root string, usable bool) error {
 	fresh := !found && !resumed
 	if fresh {
 		// What the directory holds is the newest there is: a new live copy is made of it.
-		_ = os.RemoveAll(dir)
+		removeAllSoon(dir)
 		instance = newInstance()
 		b.setMeta(hdrInstance, instance)
 	}
