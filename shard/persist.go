@@ -229,9 +229,11 @@ func openPersistence(cfg Config, arenaBytes int64, id slab.Identity) (*persisten
 // startRestart adopts the stored pages and starts rebuilding the index from them. It runs in New, before
 // the store is shared: it locks every shard, and the rebuild unlocks each once its items are indexed, so
 // a request for a key of a shard not yet rebuilt waits for it rather than missing (restart.md rule 7).
-// When the directory's opening was left pending (a newer live copy to write into it first, which takes
-// as long as writing -m to disk), that, the adoption and the rebuild run after New returns, the shards
-// locked all along: the listener opens at once here too, and requests wait (restart-live.md).
+// The adoption runs after New returns too, the shards locked all along, so that the listener opens at
+// once: it reads every page a smaller -m leaves out, to count its items (a second for a few GB), and
+// the opening left pending (a newer live copy to write into the directory first, which takes as long as
+// writing -m to disk) runs before it (restart-live.md). What changes the store without a shard's lock
+// first waits for it (waitOpened).
 func (s *Store) startRestart() {
 	p := s.persist
 	p.started = time.Now()
@@ -240,14 +242,14 @@ func (s *Store) startRestart() {
 	}
 	p.loading.Store(true)
 	pending := p.back.Pending()
-	if !pending {
-		s.adoptStored()
-	}
 	p.done.Add(1)
 	go func() {
 		defer p.done.Done()
 		if pending && !s.finishOpen() {
 			return // the shards stay locked: nothing can be served from a directory that is not open
+		}
+		if !pending {
+			s.adoptStored()
 		}
 		p.done.Add(1)
 		go func() {

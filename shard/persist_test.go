@@ -976,3 +976,59 @@ func TestRestartEmptyingToldFirst(t *testing.T) {
 	_, _, ok := s.Get(nil, []byte("k"))
 	assert.False(t, ok)
 }
+
+// A restart with a smaller -m reads every stored page it has no room for, to count its items, and
+// empties it (a second or more for a few GB): the adoption runs after New returns, every shard locked, so
+// that the listener opens at once (restart.md rule 7); a request waits and is answered once its shard is
+// rebuilt.
+func TestSmallerLimitAdoptsAfterNew(t *testing.T) {
+	dir, c := t.TempDir(), newClock()
+	s := persistStore(t, dir, c, Config{Shards: 1, MemoryLimit: 16 << 20})
+	for i := range 4000 { // 12 MB
+		require.Equal(t, Stored, s.Store(ModeSet, key(i), 0, 0, pattern(3000, i), 0))
+	}
+	s.Close()
+	entered, release := make(chan struct{}), make(chan struct{})
+	cfg := Config{Shards: 1, MemoryLimit: 4 << 20, Opened: func(RestartStats) {
+		close(entered)
+		select { // bounded: a New that waited for it fails below instead of hanging
+		case <-release:
+		case <-time.After(10 * time.Second):
+		}
+	}}
+	begun := time.Now()
+	s2 := startPersistStore(t, dir, c, cfg)
+	require.Less(t, time.Since(begun), 5*time.Second, "New waited for the adoption")
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the adoption never ran")
+	}
+	require.True(t, s2.RestartStats().Loading)
+	got := make(chan int, 1)
+	go func() {
+		n := 0
+		for i := range 4000 {
+			if v, _, ok := s2.Get(nil, key(i)); ok {
+				assert.Equal(t, pattern(3000, i), v)
+				n++
+			}
+		}
+		got <- n
+	}()
+	select {
+	case n := <-got:
+		t.Fatalf("%d items answered before the adoption ended", n)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case n := <-got:
+		rs := s2.RestartStats()
+		require.Positive(t, rs.PagesLeft)
+		require.EqualValues(t, rs.Loaded, n)
+		require.Positive(t, n)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the requests were never answered")
+	}
+}
