@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -148,5 +149,32 @@ func TestHerdStatsOnlyWhenOn(t *testing.T) {
 	for _, name := range []string{"grace", "hold"} {
 		assert.NotContains(t, got, "STAT "+name, "a %s line with the mode off", name)
 		assert.NotContains(t, got, "_"+name+"_", "a %s line with the mode off", name)
+	}
+}
+
+// With --data-dir, `stats settings` names it where memcached names -e's file (memory_file), then says how
+// often it is synced and where its live copy is; without, memory_file is memcached's "(null)" and the
+// other two are not sent.
+func TestSettingsDataDir(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want []string
+	}{
+		{"none", nil, []string{"memory_file (null)"}},
+		{"live copy", func(c *Config) { c.DataDir, c.DataSync, c.DataLive = "/var/lib/lc", 10*time.Second, "/dev/shm" },
+			[]string{"memory_file /var/lib/lc", "data_sync 10s", "data_live /dev/shm"}},
+		{"mapped, synced at stops only", func(c *Config) { c.DataDir = "/var/lib/lc" },
+			[]string{"memory_file /var/lib/lc", "data_sync 0s", "data_live off"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := feed(newConn(newTestServerConfig(t, tc.edit), nil), &fakeConn{}, "stats settings\r\n")
+			for _, w := range tc.want {
+				assert.Contains(t, got, "STAT "+w+"\r\n")
+			}
+			if tc.edit == nil {
+				assert.NotContains(t, got, "STAT data_")
+			}
+		})
 	}
 }

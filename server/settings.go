@@ -106,7 +106,7 @@ func (s *Server) appendSettingsStats(dst []byte) []byte {
 	dst = stat(dst, "ssl_kernel_tls", "no") // Go's crypto/tls has no kernel TLS offload
 	dst = stat(dst, "ssl_min_version", sslProtoText(tlsSet.MinVersion))
 	dst = stat(dst, "num_napi_ids", "(null)")
-	dst = stat(dst, "memory_file", "(null)")
+	dst = stat(dst, "memory_file", orCNull(s.cfg.DataDir)) // memcached: -e's file, what a restart comes back from
 	dst = stat(dst, "lease_window", s.cfg.LeaseWindow.String())
 	dst = stat(dst, "stale_window", s.cfg.StaleWindow.String())
 	dst = statInt(dst, "hot_keys", int64(s.hot.top)) // --hot-keys (hotkeys.go)
@@ -115,6 +115,14 @@ func (s *Server) appendSettingsStats(dst []byte) []byte {
 	}
 	if s.cfg.Hold > 0 {
 		dst = stat(dst, "hold", s.cfg.Hold.String())
+	}
+	if s.cfg.DataDir != "" { // with --data-dir only, as its stats (restart.md)
+		dst = stat(dst, "data_sync", s.cfg.DataSync.String())
+		live := s.cfg.DataLive
+		if live == "" {
+			live = "off"
+		}
+		dst = stat(dst, "data_live", live)
 	}
 	return dst
 }
