@@ -612,27 +612,14 @@ func TestDeferredCatchUpHoldsRequests(t *testing.T) {
 	for _, to := range []string{"off", "another root"} {
 		t.Run(to, func(t *testing.T) {
 			dir, liveCopy, c := killedWithNewerLiveCopy(t)
-			entered, release := make(chan struct{}), make(chan struct{})
+			hold, entered, release := holdAt()
 			opened := make(chan RestartStats, 1)
 			cfg := Config{MemoryLimit: 64 << 20, Shards: 2, Opened: func(rs RestartStats) { opened <- rs },
-				beforeFinish: func() {
-					close(entered)
-					select { // bounded: a New that waited for it fails below instead of hanging
-					case <-release:
-					case <-time.After(10 * time.Second):
-					}
-				}}
+				beforeFinish: hold}
 			if to != "off" {
 				cfg.DataLive = tmpfstest.Dir(t, "lc-shard-live-")
 			}
-			begun := time.Now()
-			s := startPersistStore(t, dir, c, cfg)
-			require.Less(t, time.Since(begun), 5*time.Second, "New waited for the live copy to be written in")
-			select {
-			case <-entered:
-			case <-time.After(30 * time.Second):
-				t.Fatal("the opening was not left to finish after New")
-			}
+			s := startHeld(t, dir, c, cfg, entered, "the live copy's writing in")
 			got := make(chan []byte, 1)
 			go func() {
 				v, _, _ := s.Get(nil, key(0))

@@ -977,6 +977,34 @@ func TestRestartEmptyingToldFirst(t *testing.T) {
 	assert.False(t, ok)
 }
 
+// holdAt is a hook for a step of a start that a test holds: it closes entered and waits for release, at
+// most 10 s, so that a New that waited for it fails (startHeld) instead of hanging.
+func holdAt() (hook func(), entered, release chan struct{}) {
+	entered, release = make(chan struct{}), make(chan struct{})
+	return func() {
+		close(entered)
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second):
+		}
+	}, entered, release
+}
+
+// startHeld starts a store on dir whose step held by holdAt must come after New returns: it checks that
+// New did not wait for it, and that the step was reached.
+func startHeld(t *testing.T, dir string, c *clock, cfg Config, entered chan struct{}, step string) *Store {
+	t.Helper()
+	begun := time.Now()
+	s := startPersistStore(t, dir, c, cfg)
+	require.Less(t, time.Since(begun), 5*time.Second, "New waited for %s", step)
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s never ran", step)
+	}
+	return s
+}
+
 // A restart with a smaller -m reads every stored page it has no room for, to count its items, and
 // empties it (a second or more for a few GB): the adoption runs after New returns, every shard locked, so
 // that the listener opens at once (restart.md rule 7); a request waits and is answered once its shard is
@@ -988,22 +1016,9 @@ func TestSmallerLimitAdoptsAfterNew(t *testing.T) {
 		require.Equal(t, Stored, s.Store(ModeSet, key(i), 0, 0, pattern(3000, i), 0))
 	}
 	s.Close()
-	entered, release := make(chan struct{}), make(chan struct{})
-	cfg := Config{Shards: 1, MemoryLimit: 4 << 20, Opened: func(RestartStats) {
-		close(entered)
-		select { // bounded: a New that waited for it fails below instead of hanging
-		case <-release:
-		case <-time.After(10 * time.Second):
-		}
-	}}
-	begun := time.Now()
-	s2 := startPersistStore(t, dir, c, cfg)
-	require.Less(t, time.Since(begun), 5*time.Second, "New waited for the adoption")
-	select {
-	case <-entered:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the adoption never ran")
-	}
+	hold, entered, release := holdAt()
+	cfg := Config{Shards: 1, MemoryLimit: 4 << 20, Opened: func(RestartStats) { hold() }}
+	s2 := startHeld(t, dir, c, cfg, entered, "the adoption")
 	require.True(t, s2.RestartStats().Loading)
 	got := make(chan int, 1)
 	go func() {
