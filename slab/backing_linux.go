@@ -81,13 +81,15 @@ type Backing struct {
 // refused (page), so the store keeps its pages within it. Only once the opening is finished.
 func (b *Backing) RoomPages() int {
 	var st unix.Statfs_t
-	if unix.Fstatfs(int(b.items.Fd()), &st) != nil {
+	var fst unix.Stat_t
+	if unix.Fstatfs(int(b.items.Fd()), &st) != nil || unix.Fstat(int(b.items.Fd()), &fst) != nil {
 		return -1
 	}
 	free, ok := freeBytes(&st)
 	if !ok {
 		return -1 // no size told: nothing to keep within
 	}
+	free += discardHeld(fst.Dev) // a start's old data, being freed (discard_linux.go)
 	return int(min(free/PageSize, MaxPages))
 }
 

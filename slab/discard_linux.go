@@ -3,23 +3,29 @@ package slab
 import (
 	"os"
 	"path/filepath"
-	"sync/atomic"
+	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Data a start does not use (restart.md rule 8: a directory that starts empty; a live copy made stale) is
 // gigabytes of blocks or tmpfs pages, and the kernel frees them inside the call that drops the last of
 // the file: seconds of ftruncate or unlink for a few GB, during which the start could not open its
-// listener, and a kill -9 of the process would wait for the call. So such a file is unlinked (or
-// replaced) at once and freed in discardStep steps by a goroutine that holds it open meanwhile: a
-// process that dies before that goroutine is done leaves nothing behind, as the kernel frees the rest
-// at its exit.
+// listener. So such a file is unlinked (or replaced) at once and freed in discardStep steps by a
+// goroutine that holds it open meanwhile: a process that dies before that goroutine is done leaves
+// nothing behind, as the kernel frees the rest at its exit. Until it is freed, its blocks count as free
+// room (discardHeld), as they were before the start: a page a shard takes meanwhile is refused only when
+// the freeing falls behind, and the shard evicts.
 const discardStep = 64 << 20
 
-var (
-	discarding  atomic.Int64     // files being freed
-	discardHook func(f *os.File) // tests: called before a file is freed
-)
+// discards is what the files being freed still hold.
+var discards struct {
+	mu   sync.Mutex
+	n    int              // files being freed
+	held map[uint64]int64 // bytes of blocks they hold, by device
+	hook func(*os.File)   // tests: called before a file is freed
+}
 
 // emptied returns an empty file in f's place: f itself when it is empty, else a new file at its path,
 // f being freed in the background (discard). f must not be mapped.
@@ -51,22 +57,56 @@ func removeAllSoon(dir string) {
 
 // discard frees f, unlinked, from its end in discardStep steps, then closes it; in the background.
 func discard(f *os.File) {
-	discarding.Add(1)
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		_ = f.Close()
+		return
+	}
+	dev, held := st.Dev, st.Blocks*512
+	discards.mu.Lock()
+	discards.n++
+	if discards.held == nil {
+		discards.held = map[uint64]int64{}
+	}
+	discards.held[dev] += held
+	hook := discards.hook
+	discards.mu.Unlock()
 	go func() {
-		defer discarding.Add(-1)
-		defer f.Close()
-		if discardHook != nil {
-			discardHook(f)
+		defer func() {
+			_ = f.Close()
+			discards.mu.Lock()
+			discards.n--
+			discards.held[dev] -= held
+			discards.mu.Unlock()
+		}()
+		if hook != nil {
+			hook(f)
 		}
-		st, err := f.Stat()
-		if err != nil || !st.Mode().IsRegular() {
-			return
-		}
-		for size := st.Size(); size > 0; {
+		for size := st.Size; size > 0; {
 			size = max(size-discardStep, 0)
 			if f.Truncate(size) != nil {
 				return
 			}
+			if unix.Fstat(int(f.Fd()), &st) == nil {
+				discards.mu.Lock()
+				discards.held[dev] -= held - st.Blocks*512
+				held = st.Blocks * 512
+				discards.mu.Unlock()
+			}
 		}
 	}()
+}
+
+// discardHeld is how many bytes of blocks on device dev the files being freed still hold.
+func discardHeld(dev uint64) int64 {
+	discards.mu.Lock()
+	defer discards.mu.Unlock()
+	return discards.held[dev]
+}
+
+// discarding is how many files are being freed.
+func discarding() int {
+	discards.mu.Lock()
+	defer discards.mu.Unlock()
+	return discards.n
 }

@@ -10,19 +10,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasecached/leasecached/internal/tmpfstest"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // A start that does not use what a directory stores (here: another shard count) does not wait while the
 // kernel frees it, which takes seconds for a few GB: OpenBacking returns with the directory's items, and
-// the live copy, emptied while their old files, unlinked, are still held for freeing (discardHook holds
-// them); the freeing then ends with nothing left of them.
+// the live copy, emptied while their old files, unlinked, are still held for freeing (discards.hook holds
+// them), and their blocks counted as free room meanwhile; the freeing then ends with nothing left of them.
 func TestStartEmptyFreesInTheBackground(t *testing.T) {
 	for _, live := range []bool{false, true} {
 		t.Run(map[bool]string{false: "mapped", true: "live copy"}[live], func(t *testing.T) {
 			root := ""
 			if live {
-				root = liveRoot(t)
+				root = tmpfstest.Small(t, "64m") // only this test's files: its free room is exact
 			}
 			dir, c := t.TempDir(), DefaultClasses()
 			b, _, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{Live: root})
@@ -41,7 +43,12 @@ func TestStartEmptyFreesInTheBackground(t *testing.T) {
 			var mu sync.Mutex
 			var held []os.FileInfo
 			hold := make(chan struct{})
-			discardHook = func(f *os.File) {
+			setHook := func(h func(*os.File)) {
+				discards.mu.Lock()
+				discards.hook = h
+				discards.mu.Unlock()
+			}
+			setHook(func(f *os.File) {
 				st, err := f.Stat()
 				if err != nil {
 					st = nil // failed below
@@ -50,8 +57,8 @@ func TestStartEmptyFreesInTheBackground(t *testing.T) {
 				held = append(held, st)
 				mu.Unlock()
 				<-hold
-			}
-			defer func() { discardHook = nil }()
+			})
+			defer setHook(nil)
 			type opened struct {
 				b      *Backing
 				reason string
@@ -79,13 +86,32 @@ func TestStartEmptyFreesInTheBackground(t *testing.T) {
 				defer mu.Unlock()
 				return len(held) == map[bool]int{false: 1, true: 2}[live]
 			}, 10*time.Second, time.Millisecond, "the directory's items and the live copy's, freed")
+			byDev := map[uint64]int64{}
 			for _, fi := range held {
 				require.NotNil(t, fi)
-				require.Positive(t, fi.Size(), "%s: freed before its turn", fi.Name())
-				require.Zero(t, fi.Sys().(*syscall.Stat_t).Nlink, "%s: unlinked, so that nothing of it outlives the process", fi.Name())
+				st := fi.Sys().(*syscall.Stat_t)
+				require.Positive(t, st.Blocks, "%s: freed before its turn", fi.Name())
+				require.Zero(t, st.Nlink, "%s: unlinked, so that nothing of it outlives the process", fi.Name())
+				byDev[st.Dev] += st.Blocks * 512
+			}
+			for dev, n := range byDev {
+				require.Equal(t, n, discardHeld(dev), "blocks being freed count as free room")
+			}
+			if live {
+				var st unix.Statfs_t
+				var rst unix.Stat_t
+				require.NoError(t, unix.Statfs(root, &st))
+				require.NoError(t, unix.Stat(root, &rst))
+				free, _ := freeBytes(&st)
+				require.Positive(t, discardHeld(rst.Dev))
+				require.Equal(t, int((free+discardHeld(rst.Dev))/PageSize), o.b.RoomPages(),
+					"the old live copy's pages, being freed, are room for the new one")
 			}
 			close(hold)
-			require.Eventually(t, func() bool { return discarding.Load() == 0 }, 10*time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return discarding() == 0 }, 10*time.Second, time.Millisecond)
+			for dev := range byDev {
+				require.Zero(t, discardHeld(dev))
+			}
 			require.NoError(t, o.b.Close())
 		})
 	}

@@ -200,6 +200,7 @@ func liveHave(root, dir string) (have int64, sized bool, err error) {
 	if err := unix.Stat(root, &rst); err != nil {
 		return 0, false, err
 	}
+	have += discardHeld(rst.Dev)
 	here, _ := liveDirFor(root, dir)
 	for i, r := range []string{root, recordedLiveRoot(dir)} {
 		d, err := liveDirFor(r, dir)
