@@ -14,7 +14,10 @@ import (
 // the file: seconds of ftruncate or unlink for a few GB, during which the start could not open its
 // listener. So such a file is unlinked (or replaced) at once and freed in discardStep steps by a
 // goroutine that holds it open meanwhile: a process that dies before that goroutine is done leaves
-// nothing behind, as the kernel frees the rest at its exit. Until it is freed, its blocks count as free
+// nothing behind, as the kernel frees the rest at its exit. Only a file of this process's directory (its
+// lock held) with no name left is freed so: truncating one another process maps would kill it with
+// SIGBUS (a live copy under a shared root, sweepLive), and one still linked elsewhere (a symlink, a hard
+// link) is the data's, emptied in place as before. Until it is freed, its blocks count as free
 // room (discardHeld), as they were before the start: a page a shard takes meanwhile is refused only when
 // the freeing falls behind, and the shard evicts.
 const discardStep = 64 << 20
@@ -34,8 +37,10 @@ func emptied(f *os.File) (*os.File, error) {
 	if err != nil || size == 0 {
 		return f, err
 	}
-	if err := os.Remove(f.Name()); err != nil && !os.IsNotExist(err) {
-		return f, err
+	var st unix.Stat_t
+	if unix.Lstat(f.Name(), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 ||
+		os.Remove(f.Name()) != nil {
+		return f, f.Truncate(0) // a link, or a directory this process may not change: in place
 	}
 	nf, err := os.OpenFile(f.Name(), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -45,20 +50,24 @@ func emptied(f *os.File) (*os.File, error) {
 	return nf, nil
 }
 
-// removeAllSoon removes directory dir as os.RemoveAll does, its items file (a live copy's) freed in the
-// background.
+// removeAllSoon removes directory dir, this process's own live copy, as os.RemoveAll does, its items file
+// freed in the background.
 func removeAllSoon(dir string) {
-	f, err := os.OpenFile(filepath.Join(dir, "items"), os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	var f *os.File
+	if fi, err := os.Lstat(dir); err == nil && fi.IsDir() {
+		f, _ = os.OpenFile(filepath.Join(dir, "items"), os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	}
 	_ = os.RemoveAll(dir)
-	if err == nil {
+	if f != nil {
 		discard(f)
 	}
 }
 
-// discard frees f, unlinked, from its end in discardStep steps, then closes it; in the background.
+// discard frees f from its end in discardStep steps, then closes it, in the background; a file that is
+// not regular, or still has a name, is only closed.
 func discard(f *os.File) {
 	var st unix.Stat_t
-	if unix.Fstat(int(f.Fd()), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if unix.Fstat(int(f.Fd()), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 0 {
 		_ = f.Close()
 		return
 	}

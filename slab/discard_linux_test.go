@@ -5,6 +5,7 @@ package slab
 import (
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"testing"
@@ -115,4 +116,57 @@ func TestStartEmptyFreesInTheBackground(t *testing.T) {
 			require.NoError(t, o.b.Close())
 		})
 	}
+}
+
+// A start sweeps the live copies under its root whose data directory is gone, but a server whose directory
+// was renamed (or one in another mount namespace sharing the root) still maps its copy: the sweep only
+// unlinks it, and that server goes on reading and writing it (found by a review: the background freeing
+// truncated it, and that server died with SIGBUS).
+func TestSweepLeavesAMappedCopyWhole(t *testing.T) {
+	root, c := liveRoot(t), DefaultClasses()
+	dirA := filepath.Join(t.TempDir(), "a")
+	require.NoError(t, os.Mkdir(dirA, 0o700))
+	a, al := openLiveBacking(t, dirA, root, c)
+	defer a.Close()
+	r := writeChunk(t, al, 5, 7)
+	require.NoError(t, os.Rename(dirA, dirA+"-moved"))
+
+	b, _ := openLiveBacking(t, t.TempDir(), root, c) // sweeps a's copy: its directory is gone
+	defer b.Close()
+	require.Eventually(t, func() bool { return discarding() == 0 }, 10*time.Second, time.Millisecond)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	require.NotPanics(t, func() {
+		chunk := al.Chunk(r)
+		require.Equal(t, byte(7), chunk[len(chunk)-1])
+		chunk[0] = 8
+	}, "the running server's copy was freed under it")
+}
+
+// A directory whose items is a link to a file elsewhere (another disk) keeps that layout when it starts
+// empty: the file is emptied in place, as before there was a background freeing, not the link replaced.
+func TestStartEmptyKeepsALinkedItems(t *testing.T) {
+	dir, elsewhere, c := t.TempDir(), t.TempDir(), DefaultClasses()
+	target := filepath.Join(elsewhere, "items")
+	require.NoError(t, os.WriteFile(target, nil, 0o600))
+	require.NoError(t, os.Symlink(target, filepath.Join(dir, "items")))
+	b, _, err := OpenBacking(dir, Identity{Shards: 1, Classes: c}, BackingOptions{})
+	require.NoError(t, err)
+	a, err := NewBackedArena(16*PageSize, b)
+	require.NoError(t, err)
+	writeChunk(t, NewAllocator(a, c, 0), 5, 7)
+	require.NoError(t, b.Close())
+	st, err := os.Stat(target)
+	require.NoError(t, err)
+	require.Positive(t, st.Size())
+
+	b, reason, err := OpenBacking(dir, Identity{Shards: 2, Classes: c}, BackingOptions{})
+	require.NoError(t, err)
+	require.NoError(t, b.Close())
+	require.NotEmpty(t, reason)
+	fi, err := os.Lstat(filepath.Join(dir, "items"))
+	require.NoError(t, err)
+	require.Equal(t, os.ModeSymlink, fi.Mode()&os.ModeType, "the link is kept")
+	st, err = os.Stat(target)
+	require.NoError(t, err)
+	require.Zero(t, st.Size(), "what it links to is emptied")
 }

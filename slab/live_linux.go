@@ -507,7 +507,9 @@ func sweepLive(root string) {
 		}
 		path, _, _ := strings.Cut(strings.TrimSuffix(string(origin), "\n"), "\n")
 		if now, err := liveDirFor(root, path); err != nil || now != d {
-			removeAllSoon(d)
+			// Not removeAllSoon: a server whose directory was renamed, or one in another mount
+			// namespace sharing root, may still map the copy, which unlinking leaves it.
+			_ = os.RemoveAll(d)
 		}
 	}
 }
