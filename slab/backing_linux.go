@@ -65,6 +65,9 @@ type Backing struct {
 	rebooted bool
 	opened   uint64
 	boot     uint64
+	// syncFirst says that items is to be synced before the adoption empties the stored pages it did
+	// not take (open, emptyingStored).
+	syncFirst bool
 	// adopted is set by Adopted: until then the parked pages may not have been taken (Records,
 	// ParkedRecords), and neither this boot nor a Sync's number is stored, which would change what the
 	// next start makes of them.
@@ -314,13 +317,11 @@ func (b *Backing) open(st *openRest) (reason string, err error) {
 	// pass for one begun after the page was parked.
 	last, anyParked := b.lastParked()
 	b.syncsBegun = max(b.opened, last)
-	if anyParked && !b.rebooted && !b.parks && opt.Live == "" {
-		// After a kill, what the moves that parked pages copied may be in the page cache only: on disk
-		// before the pages are emptied and used again (a start that parks keeps them parked instead,
-		// ParkedRecords; with a live copy, a sync writes them before any page it moved). Best effort: a
-		// disk that cannot sync fails this start's syncs too, and they say so.
-		_ = b.items.Sync()
-	}
+	// After a kill, what the moves that parked pages copied may be in the page cache only: on disk
+	// before the pages are emptied and used again, by the adoption (emptyingStored), after the listener
+	// opened (a start that parks keeps them parked instead, ParkedRecords; with a live copy, a sync
+	// writes them before any page it moved).
+	b.syncFirst = anyParked && !b.rebooted && !b.parks && opt.Live == ""
 	return reason, nil
 }
 
@@ -709,6 +710,15 @@ func (b *Backing) stored(id uint32) []byte {
 		return nil
 	}
 	return b.itemsPage(id)
+}
+
+// emptyingStored is told before the adoption empties the stored pages no allocator took
+// (Arena.FinishAdopt). Best effort: a disk that cannot sync fails this start's syncs too, and they say so.
+func (b *Backing) emptyingStored() {
+	if b.syncFirst {
+		b.syncFirst = false
+		_ = b.items.Sync()
+	}
 }
 
 // discard empties page id: its record, then its memory, which reads back as zeros and give their

@@ -44,6 +44,7 @@ func (b *Backing) page(uint32, bool) (mem []byte, err error) {
 func (b *Backing) stored(uint32) []byte         { return nil }
 func (b *Backing) storedOnce(uint32) []byte     { return nil }
 func (b *Backing) discard(uint32)               {}
+func (b *Backing) emptyingStored()              {}
 func (b *Backing) punch(uint32)                 {}
 func (b *Backing) collapsible() (ok, huge bool) { return false, false }
 func (b *Backing) setRecord(uint32, uint64)     {}

@@ -173,6 +173,7 @@ func (a *Arena) FinishAdopt() {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.back.emptyingStored()
 	stored := uint32(min(a.back.itemsSize/PageSize, MaxPages))
 	for id := uint32(0); id < max(stored, a.next); id++ {
 		seg := a.dir[id>>segmentShift].Load()
