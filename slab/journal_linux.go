@@ -333,11 +333,12 @@ func replayJournal(dir string, key uint64, meta, items *os.File) error {
 	return endJournal(path)
 }
 
-// dropJournal removes data directory dir's journal, for a directory that starts empty.
+// dropJournal removes data directory dir's journal, for a directory that starts empty. The removal is
+// made durable with the other names, before any shard is unlocked (SyncNames, restart.md rule 5), not
+// here before the listener opens: a journal a reboot brings back is replayed only onto the header it
+// was written with (its seal key, replayJournal), so only with the old data it belongs to.
 func dropJournal(dir string) {
-	if os.Remove(filepath.Join(dir, journalFile)) == nil {
-		syncDir(dir)
-	}
+	_ = os.Remove(filepath.Join(dir, journalFile))
 }
 
 // syncDir makes the names in directory dir durable, where its file system can.
