@@ -230,7 +230,7 @@ func openPersistence(cfg Config, arenaBytes int64, id slab.Identity) (*persisten
 // the store is shared: it locks every shard, and the rebuild unlocks each once its items are indexed, so
 // a request for a key of a shard not yet rebuilt waits for it rather than missing (restart.md rule 7).
 // The adoption runs after New returns too, the shards locked all along, so that the listener opens at
-// once: it reads every page a smaller -m leaves out, to count its items (a second for a few GB), and
+// once: it reads every page a smaller -m leaves out, to count its items (restart.md rule 7), and
 // the opening left pending (a newer live copy to write into the directory first, which takes as long as
 // writing -m to disk) runs before it (restart-live.md). What changes the store without a shard's lock
 // first waits for it (waitOpened).
@@ -248,9 +248,7 @@ func (s *Store) startRestart() {
 		if pending && !s.finishOpen() {
 			return // the shards stay locked: nothing can be served from a directory that is not open
 		}
-		if !pending {
-			s.adoptStored()
-		}
+		s.adoptStored()
 		p.done.Add(1)
 		go func() {
 			defer p.done.Done()
@@ -260,8 +258,8 @@ func (s *Store) startRestart() {
 	}()
 }
 
-// finishOpen finishes the data directory's opening that New left pending, and adopts what it holds; false
-// when it failed (Config.OpenFailed is told).
+// finishOpen finishes the data directory's opening that New left pending; false when it failed
+// (Config.OpenFailed is told).
 func (s *Store) finishOpen() bool {
 	p := s.persist
 	if p.beforeFinish != nil {
@@ -277,7 +275,6 @@ func (s *Store) finishOpen() bool {
 		return false
 	}
 	p.reason = reason
-	s.adoptStored()
 	return true
 }
 
