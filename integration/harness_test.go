@@ -302,21 +302,32 @@ func startDaemon(t testing.TB, name, path string, argv func(port int) []string) 
 }
 
 // startDaemonSpec is startDaemon for a spec of the caller's (its Ready: a daemon that serves only a Unix
-// socket), with the suite's start timeout and attempts.
+// socket), with the suite's start timeout, and its attempts unless the spec sets them.
 func startDaemonSpec(t testing.TB, spec testdaemon.Spec) *daemon {
 	t.Helper()
-	spec.StartTimeout, spec.Attempts = startTimeout, startAttempts
-	p, err := testdaemon.Start(context.Background(), spec)
+	d, err := launchDaemon(spec)
 	require.NoError(t, err)
-	name := spec.Name
-	d := &daemon{name: name, addr: p.Addr, cmd: p.Cmd, out: p.Out, proc: p, exited: make(chan struct{})}
+	t.Cleanup(func() { d.kill(t) })
+	return d
+}
+
+// launchDaemon is startDaemonSpec for any goroutine: the caller registers d.kill as a cleanup.
+func launchDaemon(spec testdaemon.Spec) (*daemon, error) {
+	spec.StartTimeout = startTimeout
+	if spec.Attempts == 0 {
+		spec.Attempts = startAttempts
+	}
+	p, err := testdaemon.Start(context.Background(), spec)
+	if err != nil {
+		return nil, err
+	}
+	d := &daemon{name: spec.Name, addr: p.Addr, cmd: p.Cmd, out: p.Out, proc: p, exited: make(chan struct{})}
 	go func() {
 		<-p.Exited()
 		d.waitErr = p.Err()
 		close(d.exited)
 	}()
-	t.Cleanup(func() { d.kill(t) })
-	return d
+	return d, nil
 }
 
 // kill stops the daemon (SIGKILL) and reaps it; used by t.Cleanup. When the

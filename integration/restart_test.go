@@ -1,13 +1,20 @@
 package integration
 
 import (
+	"bytes"
 	"encoding/base64"
 	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/leasecached/leasecached/internal/testdaemon"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -500,6 +507,151 @@ func TestRestartLock(t *testing.T) {
 		waitLoaded(t, d)
 		expectItems(t, mustDialRS(t, d), want, fmt.Sprintf("a new server after the first's %s", how))
 	}
+}
+
+// waitLine is what a start logs when the server holding its directory is leaving and it waits.
+const waitLine = "waiting for the server that holds it to let go: "
+
+// TestRestartRightAfterStop: a start on a directory whose server was told to stop, or was killed, but has
+// not let go of it yet (its last sync under way, its process still exiting) waits for it and serves what
+// was stored, rather than exiting with "in use" as it does beside a server that runs (TestRestartLock):
+// a script restarts a server so, without waiting for the old process. Each start gets one attempt (the
+// harness would otherwise try again on another port, by when the old one is gone).
+//
+// A real stop or kill is raced as a script would, and the start often, not always, finds the old server
+// still there. A stand-in that holds the lock while its process is exiting (exitingHolder) makes sure of
+// it for an exit; shard's TestNewWaitsForAStoppingStore does for a stop.
+func TestRestartRightAfterStop(t *testing.T) {
+	requireRestart(t)
+	fill := func(t *testing.T, d *daemon) map[string]rsItem {
+		c := mustDialRS(t, d)
+		want := map[string]rsItem{}
+		for i := range 100 {
+			key, val := fmt.Sprintf("after-%d", i), bytes.Repeat([]byte{byte('a' + i%26)}, 1000+i)
+			mustStore(t, c, "set", key, uint32(i), 0, val)
+			want[key] = rsItem{flags: uint32(i), val: val}
+		}
+		return want
+	}
+	spec := func(dir string) testdaemon.Spec {
+		return testdaemon.Spec{Name: "leasecached", Path: leasecachedPlainPath, Args: leasecachedArgs(onDirArgs(dir, "-A")),
+			Env: noExitSleep(), Attempts: 1}
+	}
+
+	for _, how := range []stopHow{stopTerm, stopCommand, stopKill} {
+		t.Run(string(how), func(t *testing.T) {
+			dir := t.TempDir()
+			d := startOnDirPlain(t, dir, "-A")
+			waitLoaded(t, d)
+			want := fill(t, d)
+			waited := 0
+			for round := range 3 {
+				switch how {
+				case stopTerm:
+					require.NoError(t, d.cmd.Process.Signal(syscall.SIGTERM))
+				case stopCommand:
+					_, err := mustDialRS(t, d).c.Write([]byte("shutdown\r\n"))
+					require.NoError(t, err)
+				case stopKill:
+					require.NoError(t, d.cmd.Process.Signal(syscall.SIGKILL))
+				}
+				next := startDaemonSpec(t, spec(dir))
+				<-d.exited
+				waitLoaded(t, next)
+				expectItems(t, mustDialRS(t, next), want, fmt.Sprintf("round %d: a start right after %s", round, how))
+				if strings.Contains(next.out.String(), waitLine) {
+					waited++
+				}
+				d = next
+			}
+			t.Logf("%d of 3 starts waited for the old server", waited)
+		})
+	}
+
+	t.Run("exiting", func(t *testing.T) {
+		dir := t.TempDir()
+		d := startOnDirPlain(t, dir)
+		waitLoaded(t, d)
+		want := fill(t, d)
+		stopDaemon(t, d, stopTerm)
+		release := exitingHolder(t, dir)
+		started := make(chan *daemon, 1)
+		failed := make(chan error, 1)
+		go func() {
+			if d, err := launchDaemon(spec(dir)); err != nil {
+				failed <- err
+			} else {
+				started <- d
+			}
+		}()
+		select {
+		case d := <-started:
+			d.kill(t)
+			t.Fatal("a start served while the directory's holder was exiting")
+		case err := <-failed:
+			t.Fatalf("a start while the directory's holder was exiting: %v", err)
+		case <-time.After(500 * time.Millisecond):
+		}
+		release()
+		select {
+		case next := <-started:
+			t.Cleanup(func() { next.kill(t) })
+			assert.Contains(t, next.out.String(), waitLine+"pid ", "the start's log")
+			assert.Contains(t, next.out.String(), ", which is exiting", "the start's log")
+			waitLoaded(t, next)
+			expectItems(t, mustDialRS(t, next), want, "a start after its holder exited")
+		case err := <-failed:
+			t.Fatalf("a start once the directory's holder was gone: %v", err)
+		case <-time.After(rsStopTimeout):
+			t.Fatal("no start once the directory's holder was gone")
+		}
+	})
+}
+
+// exitingHolder locks data directory dir as a server would, in a process whose main thread has exited
+// while another thread still holds the lock: /proc shows it as a zombie in its exit, as a killed server
+// is while the kernel frees its memory. The returned func ends the process and waits for it.
+func exitingHolder(t *testing.T, dir string) func() {
+	t.Helper()
+	const script = `
+import ctypes, fcntl, os, sys, threading
+f = open(sys.argv[1], "w")
+fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+f.write(str(os.getpid())); f.flush()
+def hold():
+    sys.stdin.read()  # until the test closes stdin
+    os._exit(0)
+threading.Thread(target=hold).start()
+print("held", flush=True)
+ctypes.CDLL(None).pthread_exit(None)
+`
+	cmd := exec.Command("python3", "-c", script, filepath.Join(dir, "lock"))
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	done := make(chan struct{})
+	release := func() {
+		_ = stdin.Close()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(release)
+	line := make([]byte, 5)
+	_, err = io.ReadFull(stdout, line)
+	require.NoError(t, err, "the lock holder")
+	require.Equal(t, "held\n", string(line))
+	require.Eventually(t, func() bool {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+		return err == nil && strings.Contains(string(st), ") Z ")
+	}, 5*time.Second, 5*time.Millisecond, "the holder's main thread has exited")
+	return release
 }
 
 // bulkSize is a value that takes a slab page of its own (1 MiB pages, -I 1m).

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -196,4 +198,22 @@ func TestStopClosesConnectionsAcceptedDuringStop(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Stop tells the store's data directory that the server is stopping (shard.Store.Stopping): a start on it
+// meanwhile waits for it instead of being refused.
+func TestStopMarksTheDataDir(t *testing.T) {
+	dir := t.TempDir()
+	store, err := shard.New(shard.Config{MemoryLimit: 16 << 20, DataDir: dir, ReclaimInterval: -1})
+	require.NoError(t, err)
+	defer store.Close()
+	s := New(Config{Listen: "127.0.0.1", Port: freePort(t), Threads: 1, ConnLimit: 4, MaxItemSize: 1 << 20,
+		Logger: slog.New(slog.DiscardHandler)}, store)
+	lock, err := os.ReadFile(filepath.Join(dir, "lock"))
+	require.NoError(t, err)
+	require.Equal(t, strconv.Itoa(os.Getpid()), string(lock))
+	_ = s.Stop(context.Background()) // not running: an error, but the mark is made all the same
+	lock, err = os.ReadFile(filepath.Join(dir, "lock"))
+	require.NoError(t, err)
+	assert.Equal(t, strconv.Itoa(os.Getpid())+" stopping", string(lock))
 }

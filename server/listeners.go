@@ -183,6 +183,9 @@ func (s *Server) announce() {
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopping.Store(true)
 	s.stopOnce.Do(func() { close(s.stopped) })
+	if s.store != nil {
+		s.store.Stopping()
+	}
 	s.stopMetrics()
 	streams := make(chan error, 1)
 	go func() { streams <- s.streams.stop(ctx) }()

@@ -212,7 +212,7 @@ func mix64(x uint64) uint64 {
 func openPersistence(cfg Config, arenaBytes int64, id slab.Identity) (*persistence, *slab.Arena, error) {
 	back, reason, err := slab.OpenBacking(cfg.DataDir, id,
 		slab.BackingOptions{Huge: cfg.LargePages, Live: cfg.DataLive, Syncs: cfg.DataSync > 0, Defer: true,
-			Emptying: cfg.Emptying})
+			Emptying: cfg.Emptying, Waiting: cfg.Waiting})
 	if err != nil {
 		return nil, nil, err
 	}

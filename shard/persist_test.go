@@ -1047,3 +1047,53 @@ func TestSmallerLimitAdoptsAfterNew(t *testing.T) {
 		t.Fatal("the requests were never answered")
 	}
 }
+
+// TestNewWaitsForAStoppingStore: a store told that its server is stopping (Stopping, which the server's
+// Stop calls) keeps its directory until Close, and a New on the directory meanwhile waits for it, says so
+// once, and then serves what was stored, where a New beside a store that is not stopping is refused at once.
+func TestNewWaitsForAStoppingStore(t *testing.T) {
+	dir := t.TempDir()
+	c := newClock()
+	s := persistStore(t, dir, c, Config{})
+	set(t, s, "kept", "value")
+
+	_, err := New(Config{DataDir: dir, MemoryLimit: 64 << 20, ReclaimInterval: -1, Now: c.now,
+		Waiting: func(string) { t.Error("told to wait for a store that is not stopping") }})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "is in use by another leasecached")
+
+	s.Stopping()
+	var told []string
+	opened := make(chan *Store, 1)
+	failed := make(chan error, 1)
+	go func() {
+		s2, err := New(Config{DataDir: dir, MemoryLimit: 64 << 20, ReclaimInterval: -1, Now: c.now,
+			NowNano: func() int64 { return c.now() * int64(time.Second) }, Waiting: func(owner string) { told = append(told, owner) }})
+		if err != nil {
+			failed <- err
+			return
+		}
+		opened <- s2
+	}()
+	select {
+	case s2 := <-opened:
+		s2.Close()
+		t.Fatal("New returned while the store on its directory was stopping")
+	case err := <-failed:
+		t.Fatalf("New while the store on its directory was stopping: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	s.Close()
+	select {
+	case s2 := <-opened:
+		t.Cleanup(s2.Close)
+		waitRestart(t, s2)
+		assert.Equal(t, []string{fmt.Sprintf("pid %d, which is stopping", os.Getpid())}, told)
+		v, _ := mustGet(t, s2, "kept")
+		assert.Equal(t, "value", string(v))
+	case err := <-failed:
+		t.Fatalf("New once the stopping store had closed: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("New did not return once the stopping store had closed")
+	}
+}

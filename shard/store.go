@@ -116,6 +116,9 @@ type Config struct {
 	// discarded (not for a directory that holds none, slab.NoStoredData): a process killed right after
 	// has said why its next start finds nothing (RestartStats.StartedEmpty says it too).
 	Emptying func(reason string)
+	// Waiting is told that the data directory is locked by a server that is leaving (killed, exiting or
+	// stopping), which New waits for (slab.BackingOptions.Waiting).
+	Waiting func(owner string)
 	// OpenFailed is told when such a later opening fails: the store can serve nothing, its shards stay
 	// locked, and the process must exit (Close would wait for ever; nil: the store panics).
 	OpenFailed func(error)
@@ -351,6 +354,14 @@ func (s *Store) Close() {
 			<-s.done
 		}
 	})
+}
+
+// Stopping tells the data directory, if any, that this server is stopping: a start on it meanwhile waits
+// for the lock instead of being refused (slab.Backing.Stopping).
+func (s *Store) Stopping() {
+	if s.persist != nil {
+		s.persist.back.Stopping()
+	}
 }
 
 // Shards is the number of shards.

@@ -76,6 +76,9 @@ type BackingOptions struct {
 	// Emptying, when set, is told why stored data cannot be used before any of it is discarded (not for
 	// a directory that holds none: NoStoredData).
 	Emptying func(reason string)
+	// Waiting, when set, is told that the directory's lock is held by a server that is leaving (killed,
+	// exiting or stopping), which the start waits for (lockDir).
+	Waiting func(owner string)
 	// Defer leaves the writing of a newer live copy into the directory's files, at a start that needs it,
 	// to FinishOpen (OpenBacking).
 	Defer bool

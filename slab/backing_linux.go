@@ -150,13 +150,10 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	if b.lock, err = os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
 		return b, "", err
 	}
-	if err := unix.Flock(int(b.lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		owner, _ := readSmall(filepath.Join(dir, "lock"), lockMax)
-		return b, "", fmt.Errorf("data directory %s is in use by another leasecached (pid %s)", dir, string(owner))
+	if err := lockDir(b.lock, dir, opt.Waiting); err != nil {
+		return b, "", err
 	}
 	locked = true
-	_ = b.lock.Truncate(0)
-	_, _ = b.lock.WriteAt([]byte(strconv.Itoa(os.Getpid())), 0)
 	for _, f := range []struct {
 		name string
 		file **os.File

@@ -66,6 +66,7 @@ func (b *Backing) Flushed() (int64, uint64)     { return 0, 0 }
 func (b *Backing) SetFlushed(int64, uint64)     {}
 func (b *Backing) Sync() error                  { return nil }
 func (b *Backing) Close() error                 { return nil }
+func (b *Backing) Stopping()                    {}
 func (b *Backing) drainBegins(uint32)           {}
 func (b *Backing) drainEnds()                   {}
 func (b *Backing) SetSyncSteps(func(string))    {}

@@ -176,6 +176,9 @@ func storeConfig(cfg server.Config) shard.Config {
 			cfg.Logger.Error("--data-dir "+cfg.DataDir+": sync failed (what a machine reboot keeps is older)", slog.Any("err", err))
 		}, Emptying: func(why string) {
 			cfg.Logger.Error("--data-dir " + cfg.DataDir + ": starting empty: " + why)
+		}, Waiting: func(owner string) {
+			cfg.Logger.Log(context.Background(), logging.LevelNotice, "--data-dir "+cfg.DataDir+": waiting for the server "+
+				"that holds it to let go: "+owner)
 		}, Opened: func(rs shard.RestartStats) { logOpened(cfg, rs) }, OpenFailed: func(err error) {
 			// After the listener opened: the start fails as it would have before it.
 			cfg.Logger.Error("storage: " + err.Error())
