@@ -17,12 +17,16 @@ import (
 // are being freed, discard_linux.go); after a stopping signal or `shutdown`, after the last sync. A start
 // run meanwhile, as a script or an operator does right after the kill or the stop, would be refused. So a
 // start whose lock is held by a server that is leaving waits for it (restart.md rule 7); a start beside a
-// server that is running is refused at once, as before.
+// server that runs is refused.
 const (
 	// lockWaitMax bounds that wait: a leaving server that has not let go by then (a stop stuck on a
 	// dead disk) refuses the start as a running one does.
 	lockWaitMax = 5 * time.Minute
-	lockPoll    = 10 * time.Millisecond
+	// lockGrace is how long a holder that does not look leaving is looked at again before the start is
+	// refused: one told to stop writes its mark only once its signal handling has run, and a lock file
+	// read while its holder writes it may say nothing readable.
+	lockGrace = 500 * time.Millisecond
+	lockPoll  = 10 * time.Millisecond
 	// stoppingMark follows the pid in the lock file of a server that is stopping (Backing.Stopping).
 	stoppingMark = " stopping"
 	// pfExiting is the kernel's PF_EXITING in /proc/PID/stat's flags: the process is in its exit.
@@ -39,7 +43,8 @@ var (
 // lockDir takes dir's lock through f, the lock file, opened. waiting, when set, is told once when the
 // holder is leaving and the start waits for it.
 func lockDir(f *os.File, dir string, waiting func(owner string)) error {
-	var deadline time.Time
+	start := time.Now()
+	var deadline time.Time // lockWait after the holder was first seen leaving
 	for {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
@@ -47,19 +52,22 @@ func lockDir(f *os.File, dir string, waiting func(owner string)) error {
 			_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())), 0)
 			return nil
 		}
+		if err != unix.EWOULDBLOCK {
+			return fmt.Errorf("data directory %s: cannot lock it: %w", dir, err)
+		}
 		content, _ := readSmall(filepath.Join(dir, "lock"), lockMax)
 		pid, leaving := ownerLeaving(content)
+		now := time.Now()
 		switch {
-		case err != unix.EWOULDBLOCK:
-			return fmt.Errorf("data directory %s: cannot lock it: %w", dir, err)
-		case leaving == "":
+		case leaving == "" && now.Sub(start) >= lockGrace:
 			return fmt.Errorf("data directory %s is in use by another leasecached (pid %s)", dir, pid)
+		case leaving == "":
 		case deadline.IsZero():
-			deadline = time.Now().Add(lockWait)
+			deadline = now.Add(lockWait)
 			if waiting != nil {
 				waiting(fmt.Sprintf("pid %s, which is %s", pid, leaving))
 			}
-		case time.Now().After(deadline):
+		case now.After(deadline):
 			return fmt.Errorf("data directory %s is in use by another leasecached (pid %s, %s for more than %s)",
 				dir, pid, leaving, lockWait)
 		}
@@ -68,8 +76,9 @@ func lockDir(f *os.File, dir string, waiting func(owner string)) error {
 }
 
 // ownerLeaving reads a lock file's content: the holder's pid, and, when it is leaving, how ("stopping",
-// "exiting", "killed"), else "". Only what /proc says of that pid is known: a holder in another pid
-// namespace is taken as running unless it wrote that it is stopping.
+// "exiting", "killed"), else "". Only what this pid namespace's /proc says of that pid is known: a holder
+// that /proc does not show (gone, its mark left behind: the flock is someone else's; or in another pid
+// namespace) is taken as running, as is a holder in another namespace whose pid names another process here.
 func ownerLeaving(content []byte) (pid string, leaving string) {
 	pid, stopping := string(content), false
 	if p, ok := bytes.CutSuffix(content, []byte(stoppingMark)); ok {
@@ -79,14 +88,20 @@ func ownerLeaving(content []byte) (pid string, leaving string) {
 	if err != nil || n <= 0 {
 		return pid, ""
 	}
+	dir := filepath.Join(procRoot, strconv.Itoa(n))
+	if _, err := os.Stat(dir); err != nil {
+		return pid, ""
+	}
 	if stopping {
 		return pid, "stopping"
 	}
-	return pid, procLeaving(filepath.Join(procRoot, strconv.Itoa(n)))
+	return pid, procLeaving(dir)
 }
 
 // procLeaving says how the process whose /proc directory is dir is leaving: "exiting" once it is in its
 // exit (a zombie, or PF_EXITING), "killed" while a SIGKILL is pending (sent, not yet acted on), else "".
+// What /proc/PID/stat says is its main thread's, which a leasecached ends only with the whole process
+// (the Go runtime never ends it alone).
 func procLeaving(dir string) string {
 	stat, err := readSmall(filepath.Join(dir, "stat"), smallTextMax)
 	if err != nil {

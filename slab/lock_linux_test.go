@@ -46,8 +46,9 @@ func TestOwnerLeaving(t *testing.T) {
 	}{
 		{name: "running", content: "4242", stat: statLine("leasecached", 'S', 0x400040), status: statusText(none, none),
 			pid: "4242"},
-		{name: "stopping", content: "4242 stopping", pid: "4242", leaving: "stopping"},
-		{name: "stopping, gone from /proc", content: "4243 stopping", pid: "4243", leaving: "stopping"},
+		{name: "stopping", content: "4242 stopping", stat: statLine("leasecached", 'S', 0x400040), pid: "4242",
+			leaving: "stopping"},
+		{name: "stopping, gone from /proc: a mark left behind", content: "4243 stopping", pid: "4243"},
 		{name: "zombie", content: "4242", stat: statLine("leasecached", 'Z', 0x400044), pid: "4242", leaving: "exiting"},
 		{name: "dead", content: "4242", stat: statLine("leasecached", 'X', 0), pid: "4242", leaving: "exiting"},
 		{name: "in its exit", content: "4242", stat: statLine("leasecached", 'R', 0x400044), pid: "4242",
@@ -64,6 +65,8 @@ func TestOwnerLeaving(t *testing.T) {
 		{name: "no pid", content: "", pid: ""},
 		{name: "not a pid", content: "../../etc", pid: "../../etc"},
 		{name: "a negative pid", content: "-1 stopping", pid: "-1"},
+		{name: "torn: a mark half written", content: "4242 sto", stat: statLine("leasecached", 'S', 0x400040),
+			pid: "4242 sto"},
 	}
 	root := t.TempDir()
 	old := procRoot
@@ -102,9 +105,9 @@ func holdLock(t *testing.T, dir, content string) func() {
 	return func() { _ = f.Close() }
 }
 
-// TestOpenWaitsForALeavingServer: an open whose directory is locked by a server that is leaving waits,
-// says so once, and opens when the lock is let go; one locked by a server that runs is refused at once;
-// one whose holder stays leaving past lockWait is refused then.
+// TestOpenWaitsForALeavingServer: an open whose directory is locked by a server that is leaving, or that
+// says so within lockGrace, waits, says so once, and opens when the lock is let go; one locked by a server
+// that runs is refused after lockGrace; one whose holder stays leaving past lockWait is refused then.
 func TestOpenWaitsForALeavingServer(t *testing.T) {
 	id := Identity{Shards: 1, Classes: DefaultClasses()}
 	root := t.TempDir()
@@ -114,13 +117,21 @@ func TestOpenWaitsForALeavingServer(t *testing.T) {
 	fakeProc(t, root, 4242, statLine("leasecached", 'Z', 0x400044), "")
 	fakeProc(t, root, 4243, statLine("leasecached", 'S', 0x400040), statusText("0000000000000000", "0000000000000000"))
 
-	for _, tc := range []struct{ name, content, said string }{
-		{"stopping", "4243 stopping", "pid 4243, which is stopping"},
-		{"exiting", "4242", "pid 4242, which is exiting"},
+	for _, tc := range []struct{ name, content, later, said string }{
+		{"stopping", "4243 stopping", "", "pid 4243, which is stopping"},
+		{"exiting", "4242", "", "pid 4242, which is exiting"},
+		// Told to stop, it writes its mark once its signal handling has run: shortly after the start looked.
+		{"marked stopping after the start looked", "4243", "4243 stopping", "pid 4243, which is stopping"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			release := holdLock(t, dir, tc.content)
+			if tc.later != "" {
+				go func() {
+					time.Sleep(lockGrace / 5)
+					_ = os.WriteFile(filepath.Join(dir, "lock"), []byte(tc.later), 0o600)
+				}()
+			}
 			var told []string
 			opened := make(chan error, 1)
 			go func() {
@@ -158,7 +169,8 @@ func TestOpenWaitsForALeavingServer(t *testing.T) {
 		_, _, err := OpenBacking(dir, id, BackingOptions{Waiting: func(string) { t.Error("told to wait for a running server") }})
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "is in use by another leasecached (pid 4243)")
-		assert.Less(t, time.Since(start), 2*time.Second, "refused at once")
+		assert.GreaterOrEqual(t, time.Since(start), lockGrace, "looked at again for lockGrace")
+		assert.Less(t, time.Since(start), lockGrace+2*time.Second, "refused then")
 	})
 
 	t.Run("stopping for too long", func(t *testing.T) {
