@@ -65,9 +65,9 @@ type shard struct {
 	sums    *xxh3.Hasher
 	sealKey uint64
 	// undo is, by class, the chunk an item is copied into while it changes in place in a data directory
-	// (undo.go); NilRef until the first such change in the class, and after a page move took its page. nil
-	// without a data directory.
-	undo []slab.Ref
+	// (undo.go); a NilRef ref until the first such change in the class, and after a page move took its
+	// page. nil without a data directory.
+	undo []undoChunk
 
 	reclaimCur    slab.Cursor
 	reclaimOldest []uint32  // per class: oldest store time seen in the current reclaimer pass
@@ -90,9 +90,9 @@ func (sh *shard) init(s *Store, self int, share int64) {
 	sh.al.SetOwner(self)
 	if s.persist != nil {
 		sh.sums = xxh3.New() // and sealKey once the directory is open (adoptStored)
-		sh.undo = make([]slab.Ref, s.classes.Count())
+		sh.undo = make([]undoChunk, s.classes.Count())
 		for i := range sh.undo {
-			sh.undo[i] = slab.NilRef
+			sh.undo[i].ref = slab.NilRef
 		}
 	}
 	sh.idx = newIndex(indexInitialSlots)

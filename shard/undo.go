@@ -26,6 +26,14 @@ import "github.com/leasecached/leasecached/slab"
 // its page frees it (drainPage), and it counts as a used chunk in stats slabs.
 const undoRoom = 1024
 
+// undoChunk is a shard's undo chunk of one class: its ref, and its bytes, which stay where they are while
+// the chunk is the shard's (a page move of its page frees it first, dropUndo), so that a change does not
+// look the chunk up twice (a chain of dependent loads each time, slab.Allocator.Chunk).
+type undoChunk struct {
+	ref slab.Ref
+	b   []byte
+}
+
 // Steps of a change in place, then of a new item's chunk, for crashStep.
 const (
 	undoCopied    = iota + 1 // the copy is whole (its state byte written); nothing rewritten yet
@@ -43,10 +51,10 @@ const (
 // copy for an item. False when b is chained or its chunk is over undoRoom, or no undo chunk can be had:
 // the caller moves the item to a new chunk instead.
 func (sh *shard) saveUndo(b []byte, id int, now int64) bool {
-	if len(b) > undoRoom || itemChained(b) || sh.undo[id] == slab.NilRef && !sh.newUndo(b, id, now) {
+	if len(b) > undoRoom || itemChained(b) || sh.undo[id].ref == slab.NilRef && !sh.newUndo(b, id, now) {
 		return false
 	}
-	u := sh.chunk(sh.undo[id])[:len(b)]
+	u := sh.undo[id].b[:len(b)]
 	copy(u[:offState], b[:offState])
 	copy(u[offState+1:], b[offState+1:])
 	u[offState] = b[offState]
@@ -64,8 +72,9 @@ func (sh *shard) newUndo(b []byte, id int, now int64) bool {
 	if !ok {
 		return false
 	}
-	sh.chunk(r)[offState] = kindUndo
-	sh.undo[id] = r
+	c := sh.chunk(r)
+	c[offState] = kindUndo
+	sh.undo[id] = undoChunk{ref: r, b: c}
 	return true
 }
 
@@ -75,10 +84,9 @@ func (sh *shard) sealInPlace(r slab.Ref, b []byte, id int) {
 	sh.crashStep(undoRewritten)
 	sh.seal(r, b)
 	sh.crashStep(undoSealed)
-	u := sh.undo[id]
-	ub := sh.chunk(u)
-	ub[offState] = kindUndo
-	sh.al.Wrote(u, len(ub))
+	u := &sh.undo[id]
+	u.b[offState] = kindUndo
+	sh.al.Wrote(u.ref, len(u.b))
 	sh.crashStep(undoDone)
 }
 
@@ -103,8 +111,8 @@ func (sh *shard) changeInPlace(h uint64, ref slab.Ref, b []byte, exp uint32, now
 // dropUndo frees the undo chunk of class id when it is in page p, which is being drained: it holds no item
 // between changes, and the next change allocates another.
 func (sh *shard) dropUndo(p uint32, id int) {
-	if sh.undo != nil && sh.undo[id] != slab.NilRef && sh.undo[id].Page() == p {
-		sh.al.Free(sh.undo[id])
-		sh.undo[id] = slab.NilRef
+	if sh.undo != nil && sh.undo[id].ref != slab.NilRef && sh.undo[id].ref.Page() == p {
+		sh.al.Free(sh.undo[id].ref)
+		sh.undo[id] = undoChunk{ref: slab.NilRef}
 	}
 }

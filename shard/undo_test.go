@@ -60,11 +60,11 @@ func TestUndoChunk(t *testing.T) {
 	require.Equal(t, Stored, s.Store(ModeSet, []byte("k"), 0, 0, small, 0))
 	sh.mu.Lock()
 	cls := sh.al.ClassOf(refLocked(sh, "k"))
-	undo := sh.undo[cls]
+	undo := sh.undo[cls].ref
 	require.NotEqual(t, slab.NilRef, undo)
 	sh.drainPage(undo.Page(), s.now(), true)
 	require.NoError(t, sh.al.EndDrain(0), "the drain left no chunk in use")
-	assert.Equal(t, slab.NilRef, sh.undo[cls])
+	assert.Equal(t, slab.NilRef, sh.undo[cls].ref)
 	sh.mu.Unlock()
 	assert.Equal(t, 1, undoChunks(t, s), "the incr's class keeps its own")
 	for i := range 3 {
