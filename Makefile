@@ -96,7 +96,7 @@ FUZZTIME ?= 30s
 FUZZMINTIME ?= 2s
 FUZZ_TARGETS := ./protocol:FuzzParse ./protocol:FuzzStrtoMagnitude ./protocol:FuzzSplitLine ./protocol:FuzzParseHot ./protocol:FuzzParseMetaFlags ./protocol:FuzzDecodeKeyBase64 \
 	./protocol:FuzzParseAuth ./server:FuzzBinaryServe ./clientlib:FuzzReplyParsers ./cmd/leasecached:FuzzParseListen ./cmd/leasecached:FuzzExtendedFlags ./auth:FuzzParse \
-	./slab:FuzzParseJournal
+	./slab:FuzzParseJournal ./slab:FuzzOwnerLeaving
 # The load tool's targets, run inside its own module ($(BENCH_MOD)).
 BENCH_FUZZ_TARGETS := ./load:FuzzValueLineFast
 fuzz-smoke:

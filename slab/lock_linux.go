@@ -103,33 +103,44 @@ func ownerLeaving(content []byte) (pid string, leaving string) {
 // What /proc/PID/stat says is its main thread's, which a leasecached ends only with the whole process
 // (the Go runtime never ends it alone).
 func procLeaving(dir string) string {
-	stat, err := readSmall(filepath.Join(dir, "stat"), smallTextMax)
-	if err != nil {
-		return ""
+	if stat, err := readSmall(filepath.Join(dir, "stat"), smallTextMax); err == nil && statExiting(stat) {
+		return "exiting"
 	}
-	// pid (comm) state ppid pgrp session tty_nr tpgid flags ...: comm may hold spaces and parentheses.
-	if i := bytes.LastIndexByte(stat, ')'); i >= 0 {
-		if f := bytes.Fields(stat[i+1:]); len(f) > 6 {
-			flags, _ := strconv.ParseUint(string(f[6]), 10, 64)
-			if s := f[0][0]; s == 'Z' || s == 'X' || flags&pfExiting != 0 {
-				return "exiting"
-			}
-		}
+	if status, err := readSmall(filepath.Join(dir, "status"), smallTextMax); err == nil && statusKilled(status) {
+		return "killed"
 	}
-	status, err := readSmall(filepath.Join(dir, "status"), smallTextMax)
-	if err != nil {
-		return ""
+	return ""
+}
+
+// statExiting reads a /proc/PID/stat line: pid (comm) state ppid pgrp session tty_nr tpgid flags ..., where
+// comm may hold spaces and parentheses. True for a zombie (Z, X) or a process in its exit (PF_EXITING).
+func statExiting(stat []byte) bool {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return false
 	}
+	f := bytes.Fields(stat[i+1:])
+	if len(f) <= 6 {
+		return false
+	}
+	flags, _ := strconv.ParseUint(string(f[6]), 10, 64)
+	s := f[0][0]
+	return s == 'Z' || s == 'X' || flags&pfExiting != 0
+}
+
+// statusKilled reads /proc/PID/status: true when its SigPnd (the main thread's) or ShdPnd (the process's)
+// mask holds SIGKILL.
+func statusKilled(status []byte) bool {
 	for _, line := range bytes.Split(status, []byte("\n")) {
 		name, mask, ok := bytes.Cut(line, []byte(":"))
 		if !ok || string(name) != "SigPnd" && string(name) != "ShdPnd" {
 			continue
 		}
 		if m, err := strconv.ParseUint(string(bytes.TrimSpace(mask)), 16, 64); err == nil && m&sigkillBit != 0 {
-			return "killed"
+			return true
 		}
 	}
-	return ""
+	return false
 }
 
 // Stopping writes in the lock file that this server is stopping, so that a start meanwhile waits for

@@ -197,3 +197,21 @@ func TestBackingStopping(t *testing.T) {
 	assert.Equal(t, strconv.Itoa(os.Getpid()), pid)
 	assert.Equal(t, "stopping", leaving)
 }
+
+// FuzzOwnerLeaving reads any lock file content, /proc/PID/stat line and status text without panicking,
+// and never takes a holder that /proc does not show for a leaving one.
+func FuzzOwnerLeaving(f *testing.F) {
+	f.Add([]byte("4242 stopping"), []byte(statLine("leasecached", 'Z', 0x400044)), []byte(statusText("0", "100")))
+	f.Add([]byte("4242"), []byte("4242 (a) b) R 1 2 3 4 5 4"), []byte("SigPnd:\tzz\nShdPnd:"))
+	f.Add([]byte(""), []byte(")"), []byte(":"))
+	f.Fuzz(func(t *testing.T, content, stat, status []byte) {
+		_ = statExiting(stat)
+		_ = statusKilled(status)
+		old := procRoot
+		procRoot = filepath.Join(t.TempDir(), "none")
+		defer func() { procRoot = old }()
+		if _, leaving := ownerLeaving(content); leaving != "" {
+			t.Fatalf("%q: a holder /proc does not show taken as %s", content, leaving)
+		}
+	})
+}
