@@ -75,8 +75,9 @@ func lockDir(f *os.File, dir string, waiting func(owner string)) error {
 	}
 }
 
-// ownerLeaving reads a lock file's content: the holder's pid, and, when it is leaving, how ("stopping",
-// "exiting", "killed"), else "". Only what this pid namespace's /proc says of that pid is known: a holder
+// ownerLeaving reads a lock file's content: the holder's pid, and, when it is leaving, how: "stopping" (its
+// mark), "exiting" once it is in its exit (a zombie, or PF_EXITING), "killed" while a SIGKILL is pending
+// (sent, not yet acted on); else "". Only what this pid namespace's /proc says of that pid is known: a holder
 // that /proc does not show (gone, its mark left behind: the flock is someone else's; or in another pid
 // namespace) is taken as running, as is a holder in another namespace whose pid names another process here.
 func ownerLeaving(content []byte) (pid string, leaving string) {
@@ -88,28 +89,22 @@ func ownerLeaving(content []byte) (pid string, leaving string) {
 	if err != nil || n <= 0 {
 		return pid, ""
 	}
+	// What /proc/PID/stat says is its main thread's, which a leasecached ends only with the whole process
+	// (the Go runtime never ends it alone).
 	dir := filepath.Join(procRoot, strconv.Itoa(n))
-	if _, err := os.Stat(dir); err != nil {
+	stat, err := readSmall(filepath.Join(dir, "stat"), smallTextMax)
+	switch {
+	case err != nil:
 		return pid, ""
-	}
-	if stopping {
+	case stopping:
 		return pid, "stopping"
-	}
-	return pid, procLeaving(dir)
-}
-
-// procLeaving says how the process whose /proc directory is dir is leaving: "exiting" once it is in its
-// exit (a zombie, or PF_EXITING), "killed" while a SIGKILL is pending (sent, not yet acted on), else "".
-// What /proc/PID/stat says is its main thread's, which a leasecached ends only with the whole process
-// (the Go runtime never ends it alone).
-func procLeaving(dir string) string {
-	if stat, err := readSmall(filepath.Join(dir, "stat"), smallTextMax); err == nil && statExiting(stat) {
-		return "exiting"
+	case statExiting(stat):
+		return pid, "exiting"
 	}
 	if status, err := readSmall(filepath.Join(dir, "status"), smallTextMax); err == nil && statusKilled(status) {
-		return "killed"
+		return pid, "killed"
 	}
-	return ""
+	return pid, ""
 }
 
 // statExiting reads a /proc/PID/stat line: pid (comm) state ppid pgrp session tty_nr tpgid flags ..., where
