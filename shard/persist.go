@@ -40,6 +40,7 @@ type persistence struct {
 	back       *slab.Backing
 	syncEvery  time.Duration
 	syncFailed func(error)  // Config.SyncFailed; nil: failures are only counted
+	pagesLost  func(error)  // Config.PagesLost
 	syncFn     func() error // back.Sync; tests make it fail
 
 	syncs        atomic.Uint64 // periodic syncs done (stats data_syncs)
@@ -221,7 +222,7 @@ func openPersistence(cfg Config, arenaBytes int64, id slab.Identity) (*persisten
 		back.Close()
 		return nil, nil, err // New says "shard:"
 	}
-	return &persistence{back: back, syncEvery: cfg.DataSync, syncFailed: cfg.SyncFailed, syncFn: back.Sync,
+	return &persistence{back: back, syncEvery: cfg.DataSync, syncFailed: cfg.SyncFailed, pagesLost: cfg.PagesLost, syncFn: back.Sync,
 		reason: reason, tick: cfg.persistTick, openedFn: cfg.Opened, openFailed: cfg.OpenFailed, beforeFinish: cfg.beforeFinish,
 		opened: make(chan struct{}), stop: make(chan struct{})}, arena, nil
 }
@@ -377,7 +378,9 @@ func (s *Store) rebuild() {
 				sh := &s.shards[i]
 				// A live copy being made from the directory (a start after a reboot) gets the shard's pages
 				// first; one that cannot be read holds no item, and its items are dropped.
-				_ = sh.al.LoadPages()
+				if err := sh.al.LoadPages(); err != nil && p.pagesLost != nil {
+					p.pagesLost(err)
+				}
 				loaded, dropped, mc := sh.recoverItems(i, now)
 				p.loaded.Add(loaded)
 				p.dropped.Add(dropped)

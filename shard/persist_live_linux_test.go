@@ -222,13 +222,23 @@ func TestLiveCopyShardsHeldOnFullTmpfs(t *testing.T) {
 			}
 		}
 	}
+	var lost []error
+	cfg.PagesLost = func(err error) {
+		mu.Lock()
+		lost = append(lost, err)
+		mu.Unlock()
+	}
 	s = startPersistStore(t, dir, c, cfg)
 	started <- s
 	waitRestart(t, s)
 	require.True(t, hasOrigin(), "the copy is whole")
 	mu.Lock()
-	errs, earlyKeys := append([]error(nil), failed...), append([]int(nil), early...)
+	errs, earlyKeys, lostErrs := append([]error(nil), failed...), append([]int(nil), early...), append([]error(nil), lost...)
 	mu.Unlock()
+	require.NotEmpty(t, lostErrs, "pages the full tmpfs refused, given back with their items: PagesLost told")
+	for _, err := range lostErrs {
+		require.ErrorIs(t, err, unix.ENOSPC)
+	}
 	require.Len(t, errs, cfg.Shards, "one ShardLoaded failure a shard, and none for LiveLoaded: %v", errs)
 	for _, err := range errs {
 		require.ErrorIs(t, err, unix.ENOSPC)

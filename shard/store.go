@@ -108,6 +108,9 @@ type Config struct {
 	DataLive string
 	// SyncFailed is told each periodic sync that fails (nil: none is told; RestartStats counts them).
 	SyncFailed func(error)
+	// PagesLost is told when a shard's rebuild could not ready stored pages (no room for them in the files,
+	// an I/O error): their items are lost (nil: nothing is told).
+	PagesLost func(error)
 	// Opened is told what the data directory held once its stored pages are adopted, before any request
 	// is served (RestartStats: why it started empty, what it caught up with, what this -m had no room
 	// for): in New, or later when New left the opening to finish while the shards wait (persist.go).

@@ -507,7 +507,7 @@ func (b *Backing) reserveRecord(id uint32) error {
 
 // reserve allocates bytes [off, off+n) of f, where the file system can (ENOSPC when it is full).
 func reserve(f *os.File, off, n int64) error {
-	if err := unix.Fallocate(int(f.Fd()), 0, off, n); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+	if err := fallocate(f, 0, off, n); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
 		return fmt.Errorf("slab: reserving %d bytes of %s: %w", n, f.Name(), err)
 	}
 	return nil

@@ -690,7 +690,7 @@ func (l *live) openPending(fresh bool) error {
 	}
 	if err == nil {
 		noCow(f) // a root that is not a tmpfs may be btrfs, as for items (UnkeptReservations)
-		err = unix.Fallocate(int(f.Fd()), 0, 0, movedBytes)
+		err = fallocate(f, 0, 0, movedBytes)
 	}
 	var mem []byte
 	if err == nil {
@@ -798,7 +798,7 @@ func (l *live) openLoaded() error {
 	// A line per shard (at most 64) for several resumed starts, each of which lists them all again. On a
 	// tmpfs already full the file goes without: a shard ShardLoaded fails for stays locked instead.
 	const room = 4 << 10
-	err = unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, room)
+	err = fallocate(f, unix.FALLOC_FL_KEEP_SIZE, 0, room)
 	if err != nil && !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSPC) {
 		_ = f.Close()
 		return fmt.Errorf("slab: reserving %s: %w", f.Name(), err)
@@ -1335,6 +1335,9 @@ func (l *live) write(p []byte, off int64) error {
 	if fd := l.direct; fd >= 0 {
 		for len(p) > 0 {
 			n, err := unix.Pwrite(fd, p, off)
+			if err == unix.EINTR {
+				continue
+			}
 			if err == unix.EINVAL && n <= 0 {
 				_ = unix.Close(fd)
 				l.direct = -1
@@ -1386,7 +1389,7 @@ func (l *live) close() error {
 // system has no holes.
 func punchFile(f *os.File, off, n int64) error {
 	const mode = unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE
-	if err := unix.Fallocate(int(f.Fd()), mode, off, n); err == nil {
+	if err := fallocate(f, mode, off, n); err == nil {
 		return nil
 	}
 	st, err := f.Stat()

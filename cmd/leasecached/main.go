@@ -174,6 +174,9 @@ func storeConfig(cfg server.Config) shard.Config {
 		LeaseWindow: cfg.LeaseWindow, StaleWindow: stale, Grace: cfg.Grace, Hold: cfg.Hold, LargePages: cfg.LargePages,
 		DataDir: cfg.DataDir, DataSync: cfg.DataSync, DataLive: cfg.DataLive, SyncFailed: func(err error) {
 			cfg.Logger.Error("--data-dir "+cfg.DataDir+": sync failed (what a machine reboot keeps is older)", slog.Any("err", err))
+		}, PagesLost: func(err error) {
+			cfg.Logger.Error("--data-dir "+cfg.DataDir+": stored pages could not be read in at the restart: "+
+				"their items are lost", slog.Any("err", err))
 		}, Emptying: func(why string) {
 			cfg.Logger.Error("--data-dir " + cfg.DataDir + ": starting empty: " + why)
 		}, Waiting: func(owner string) {
