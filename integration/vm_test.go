@@ -313,6 +313,16 @@ func (m *vmMachine) ready(t *testing.T) {
 	m.waitServing("")
 }
 
+// fill empties the daemon's cache and stores fillBeforeSync's items; it returns the connection and the
+// model.
+func (m *vmMachine) fill(t *testing.T) (*rsConn, *rebootModel) {
+	t.Helper()
+	c := mustDialRS(t, m.daemon())
+	_, err := c.call("flush_all\r\n")
+	require.NoError(t, err)
+	return c, fillBeforeSync(t, c)
+}
+
 // vmPid is the daemon's pid as its stats say.
 func vmPid(t *testing.T, m *vmMachine) string {
 	t.Helper()
@@ -360,10 +370,7 @@ func TestVM(t *testing.T) {
 
 	t.Run("systemctl restart keeps everything", func(t *testing.T) {
 		m.ready(t)
-		c := mustDialRS(t, m.daemon())
-		_, err := c.call("flush_all\r\n")
-		require.NoError(t, err)
-		model := fillBeforeSync(t, c)
+		c, model := m.fill(t)
 		maxCas := storeCAS(t, c, "cas-probe")
 		checkReboot(t, c, model) // all there before the restart: what is missing after it, the restart lost
 		require.False(t, t.Failed())
@@ -390,10 +397,7 @@ func TestVM(t *testing.T) {
 
 	t.Run("clean reboot keeps everything", func(t *testing.T) {
 		m.ready(t)
-		c := mustDialRS(t, m.daemon())
-		_, err := c.call("flush_all\r\n")
-		require.NoError(t, err)
-		model := fillBeforeSync(t, c)
+		c, model := m.fill(t)
 		changeAfterSync(t, c, model)
 		// A clean stop syncs: every change made after the last periodic sync must be back.
 		for k, it := range model.after {
@@ -413,10 +417,7 @@ func TestVM(t *testing.T) {
 
 	t.Run("hard reset keeps what was synced", func(t *testing.T) {
 		m.ready(t)
-		c := mustDialRS(t, m.daemon())
-		_, err := c.call("flush_all\r\n")
-		require.NoError(t, err)
-		model := fillBeforeSync(t, c)
+		c, model := m.fill(t)
 		waitSyncs(t, c, 2) // the second one started after the writes were acknowledged
 		changeAfterSync(t, c, model)
 		st, err := c.stats()
@@ -428,6 +429,39 @@ func TestVM(t *testing.T) {
 		assert.Greater(t, storeCAS(t, c, "cas-probe-after"), model.maxCas)
 		t.Logf("%s=%s %s=%s %s=%s; %d of %d changes made after the sync survived the reset", statLoaded,
 			st[statLoaded], statDropped, st[statDropped], statSeconds, st[statSeconds], survived, len(model.after))
+	})
+
+	// Last, as it changes the unit: the unit as shipped runs as a dynamic user, whose RemoveIPC=yes removes
+	// the user's files in /dev/shm, the live copy among them, when the unit stops (deploy/leasecached.service):
+	// a restart reads the cache back from DIR, and one after a crash has at least what the last sync wrote.
+	t.Run("DynamicUser reads the directory back", func(t *testing.T) {
+		m.ready(t)
+		// The fixed user's live copy is not the dynamic user's to read: a start would refuse it.
+		m.must("systemctl stop " + vmUnit + " && rm -rf /dev/shm/leasecached-*")
+		m.must(`printf '[Service]\nDynamicUser=yes\nUser=lcdyn\n' > /etc/systemd/system/` + vmUnit +
+			`.service.d/zz-dynamic.conf && systemctl daemon-reload && systemctl start ` + vmUnit)
+		m.ready(t)
+		assert.Equal(t, "yes", m.must("systemctl show -p DynamicUser --value "+vmUnit))
+		c, model := m.fill(t)
+		m.must("systemctl stop " + vmUnit)
+		out, _ := m.run("ls -d /dev/shm/leasecached-* 2>/dev/null | wc -l")
+		assert.Equal(t, "0", strings.TrimSpace(out), "the live copy outlived the stop (RemoveIPC)")
+		m.must("systemctl start " + vmUnit)
+		st := m.waitServing("")
+		c = mustDialRS(t, m.daemon())
+		checkReboot(t, c, model)
+		t.Logf("clean stop and start: %s=%s %s=%s", statLoaded, st[statLoaded], statSeconds, st[statSeconds])
+
+		c, model = m.fill(t)
+		waitSyncs(t, c, 2)
+		changeAfterSync(t, c, model)
+		pid := vmPid(t, m)
+		m.must("systemctl kill -s KILL " + vmUnit)
+		st = m.waitServing(pid)
+		c = mustDialRS(t, m.daemon())
+		survived := checkReboot(t, c, model)
+		t.Logf("SIGKILL, restarted by systemd: %s=%s; %d of %d changes made after the sync survived", statLoaded,
+			st[statLoaded], survived, len(model.after))
 	})
 
 	t.Logf("the unit's log:\n%s", m.must("journalctl -b 0 -u "+vmUnit+" --no-pager -o short-monotonic | tail -n 60"))
