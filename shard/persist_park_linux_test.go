@@ -29,8 +29,10 @@ func rebootedImage(img map[string][]byte) map[string][]byte {
 }
 
 // parkStore opens a store on a new data directory mapped (no live copy) and synced periodically, so that
-// page moves park (drain.go); the test syncs itself (the period is an hour). Items of 3000-byte values
-// under smallKey(i): perPage of them fill a page of their class.
+// page moves park (drain.go); the test syncs itself (the period is an hour, and so is the loop's tick,
+// which otherwise syncs a second after a page parks: between two of a test's images on a slow machine,
+// where the images' mix then modelled no disk a reboot could find). Items of 3000-byte values under
+// smallKey(i): perPage of them fill a page of their class.
 func parkStore(t *testing.T) (s *Store, dir string, c *clock, smallKey func(i int) []byte, perPage int) {
 	t.Helper()
 	const small = 3000
@@ -41,7 +43,7 @@ func parkStore(t *testing.T) (s *Store, dir string, c *clock, smallKey func(i in
 	if _, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err != nil {
 		t.Skipf("no boot id: a start cannot tell a reboot (%v)", err)
 	}
-	s = persistStore(t, dir, c, Config{MemoryLimit: 32 << 20, Shards: 1, DataSync: time.Hour})
+	s = persistStore(t, dir, c, Config{MemoryLimit: 32 << 20, Shards: 1, DataSync: time.Hour, persistTick: time.Hour})
 	require.True(t, s.shards[0].al.Parks())
 	smallKey = func(i int) []byte { return fmt.Appendf(nil, "small:%04d", i) }
 	id, _ := s.classes.For(headerLen(layoutOf(0, 0, small), false) + len(smallKey(0)) + small)
