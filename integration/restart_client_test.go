@@ -364,8 +364,14 @@ func (c *rsConn) readValues(verb string, out map[string]rsItem) error {
 }
 
 // stats returns the general stats.
-func (c *rsConn) stats() (map[string]string, error) {
-	c.w.WriteString("stats\r\n")
+func (c *rsConn) stats() (map[string]string, error) { return c.statsGroup("") }
+
+// statsGroup returns the stats of group ("settings", ...; "": the general ones).
+func (c *rsConn) statsGroup(group string) (map[string]string, error) {
+	if group != "" {
+		group = " " + group
+	}
+	c.w.WriteString("stats" + group + "\r\n")
 	if err := c.flush(); err != nil {
 		return nil, err
 	}

@@ -80,6 +80,21 @@ func startInMemcg(t *testing.T, cg *memcg, dir string, extra ...string) *daemon 
 		}})
 }
 
+// oomPushBytes is the unfinished get line a pushing connection sends (oomPushLine).
+var oomPushBytes = []byte("get" + strings.Repeat(" oompushkey", oomPushLine/len(" oompushkey")))
+
+// oomPush opens one more connection to addr and sends it oomPushBytes, waiting at most write for the
+// daemon to take them; it returns conns with the connection added, or as they were if the dial failed.
+func oomPush(conns []net.Conn, addr string, write time.Duration) []net.Conn {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return conns
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(write))
+	_, _ = c.Write(oomPushBytes)
+	return append(conns, c)
+}
+
 // oomKill squeezes cg, which holds d and whose writes go on, until the group's OOM killer kills d: every
 // oomSqueeze the file systems are synced and the cap lowered by at most oomStep, towards oomHeadroom above
 // what the group cannot reclaim (the kernel refuses a cap, EBUSY, while what it must reclaim is dirty; the
@@ -93,7 +108,6 @@ func oomKill(t *testing.T, cg *memcg, d *daemon) {
 	before := cg.oomKills(t)
 	start := time.Now()
 	deadline := start.Add(oomTimeout)
-	line := []byte("get" + strings.Repeat(" oompushkey", oomPushLine/len(" oompushkey")))
 	var conns []net.Conn
 	defer func() {
 		for _, c := range conns {
@@ -123,11 +137,7 @@ squeeze:
 			}
 		}
 		if floor && len(conns) < oomMaxPush {
-			if c, err := net.DialTimeout("tcp", d.addr, time.Second); err == nil {
-				conns = append(conns, c)
-				_ = c.SetWriteDeadline(time.Now().Add(oomSqueeze))
-				_, _ = c.Write(line)
-			}
+			conns = oomPush(conns, d.addr, oomSqueeze)
 		}
 		select {
 		case <-d.exited:

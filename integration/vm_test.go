@@ -140,9 +140,9 @@ func startVM(t *testing.T, vmDir string) *vmMachine {
 	return m
 }
 
-// waitOut waits until the control line's output from byte from on matches re, and returns the match
-// and where the output went on after it; ok is false after timeout.
-func (m *vmMachine) waitOut(from int, re *regexp.Regexp, timeout time.Duration) (match []string, before string, end int, ok bool) {
+// waitOut waits until the control line's output from byte from on matches re, and returns the match and
+// the output before it; ok is false after timeout.
+func (m *vmMachine) waitOut(from int, re *regexp.Regexp, timeout time.Duration) (match []string, before string, ok bool) {
 	deadline := time.Now().Add(timeout)
 	for {
 		m.mu.Lock()
@@ -152,15 +152,15 @@ func (m *vmMachine) waitOut(from int, re *regexp.Regexp, timeout time.Duration) 
 			for i := 0; i < len(loc); i += 2 {
 				match = append(match, string(b[loc[i]:loc[i+1]]))
 			}
-			before, end = string(b[:loc[0]]), from+loc[1]
+			before = string(b[:loc[0]])
 		}
 		m.mu.Unlock()
 		if loc != nil {
-			return match, before, end, true
+			return match, before, true
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return nil, "", 0, false
+			return nil, "", false
 		}
 		select {
 		case <-m.more:
@@ -185,7 +185,7 @@ func (m *vmMachine) login() {
 		from := m.outLen()
 		fmt.Fprintf(m.ctl, "\nexec /bin/sh\nstty -echo; PS1=''; PS2=''; export SYSTEMD_PAGER= SYSTEMD_COLORS=0 "+
 			"TERM=dumb; printf '@@READY %%d@@\\n' %d\n", try)
-		if _, _, _, ok := m.waitOut(from, regexp.MustCompile(fmt.Sprintf(`@@READY %d@@`, try)), 3*time.Second); ok {
+		if _, _, ok := m.waitOut(from, regexp.MustCompile(fmt.Sprintf(`@@READY %d@@`, try)), 3*time.Second); ok {
 			return
 		}
 		require.True(m.t, time.Now().Before(deadline), "no shell on the control line after %v", vmBootTimeout)
@@ -197,8 +197,6 @@ func (m *vmMachine) login() {
 	}
 }
 
-var vmEnd = regexp.MustCompile(`@@END (\d+) (\d+)@@\r?\n`)
-
 // run runs a shell command in the guest and returns its output and exit status.
 func (m *vmMachine) run(cmd string) (string, int) {
 	m.t.Helper()
@@ -207,7 +205,7 @@ func (m *vmMachine) run(cmd string) (string, int) {
 	_, err := fmt.Fprintf(m.ctl, "%s; printf '\\n@@END %%d %%d@@\\n' %d $?\n", cmd, m.seq)
 	require.NoError(m.t, err)
 	re := regexp.MustCompile(fmt.Sprintf(`\r?\n@@END %d (\d+)@@\r?\n`, m.seq))
-	match, out, _, ok := m.waitOut(from, re, vmCmdTimeout)
+	match, out, ok := m.waitOut(from, re, vmCmdTimeout)
 	require.True(m.t, ok, "%q: no end after %v", cmd, vmCmdTimeout)
 	status, _ := strconv.Atoi(match[1])
 	return strings.ReplaceAll(out, "\r\n", "\n"), status
@@ -349,20 +347,8 @@ func TestVM(t *testing.T) {
 		assert.Equal(t, "notify", m.must("systemctl show -p Type --value "+vmUnit))
 		assert.Equal(t, "leasecached", m.must("systemctl show -p User --value "+vmUnit))
 		// A start that checks its settings: the live copy where the unit's hardening leaves /dev/shm.
-		c := mustDialRS(t, m.daemon())
-		c.w.WriteString("stats settings\r\n")
-		require.NoError(t, c.flush())
-		settings := map[string]string{}
-		for {
-			l, err := c.line()
-			require.NoError(t, err)
-			if l == "END" {
-				break
-			}
-			f := strings.SplitN(l, " ", 3)
-			require.Len(t, f, 3, "stats settings: %q", l)
-			settings[f[1]] = f[2]
-		}
+		settings, err := mustDialRS(t, m.daemon()).statsGroup("settings")
+		require.NoError(t, err)
 		assert.Equal(t, "/var/lib/leasecached", settings["memory_file"])
 		assert.Equal(t, "/dev/shm", settings["data_live"], "the live copy is not in /dev/shm under the unit")
 		assert.Equal(t, "cgroup2fs", m.must("stat -f -c %T /sys/fs/cgroup"), "the guest's cgroups are not v2")
@@ -392,7 +378,6 @@ func TestVM(t *testing.T) {
 	t.Run("OOM killer in the unit's cgroup during writes, restarted by systemd", func(t *testing.T) {
 		m.ready(t)
 		vmKillRounds(t, m, 2, func(d *daemon) { vmOOMKill(t, m, d) }, "Failed with result 'oom-kill'")
-		m.must("systemctl set-property --runtime " + vmUnit + " MemoryMax=infinity")
 	})
 
 	t.Run("clean reboot keeps everything", func(t *testing.T) {
@@ -503,7 +488,6 @@ func vmOOMKill(t *testing.T, m *vmMachine, d *daemon) {
 	require.NoError(t, err)
 	restarts := m.restarts()
 	m.must(fmt.Sprintf("systemctl set-property --runtime %s MemoryMax=%d", vmUnit, cur+vmOOMRoom))
-	line := []byte("get" + strings.Repeat(" oompushkey", oomPushLine/len(" oompushkey")))
 	var conns []net.Conn
 	defer func() {
 		for _, c := range conns {
@@ -515,11 +499,7 @@ func vmOOMKill(t *testing.T, m *vmMachine, d *daemon) {
 		require.True(t, time.Now().Before(deadline), "the daemon outlived %v of pushing (%d lines): %s", vmOOMTimeout,
 			len(conns), m.status())
 		if len(conns) < vmOOMMaxPush {
-			if c, err := net.DialTimeout("tcp", d.addr, time.Second); err == nil {
-				conns = append(conns, c)
-				_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-				_, _ = c.Write(line)
-			}
+			conns = oomPush(conns, d.addr, time.Second)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
