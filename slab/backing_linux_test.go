@@ -284,41 +284,47 @@ func TestLiveCopyFullCowDisk(t *testing.T) {
 	require.NoError(t, b.Sync())
 	fillFS(t, mnt)
 	var syncErr error
+	rounds := 0
 	require.False(t, faults(func() {
-		for round := range 64 { // until btrfs runs out of what it keeps for itself too
+		for ; rounds < 1024; rounds++ { // until btrfs runs out of what it keeps for itself too
 			for id := range uint32(pages) {
-				b.setRecord(id, encodeRecord(uint8(1+round%2), 0))
+				b.setRecord(id, encodeRecord(uint8(1+rounds%2), 0))
 			}
-			b.SetCasHigh(1<<40 + uint64(round))
+			b.SetCasHigh(1<<40 + uint64(rounds))
 			if syncErr = b.SyncHeader(); syncErr != nil {
 				break
 			}
 		}
 	}), "a change to meta on a full copy-on-write file system faulted")
-	require.ErrorIs(t, syncErr, unix.ENOSPC, "the full file system refused meta's changes")
-	classes := func() (got []int) {
-		for _, r := range b.Records() {
-			got = append(got, r.Class)
+	if syncErr == nil {
+		// Linux 6.1's btrfs (Debian 12, make vm-tests) takes every rewrite: no failure to recover from.
+		t.Logf("btrfs took %d rewrites of meta on a full file system without refusing one", rounds)
+	} else {
+		require.ErrorIs(t, syncErr, unix.ENOSPC, "the full file system refused meta's changes")
+		classes := func() (got []int) {
+			for _, r := range b.Records() {
+				got = append(got, r.Class)
+			}
+			return got
 		}
-		return got
-	}
-	want := classes()
-	cas := b.CasHigh()
+		want := classes()
+		cas := b.CasHigh()
 
-	require.NoError(t, os.Remove(filepath.Join(mnt, "filler")))
-	for range 20 { // btrfs gives a removed file's space back at a commit
-		if syncErr = b.Sync(); syncErr == nil {
-			break
+		require.NoError(t, os.Remove(filepath.Join(mnt, "filler")))
+		for range 20 { // btrfs gives a removed file's space back at a commit
+			if syncErr = b.Sync(); syncErr == nil {
+				break
+			}
+			syncFS(t, mnt)
 		}
-		syncFS(t, mnt)
+		require.NoError(t, syncErr, "with room again, a sync writes meta again")
+		require.NoError(t, b.Close())
+		b, reason, err = OpenBacking(dir, id, BackingOptions{Live: root})
+		require.NoError(t, err)
+		require.Empty(t, reason)
+		assert.Equal(t, want, classes(), "the records meta holds after the failure")
+		assert.Equal(t, cas, b.CasHigh())
 	}
-	require.NoError(t, syncErr, "with room again, a sync writes meta again")
-	require.NoError(t, b.Close())
-	b, reason, err = OpenBacking(dir, id, BackingOptions{Live: root})
-	require.NoError(t, err)
-	require.Empty(t, reason)
-	assert.Equal(t, want, classes(), "the records meta holds after the failure")
-	assert.Equal(t, cas, b.CasHigh())
 
 	// A live root that is not a tmpfs (here btrfs itself) gets a nocow live file.
 	require.NoError(t, b.Close())
@@ -326,7 +332,14 @@ func TestLiveCopyFullCowDisk(t *testing.T) {
 	b, _, err = OpenBacking(dir, id, BackingOptions{Live: onDisk})
 	require.NoError(t, err)
 	loadLive(t, b)
-	assert.Empty(t, UnkeptReservations(dir, onDisk), "the live items file on btrfs is nocow")
+	live, err := liveDirFor(onDisk, dir)
+	require.NoError(t, err)
+	assert.True(t, isNoCow(filepath.Join(live, "items")), "the live items file on btrfs is nocow")
+	if kernelAtLeast(6, 17) {
+		assert.Empty(t, UnkeptReservations(dir, onDisk), "the live items file on btrfs is nocow")
+	} else {
+		assert.Contains(t, UnkeptReservations(dir, onDisk), "before 6.17")
+	}
 	require.NoError(t, b.Close())
 }
 

@@ -10,8 +10,8 @@ import (
 )
 
 // interruptFallocate makes fallocateSys fail with EINTR the first failures times it is called for each
-// piece, as Linux before 6.x's tmpfs did whenever a signal was pending (fallocate), and records the pieces
-// it let through.
+// piece, as Linux 6.1's tmpfs does whenever a signal is pending (fallocate), and records the pieces the
+// system call then allocated (on 6.1 it may interrupt them too).
 func interruptFallocate(t *testing.T, failures int) (pieces *[][2]int64) {
 	t.Helper()
 	pieces = new([][2]int64)
@@ -21,8 +21,11 @@ func interruptFallocate(t *testing.T, failures int) (pieces *[][2]int64) {
 		if tries[off]++; tries[off] <= failures {
 			return unix.EINTR
 		}
-		*pieces = append(*pieces, [2]int64{off, n})
-		return real(fd, mode, off, n)
+		err := real(fd, mode, off, n)
+		if err == nil {
+			*pieces = append(*pieces, [2]int64{off, n})
+		}
+		return err
 	}
 	t.Cleanup(func() { fallocateSys = real })
 	return pieces
