@@ -107,6 +107,10 @@ const raceReport = "WARNING: DATA RACE"
 // leasecached bug.
 const selfTestEnv = "LEASECACHED_INTEGRATION_SELFTEST"
 
+// daemonEnv names a daemon binary to test instead of building one (a build without -race only): where
+// no Go toolchain is, such as make vm-tests' guest (doc/design/deploy.md, "The virtual machine").
+const daemonEnv = "LEASECACHED_DAEMON"
+
 var (
 	// leasecachedPath is the binary built by TestMain, with the race detector
 	// when the tests have it; leasecachedPlainPath is the same code without it.
@@ -131,22 +135,7 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 
-	leasecachedPath = filepath.Join(dir, "leasecached")
-	leasecachedPlainPath = leasecachedPath
-	plainErr := make(chan error, 1)
-	if raceEnabled {
-		// Built alongside the race build: the tests that measure the daemon's memory or hold it to a
-		// latency bound need it as users run it (the race detector multiplies both).
-		leasecachedPlainPath = filepath.Join(dir, "leasecached-plain")
-		go func() { plainErr <- buildDaemon(leasecachedPlainPath, false) }()
-	} else {
-		plainErr <- nil
-	}
-	buildErr = buildDaemon(leasecachedPath, raceEnabled)
-	if err := <-plainErr; buildErr == nil {
-		buildErr = err
-	}
-	if buildErr != nil {
+	if buildErr = daemons(dir); buildErr != nil {
 		fmt.Fprintf(os.Stderr, "integration: %v\n", buildErr)
 	}
 	if p, err := exec.LookPath(memcachedBinary); err == nil {
@@ -159,6 +148,31 @@ func runMain(m *testing.M) int {
 		_ = flag.Set("test.parallel", strconv.Itoa(waitingParallel))
 	}
 	return m.Run()
+}
+
+// daemons sets leasecachedPath and leasecachedPlainPath: built into dir, or the binary daemonEnv names.
+func daemons(dir string) error {
+	if bin := os.Getenv(daemonEnv); bin != "" && !raceEnabled {
+		leasecachedPath, leasecachedPlainPath = bin, bin
+		_, err := os.Stat(bin)
+		return err
+	}
+	leasecachedPath = filepath.Join(dir, "leasecached")
+	leasecachedPlainPath = leasecachedPath
+	plainErr := make(chan error, 1)
+	if raceEnabled {
+		// Built alongside the race build: the tests that measure the daemon's memory or hold it to a
+		// latency bound need it as users run it (the race detector multiplies both).
+		leasecachedPlainPath = filepath.Join(dir, "leasecached-plain")
+		go func() { plainErr <- buildDaemon(leasecachedPlainPath, false) }()
+	} else {
+		plainErr <- nil
+	}
+	err := buildDaemon(leasecachedPath, raceEnabled)
+	if perr := <-plainErr; err == nil {
+		err = perr
+	}
+	return err
 }
 
 // buildDaemon compiles ./cmd/leasecached from the module root (the parent of
