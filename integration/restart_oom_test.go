@@ -161,8 +161,9 @@ squeeze:
 		time.Since(start).Round(time.Millisecond), refused, len(conns))
 }
 
-// memcg is a memory cgroup a test made under its own: the memory controller of cgroup v1, or of v2 where
-// the test's group may have children with it. Its files are named by version.
+// memcg is a memory cgroup a test made: under its own with cgroup v1's memory controller; with v2, beside
+// it where the test's group has the memory controller (v2 gives no controller to the children of a group
+// that holds processes, as the test's does), under it at the root. Its files are named by version.
 type memcg struct {
 	dir string
 	v2  bool
@@ -180,6 +181,9 @@ func newMemcg(t *testing.T) *memcg {
 	if err != nil {
 		t.Skipf("no memory cgroup: %v", err)
 	}
+	if _, err := os.Stat(filepath.Join(parent, "memory.max")); v2 && err == nil {
+		parent = filepath.Dir(parent)
+	}
 	cg := &memcg{dir: filepath.Join(parent, fmt.Sprintf("leasecached-test-%d", os.Getpid())), v2: v2}
 	if err := os.Mkdir(cg.dir, 0o755); err != nil {
 		t.Skipf("cannot make a memory cgroup under %s: %v", parent, err)
@@ -195,7 +199,7 @@ func newMemcg(t *testing.T) *memcg {
 		t.Errorf("removing %s: %v", cg.dir, err)
 	})
 	if _, err := os.Stat(cg.file("limit")); err != nil {
-		t.Skipf("%s has no memory controller (v2: the parent's subtree_control lacks memory): %v", cg.dir, err)
+		t.Skipf("%s has no memory controller (v2: %s's subtree_control lacks memory): %v", cg.dir, parent, err)
 	}
 	return cg
 }
