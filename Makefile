@@ -168,12 +168,21 @@ herd: bench-deps
 ## a clean reboot and a hard reset, each checked against a model (doc/design/deploy.md). The first run
 ## debootstraps Debian into $(VMDIR) (about 2 minutes); later ones reuse it. Not in `make test`.
 VMDIR ?= bin/vm
-.PHONY: vm-check
-vm-check: static
+.PHONY: vm-check vm-deps
+vm-deps:
 	command -v qemu-system-x86_64 >/dev/null && command -v debootstrap >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq qemu-system-x86 qemu-utils debootstrap)
+
+vm-check: static vm-deps
 	sh deploy/vm/image.sh $(VMDIR) $(STATIC_BIN)
 	LEASECACHED_VM_DIR=$(abspath $(VMDIR)) $(GO) test -count=1 -timeout 20m -v -run '^TestVM$$' ./integration/
+
+## vm-tests: the tests of the code that meets the kernel (slab, shard, the daemon's warm-restart tests), as
+## static binaries in the same Debian 12 machine, on its kernel (6.1): about an hour emulated. Not in `make test`.
+.PHONY: vm-tests
+vm-tests: static vm-deps
+	LEASECACHED_VM_DIR=$(abspath $(VMDIR)) LEASECACHED_VM_STATIC=$(abspath $(STATIC_BIN)) \
+		$(GO) test -count=1 -timeout 6h -v -run '^TestVMSuites$$' ./integration/
 
 clean:
 	rm -rf bin

@@ -60,8 +60,8 @@ type vmMachine struct {
 	seq  int           // the control line's last command number
 }
 
-// startVM boots the machine of vmDir on a copy-on-write overlay of its disk.
-func startVM(t *testing.T, vmDir string) *vmMachine {
+// startVM boots the machine of vmDir, with memMB of memory, on a copy-on-write overlay of its disk.
+func startVM(t *testing.T, vmDir string, memMB int) *vmMachine {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "lcvm") // short: a unix socket's path must fit 108 bytes
 	require.NoError(t, err)
@@ -77,7 +77,7 @@ func startVM(t *testing.T, vmDir string) *vmMachine {
 	if os.Getenv(vmAccelEnv) == "kvm" {
 		accel = []string{"-accel", "kvm", "-cpu", "host"}
 	}
-	m.cmd = exec.Command("qemu-system-x86_64", append(accel, "-smp", "2", "-m", "1024",
+	m.cmd = exec.Command("qemu-system-x86_64", append(accel, "-smp", "2", "-m", strconv.Itoa(memMB),
 		"-kernel", filepath.Join(vmDir, "vmlinuz"), "-initrd", filepath.Join(vmDir, "initrd.img"),
 		"-append", "root=/dev/vda rw console=ttyS0 quiet",
 		"-drive", "file="+overlay+",if=virtio,format=qcow2,cache=writeback",
@@ -200,13 +200,19 @@ func (m *vmMachine) login() {
 // run runs a shell command in the guest and returns its output and exit status.
 func (m *vmMachine) run(cmd string) (string, int) {
 	m.t.Helper()
+	return m.runWithin(cmd, vmCmdTimeout)
+}
+
+// runWithin is run for a command that may take up to timeout.
+func (m *vmMachine) runWithin(cmd string, timeout time.Duration) (string, int) {
+	m.t.Helper()
 	m.seq++
 	from := m.outLen()
 	_, err := fmt.Fprintf(m.ctl, "%s; printf '\\n@@END %%d %%d@@\\n' %d $?\n", cmd, m.seq)
 	require.NoError(m.t, err)
 	re := regexp.MustCompile(fmt.Sprintf(`\r?\n@@END %d (\d+)@@\r?\n`, m.seq))
-	match, out, ok := m.waitOut(from, re, vmCmdTimeout)
-	require.True(m.t, ok, "%q: no end after %v", cmd, vmCmdTimeout)
+	match, out, ok := m.waitOut(from, re, timeout)
+	require.True(m.t, ok, "%q: no end after %v", cmd, timeout)
 	status, _ := strconv.Atoi(match[1])
 	return strings.ReplaceAll(out, "\r\n", "\n"), status
 }
@@ -337,7 +343,7 @@ func TestVM(t *testing.T) {
 	if vmDir == "" {
 		t.Skipf("%s is not set: `make vm-check` builds the virtual machine and runs this", vmDirEnv)
 	}
-	m := startVM(t, vmDir)
+	m := startVM(t, vmDir, 1024)
 	st := m.waitServing("")
 	t.Logf("booted; the daemon serves (%s=%s)", statLoaded, st[statLoaded])
 

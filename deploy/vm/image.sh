@@ -1,26 +1,30 @@
 #!/bin/sh
-# image.sh VMDIR BINARY: a Debian 12 virtual machine that runs leasecached from deploy/leasecached.service
-# under systemd, for integration/vm_test.go (`make vm-check`; doc/design/deploy.md, "The virtual machine").
+# image.sh VMDIR BINARY [TESTS]: a Debian 12 virtual machine that runs leasecached from
+# deploy/leasecached.service under systemd, for integration/vm_test.go (`make vm-check`, `make vm-tests`;
+# doc/design/deploy.md, "The virtual machine").
 #
-# VMDIR/root is a debootstrap of Debian 12 with systemd and Debian's kernel, made once (VMDIR/root.done)
-# and reused; everything else is made again on each run from it and from the repository, in VMDIR/stage:
-# BINARY (the static daemon) as /usr/local/bin/leasecached, the unit as shipped with deploy/vm/vm.conf as its
-# drop-in, enabled; a root shell on the second serial port (the test's control line); a static address for
-# QEMU's user network. Out: VMDIR/disk.img (ext4, the whole root), VMDIR/vmlinuz, VMDIR/initrd.img.
+# VMDIR/root is a debootstrap of Debian 12 with systemd and Debian's kernel, made once and reused while
+# its package list is the one VMDIR/root.done names; everything else is made again on each run from it and
+# from the repository, in VMDIR/stage: BINARY (the static daemon) as /usr/local/bin/leasecached, the unit
+# as shipped with deploy/vm/vm.conf as its drop-in, enabled; a root shell on the second serial port (the
+# test's control line); a static address for QEMU's user network; the directory TESTS, if given, as
+# /opt/leasecached-tests. Out: VMDIR/disk.img (ext4, the whole root), VMDIR/vmlinuz, VMDIR/initrd.img.
 set -eu
 
 vmdir=$1
 bin=$2
+tests=${3:-}
 here=$(cd "$(dirname "$0")" && pwd)
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# What the tests run in the guest use besides the base system: file systems to fill (slab's and the
+# integration tests' full disks), python3 (a test's second lock holder).
+packages=systemd,systemd-sysv,udev,linux-image-amd64,kmod,procps,e2fsprogs,iproute2,btrfs-progs,xfsprogs,python3-minimal
 
 mkdir -p "$vmdir"
-if [ ! -e "$vmdir/root.done" ]; then
-	rm -rf "$vmdir/root"
-	debootstrap --variant=minbase \
-		--include=systemd,systemd-sysv,udev,linux-image-amd64,kmod,procps,e2fsprogs,iproute2 \
-		bookworm "$vmdir/root" "$mirror"
-	touch "$vmdir/root.done"
+if [ "$(cat "$vmdir/root.done" 2>/dev/null)" != "$packages" ]; then
+	rm -rf "$vmdir/root" "$vmdir/root.done"
+	debootstrap --variant=minbase --include="$packages" bookworm "$vmdir/root" "$mirror"
+	echo "$packages" > "$vmdir/root.done"
 fi
 
 stage=$vmdir/stage
@@ -52,9 +56,13 @@ install -m 0644 "$here/vm.conf" "$stage/etc/systemd/system/leasecached.service.d
 ln -sf /etc/systemd/system/leasecached.service \
 	"$stage/etc/systemd/system/multi-user.target.wants/leasecached.service"
 
+if [ -n "$tests" ]; then
+	cp -a "$tests" "$stage/opt/leasecached-tests"
+fi
+
 cp -L "$stage/vmlinuz" "$vmdir/vmlinuz"
 cp -L "$stage/initrd.img" "$vmdir/initrd.img"
 rm -f "$vmdir/disk.img"
-truncate -s 3G "$vmdir/disk.img"
+truncate -s 8G "$vmdir/disk.img" # sparse; room for the tests' files
 mkfs.ext4 -q -F -L lcvm -d "$stage" "$vmdir/disk.img"
 rm -rf "$stage"
