@@ -178,7 +178,7 @@ vm-check: static vm-deps
 	LEASECACHED_VM_DIR=$(abspath $(VMDIR)) $(GO) test -count=1 -timeout 20m -v -run '^TestVM$$' ./integration/
 
 ## vm-tests: the tests of the code that meets the kernel (slab, shard, the daemon's warm-restart tests), as
-## static binaries in the same Debian 12 machine, on its kernel (6.1): about an hour emulated. Not in `make test`.
+## static binaries in the same Debian 12 machine, on its kernel (6.1): about 35 minutes emulated. Not in `make test`.
 .PHONY: vm-tests
 vm-tests: static vm-deps
 	LEASECACHED_VM_DIR=$(abspath $(VMDIR)) LEASECACHED_VM_STATIC=$(abspath $(STATIC_BIN)) \
