@@ -316,7 +316,7 @@ func TestLiveCopyFullCowDisk(t *testing.T) {
 		cas := b.CasHigh()
 
 		removeFiller()
-		for range 20 { // btrfs gives a removed file's space back at a commit
+		for range 20 { // the space may take more than one commit to come back
 			if syncErr = b.Sync(); syncErr == nil {
 				break
 			}
