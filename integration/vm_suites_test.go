@@ -30,11 +30,37 @@ const (
 // vmSuites are the test binaries run in the guest, each from a copy of its package's directory (its
 // testdata): the packages that keep the cache in files, and the daemon's warm-restart tests, against the
 // image's /usr/local/bin/leasecached (daemonEnv).
-var vmSuites = []struct{ name, pkg, tags, run string }{
+var vmSuites = []vmSuite{
 	{name: "integration", pkg: "integration", run: "^(TestRestart|TestDataDir)"},
 	{name: "shard-crashsteps", pkg: "shard", tags: "crashsteps", run: "Step"},
 	{name: "slab", pkg: "slab"},
 	{name: "shard", pkg: "shard"},
+}
+
+// vmSuite is a test binary: the package, its build tags, its -test.run pattern.
+type vmSuite struct{ name, pkg, tags, run string }
+
+// vmRunEnv, set to SUITE=REGEXP, builds and runs only that suite of vmSuites, with -test.run REGEXP: one
+// test in the guest without the others' half hour.
+const vmRunEnv = "LEASECACHED_VM_RUN"
+
+// vmSuitesToRun are vmSuites, or the one vmRunEnv names with its pattern.
+func vmSuitesToRun(t *testing.T) []vmSuite {
+	t.Helper()
+	only := os.Getenv(vmRunEnv)
+	if only == "" {
+		return vmSuites
+	}
+	name, run, ok := strings.Cut(only, "=")
+	require.True(t, ok, "%s=%q: want SUITE=REGEXP", vmRunEnv, only)
+	for _, s := range vmSuites {
+		if s.name == name {
+			s.run = run
+			return []vmSuite{s}
+		}
+	}
+	require.FailNow(t, "no such suite", "%s=%q: the suites are integration, shard-crashsteps, slab, shard", vmRunEnv, only)
+	return nil
 }
 
 // vmTestsThat is an awk program (quoted for the guest's shell) that prints, from a -test.v log, the lines
@@ -54,7 +80,8 @@ func TestVMSuites(t *testing.T) {
 	root, err := filepath.Abs("..")
 	require.NoError(t, err)
 	tests := filepath.Join(t.TempDir(), "tests")
-	for _, s := range vmSuites {
+	suites := vmSuitesToRun(t)
+	for _, s := range suites {
 		dir := filepath.Join(tests, s.name)
 		require.NoError(t, os.MkdirAll(dir, 0o755))
 		args := []string{"test", "-c", "-o", filepath.Join(dir, s.name+".test")}
@@ -77,7 +104,7 @@ func TestVMSuites(t *testing.T) {
 	m.must("systemctl stop " + vmUnit + " && rm -rf /dev/shm/leasecached-*")
 	t.Logf("the guest: %s", m.must("uname -r; nproc; free -m | head -2; df -h /dev/shm /tmp | tail -n +2"))
 
-	for _, s := range vmSuites {
+	for _, s := range suites {
 		t.Run(s.name, func(t *testing.T) {
 			m.t = t
 			log := "/root/" + s.name + ".log"
@@ -93,6 +120,10 @@ func TestVMSuites(t *testing.T) {
 			summary, _ := m.run(fmt.Sprintf("echo $(grep -c '^ *--- PASS' %s) passed; awk -v what=SKIP %s %s",
 				log, vmTestsThat, log))
 			t.Logf("%s in the guest, %s, exit status %d: %s", s.name, time.Since(start).Round(time.Second), status, summary)
+			if os.Getenv(vmRunEnv) != "" { // one test: its whole log
+				out, _ := m.run("head -n 3000 " + log)
+				t.Logf("%s:\n%s", log, out)
+			}
 			if status != 0 {
 				out, _ := m.run(fmt.Sprintf("awk -v what=FAIL %s %s | head -n 600; echo ...; tail -n 20 %s",
 					vmTestsThat, log, log))

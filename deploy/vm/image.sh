@@ -17,8 +17,9 @@ tests=${3:-}
 here=$(cd "$(dirname "$0")" && pwd)
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # What the tests run in the guest use besides the base system: file systems to fill (slab's and the
-# integration tests' full disks), python3 (a test's second lock holder).
-packages=systemd,systemd-sysv,udev,linux-image-amd64,kmod,procps,e2fsprogs,iproute2,btrfs-progs,xfsprogs,python3-minimal
+# integration tests' full disks), python3 (a test's second lock holder), dmsetup (the power cut's
+# log-writes device).
+packages=systemd,systemd-sysv,udev,linux-image-amd64,kmod,procps,e2fsprogs,iproute2,btrfs-progs,xfsprogs,python3-minimal,dmsetup
 
 mkdir -p "$vmdir"
 if [ "$(cat "$vmdir/root.done" 2>/dev/null)" != "$packages" ]; then
