@@ -353,8 +353,11 @@ func TestRestartAfterReboot(t *testing.T) {
 	}
 }
 
+// metaBootOff is where meta's header keeps the boot it was last opened in (slab's hdrBoot), 8 bytes.
+const metaBootOff = 128
+
 // asAfterReboot makes data directory dir look to a start as it does after a reboot: the boot it was last
-// opened in (a word at byte 128 of its meta, slab's hdrBoot) is not this one. A copy of the disk taken on
+// opened in (a word at byte metaBootOff of its meta) is not this one. A copy of the disk taken on
 // the same machine would otherwise pass for a directory after a kill, where the page cache held
 // everything (doc/design/restart.md rule 9: a parked page is read after a reboot only).
 func asAfterReboot(t *testing.T, dir string) {
@@ -362,7 +365,7 @@ func asAfterReboot(t *testing.T, dir string) {
 	f, err := os.OpenFile(filepath.Join(dir, "meta"), os.O_RDWR, 0)
 	require.NoError(t, err)
 	defer f.Close()
-	_, err = f.WriteAt([]byte{0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef}, 128)
+	_, err = f.WriteAt([]byte{0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef}, metaBootOff)
 	require.NoError(t, err)
 }
 
