@@ -178,7 +178,9 @@ vm-check: static vm-deps
 	LEASECACHED_VM_DIR=$(abspath $(VMDIR)) $(GO) test -count=1 -timeout 20m -v -run '^TestVM$$' ./integration/
 
 ## vm-tests: the tests of the code that meets the kernel (slab, shard, the daemon's warm-restart tests), as
-## static binaries in the same Debian 12 machine, on its kernel (6.1): about 35 minutes emulated. Not in `make test`.
+## static binaries in the same Debian 12 machine, on its kernel (6.1), with the power cut test that needs
+## device-mapper: about 35-40 minutes emulated. Not in `make test`. LEASECACHED_VM_RUN=SUITE=REGEXP runs one
+## suite's matching tests (doc/design/deploy.md).
 .PHONY: vm-tests
 vm-tests: static vm-deps
 	LEASECACHED_VM_DIR=$(abspath $(VMDIR)) LEASECACHED_VM_STATIC=$(abspath $(STATIC_BIN)) \
