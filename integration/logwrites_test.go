@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -274,7 +273,7 @@ func requireSameFile(t *testing.T, a, b string) {
 // lwSummary counts a log's entries by kind, for the test's log.
 func lwSummary(ents []lwEntry) string {
 	var writes, flushes, fuas, discards, marks int
-	var bytes uint64
+	var sectors uint64
 	for _, e := range ents {
 		switch {
 		case e.flags&lwFlagMark != 0:
@@ -283,7 +282,7 @@ func lwSummary(ents []lwEntry) string {
 			discards++
 		case e.sectors > 0:
 			writes++
-			bytes += e.sectors
+			sectors += e.sectors
 		}
 		if e.flags&lwFlagFlush != 0 {
 			flushes++
@@ -292,6 +291,6 @@ func lwSummary(ents []lwEntry) string {
 			fuas++
 		}
 	}
-	return fmt.Sprintf("%d entries: %d writes (%s sectors), %d flushes, %d FUA, %d discards, %d marks",
-		len(ents), writes, strconv.FormatUint(bytes, 10), flushes, fuas, discards, marks)
+	return fmt.Sprintf("%d entries: %d writes (%d sectors), %d flushes, %d FUA, %d discards, %d marks",
+		len(ents), writes, sectors, flushes, fuas, discards, marks)
 }
