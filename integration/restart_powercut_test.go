@@ -91,7 +91,7 @@ type powerCutMark struct {
 
 // powerCutCut is a point to replay to: the entries before base, then extra (indexes after base).
 type powerCutCut struct {
-	entry int // the last entry the point includes, or -1 for none
+	entry int // the last entry the point includes
 	base  int
 	extra []int
 	kind  string
@@ -276,19 +276,17 @@ func powerCutPoints(t *testing.T, ents []lwEntry, m *powerCutModel, rng *rand.Ra
 		}
 		return i
 	}
-	writesIn := func(from, to int, keep func() bool) []int {
-		var out []int
-		for i := from; i <= to; i++ {
-			if ents[i].writes() && keep() {
-				out = append(out, i)
-			}
-		}
-		return out
-	}
-	all := func() bool { return true }
+	// prefix is the point after entry i as a disk that kept every write to it has it: the entries up to
+	// the last barrier, then every write after that.
 	prefix := func(i int, kind string) powerCutCut {
 		b := lastBarrier(i)
-		return powerCutCut{entry: i, base: b + 1, extra: writesIn(b+1, i, all), kind: kind}
+		cut := powerCutCut{entry: i, base: b + 1, kind: kind}
+		for j := b + 1; j <= i; j++ {
+			if ents[j].writes() {
+				cut.extra = append(cut.extra, j)
+			}
+		}
+		return cut
 	}
 	var cuts []powerCutCut
 	for s := 0; s+1 < len(marks); s++ {
@@ -305,10 +303,11 @@ func powerCutPoints(t *testing.T, ents []lwEntry, m *powerCutModel, rng *rand.Ra
 				cuts = append(cuts, prefix(i, "a prefix"))
 				continue
 			}
-			b := lastBarrier(i)
-			extra := writesIn(b+1, i, func() bool { return rng.IntN(2) == 0 })
-			cuts = append(cuts, powerCutCut{entry: i, base: b + 1, extra: extra,
-				kind: fmt.Sprintf("%d of the %d writes after entry %d", len(extra), len(writesIn(b+1, i, all)), b)})
+			cut := prefix(i, "")
+			all := len(cut.extra)
+			cut.extra = slices.DeleteFunc(cut.extra, func(int) bool { return rng.IntN(2) == 0 })
+			cut.kind = fmt.Sprintf("%d of the %d writes after entry %d", len(cut.extra), all, cut.base-1)
+			cuts = append(cuts, cut)
 		}
 	}
 	cuts = append(cuts, prefix(len(ents)-1, "the whole log"))
