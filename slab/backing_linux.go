@@ -72,9 +72,10 @@ type Backing struct {
 	// ParkedRecords), and neither this boot nor a Sync's number is stored, which would change what the
 	// next start makes of them.
 	adopted atomic.Bool
-	// syncMu guards syncsBegun, the number of the last Sync begun (of a mapped directory).
-	syncMu     sync.Mutex
-	syncsBegun uint64
+	// syncsBegun is the number of the last Sync begun.
+	syncsBegun atomic.Uint64
+	// keeps says that a change keeps the version it replaces until a Sync (Keeps).
+	keeps bool
 	// parked counts the pages parked now, by every allocator (Parked).
 	parked atomic.Int64
 }
@@ -132,7 +133,8 @@ func OpenBacking(dir string, id Identity, opt BackingOptions) (b *Backing, reaso
 	if dir, err = filepath.Abs(dir); err != nil {
 		return nil, "", err
 	}
-	b = &Backing{dir: dir, grow: 1, liveWanted: opt.Live != "", parks: opt.Syncs && opt.Live == "" && !OnTmpfs(dir)}
+	b = &Backing{dir: dir, grow: 1, liveWanted: opt.Live != "", parks: opt.Syncs && opt.Live == "" && !OnTmpfs(dir),
+		keeps: opt.Syncs && !OnTmpfs(dir)}
 	advice := unix.MADV_NOHUGEPAGE
 	if opt.Huge {
 		b.grow, advice = hugePageSize, unix.MADV_HUGEPAGE
@@ -313,7 +315,7 @@ func (b *Backing) open(st *openRest) (reason string, err error) {
 	// parked record names the last one begun, and a Sync of this process with the same number would
 	// pass for one begun after the page was parked.
 	last, anyParked := b.lastParked()
-	b.syncsBegun = max(b.opened, last)
+	b.syncsBegun.Store(max(b.opened, last))
 	// After a kill, what the moves that parked pages copied may be in the page cache only: on disk
 	// before the pages are emptied and used again, by the adoption (emptyingStored), after the listener
 	// opened (a start that parks keeps them parked instead, ParkedRecords; with a live copy, a sync
@@ -832,12 +834,22 @@ func (b *Backing) Adopted() {
 // the directory's own items file is mapped and synced periodically (BackingOptions.Syncs).
 func (b *Backing) Parks() bool { return b.parks }
 
-// syncsBegunNow is the number of the last Sync begun: a page parked now waits for a Sync with a larger one.
-func (b *Backing) syncsBegunNow() uint64 {
-	b.syncMu.Lock()
-	defer b.syncMu.Unlock()
-	return b.syncsBegun
-}
+// SyncsBegun is the number of the last Sync begun: a page parked now, or a version kept now (Keeps),
+// waits for a Sync with a larger one.
+func (b *Backing) SyncsBegun() uint64 { return b.syncsBegun.Load() }
+
+// Keeps says whether a change must keep the version it replaces until a Sync begun after it has
+// finished (shard/keep.go): when Syncs write the items to a disk, whose volatile cache a power cut may
+// leave with the block that freed the version and without the one holding its successor
+// (doc/design/restart.md rule 9).
+func (b *Backing) Keeps() bool { return b.keeps }
+
+// Rebooted says whether the machine rebooted since the directory was last opened.
+func (b *Backing) Rebooted() bool { return b.rebooted }
+
+// SyncedAfter says whether a Sync begun after Sync number n (its low 32 bits) had finished when the
+// directory was opened.
+func (b *Backing) SyncedAfter(n uint32) bool { return !b.uncovered(n) }
 
 // Parked is how many pages are parked now (Allocator.ParkDrained): each waits for the next Sync.
 func (b *Backing) Parked() int { return int(b.parked.Load()) }
@@ -907,10 +919,7 @@ func (b *Backing) Sync() error {
 		return b.syncLive(itemsSize)
 	}
 	defer b.mu.Unlock()
-	b.syncMu.Lock()
-	b.syncsBegun++
-	n := b.syncsBegun
-	b.syncMu.Unlock()
+	n := b.syncsBegun.Add(1)
 	if b.syncSteps != nil {
 		b.mu.Unlock() // a step may take a page, which grows the files
 		b.syncSteps("begun")

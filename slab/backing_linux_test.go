@@ -617,10 +617,7 @@ func TestParkedPageWaitsForTheNextSync(t *testing.T) {
 		require.NoError(t, al.ParkDrained())
 	}
 
-	b.syncMu.Lock()
-	b.syncsBegun++ // a Sync has begun, its fsync under way
-	n := b.syncsBegun
-	b.syncMu.Unlock()
+	n := b.syncsBegun.Add(1) // a Sync has begun, its fsync under way
 	park()
 	b.setMeta(hdrSyncs, n) // that Sync finishes
 	require.Zero(t, al.ReleaseParked(b.SyncsDone()), "released by a sync that began before it was parked")

@@ -77,5 +77,8 @@ func (b *Backing) ParkedRecords() []PageRecord  { return nil }
 func (b *Backing) Adopted()                     {}
 func (b *Backing) parkedBy(int64)               {}
 func (b *Backing) SyncsDone() uint64            { return 0 }
-func (b *Backing) syncsBegunNow() uint64        { return 0 }
+func (b *Backing) SyncsBegun() uint64           { return 0 }
+func (b *Backing) Keeps() bool                  { return false }
+func (b *Backing) Rebooted() bool               { return false }
+func (b *Backing) SyncedAfter(uint32) bool      { return true }
 func (b *Backing) FinishOpen() (string, error)  { return "", nil }

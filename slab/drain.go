@@ -232,7 +232,7 @@ func (al *Allocator) ParkDrained() error {
 	d := al.drain
 	al.drain = drainState{page: noDrain}
 	defer al.arena.back.drainEnds()
-	at := al.arena.back.syncsBegunNow()
+	at := al.arena.back.SyncsBegun()
 	al.arena.back.setRecord(d.page, encodeParked(uint8(d.class), al.owner, at))
 	al.parked = append(al.parked, parkedPage{id: d.page, at: at})
 	al.arena.back.parkedBy(1)

@@ -906,6 +906,7 @@ func (b *Backing) syncLive(size int64) error {
 	l := b.live
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
+	n := b.syncsBegun.Add(1) // numbered before the marks are taken: what was marked until then is in it
 	taken := l.take(size >> blockShift)
 	if b.quiesce != nil {
 		b.quiesce()
@@ -933,7 +934,11 @@ func (b *Backing) syncLive(size int64) error {
 		return errors.Join(err, b.syncMeta())
 	}
 	b.step("items")
-	return errors.Join(b.commitLive(&src, size, moved), b.syncMeta())
+	err := b.commitLive(&src, size, moved)
+	if err == nil && b.adopted.Load() {
+		b.setMeta(hdrSyncs, n) // as Sync's: for the versions kept until one (Keeps)
+	}
+	return errors.Join(err, b.syncMeta())
 }
 
 // step calls the test's SetSyncSteps function, if any.

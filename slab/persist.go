@@ -87,7 +87,7 @@ func (al *Allocator) AdoptParked(id uint32, class int) error {
 		return err
 	}
 	al.owned++
-	al.parked = append(al.parked, parkedPage{id: id, at: al.arena.back.syncsBegunNow()})
+	al.parked = append(al.parked, parkedPage{id: id, at: al.arena.back.SyncsBegun()})
 	al.arena.back.parkedBy(1)
 	return nil
 }
