@@ -106,6 +106,8 @@ var generalSeries = []series{
 	{"data_sync_failures", desc("leasecached_data_sync_failures_total", "Periodic syncs of --data-dir to disk that failed."), counter, number},
 	{"data_last_sync", desc("leasecached_data_last_sync_timestamp_seconds", "When --data-dir was last synced to disk (0: not yet)."), gauge, number},
 	{"data_parked_pages", desc("leasecached_data_parked_pages", "Slab pages a page move emptied, out of use until the next sync of --data-dir has written the items it moved."), gauge, number},
+	{"data_kept_versions", desc("leasecached_data_kept_versions", "Versions of items that changes replaced, kept until a sync of --data-dir has written what replaced them."), gauge, number},
+	{"data_kept_dropped", desc("leasecached_data_kept_dropped_total", "Kept versions freed before that sync, by a page move or for memory."), counter, number},
 }
 
 // commandSeries are the `stats` lines memcached_exporter breaks down into memcached_commands_total.

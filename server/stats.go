@@ -357,6 +357,8 @@ func (s *Server) appendGeneralStats(dst []byte) []byte {
 		dst = statUint(dst, "data_sync_failures", rs.SyncFailures)
 		dst = statInt(dst, "data_last_sync", rs.SyncedAt)
 		dst = statInt(dst, "data_parked_pages", int64(rs.ParkedPages))
+		dst = statInt(dst, "data_kept_versions", rs.KeptVersions)
+		dst = statInt(dst, "data_kept_dropped", rs.KeptDropped)
 	}
 	return dst
 }

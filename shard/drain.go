@@ -56,8 +56,8 @@ func keepOnMove(b []byte, now int64) bool {
 }
 
 // drainPage empties page p, which holds no pinned item, for a page move: the hot items in it move to other
-// chunks of its class (none unless rescue), the rest are evicted or reclaimed (see above). It returns how
-// many items moved. The caller ends the drain (endDrain).
+// chunks of its class (none unless rescue), the rest are evicted or reclaimed (see above), and so do its
+// kept versions (keep.go), freed unless rescue. It returns how many items and kept versions moved. The caller ends the drain (endDrain).
 //
 // Where pages park (slab.Allocator.Parks), a chained item is evicted, not moved: moving it rewrites links
 // in other pages in place, which a reboot could find without the copy they name (doc/design/restart.md
@@ -89,6 +89,11 @@ func (sh *shard) drainPage(p uint32, now int64, rescue bool) (moved int) {
 			why = causeEvict
 		}
 		sh.release(head, why, now)
+	}
+	if rescue {
+		moved += sh.rescueKept(p, id, now)
+	} else {
+		sh.dropKeptIn(p)
 	}
 	return moved
 }
@@ -131,13 +136,7 @@ func (sh *shard) rescue(r, head slab.Ref, id int, now int64) bool {
 	// version of this item, which had the same CAS, with its seal (restart.md rule 1, as moveItem).
 	nb, ob := sh.chunk(nu), sh.chunk(r)
 	if r == head && sh.sums != nil {
-		at := sealAt(ob)
-		setItemCas(nb, 0)
-		copy(nb[offState:at], ob[offState:at]) // the CAS is the bytes before the state byte
-		copy(nb[at+sealLen:], ob[at+sealLen:])
-		sh.crashStep(movedButCas)
-		setItemCas(nb, itemCas(ob))
-		slab.StoreSeal(itemSeal(nb), *itemSeal(ob))
+		sh.copySealed(nb, ob)
 	} else {
 		copy(nb, ob)
 	}
@@ -174,6 +173,49 @@ func (sh *shard) rescue(r, head slab.Ref, id int, now int64) bool {
 	sh.al.Free(r)
 	sh.cls[id].rescued++
 	return true
+}
+
+// copySealed copies sealed head chunk ob into nb, a chunk of its class: header, key, value, seal, bits and
+// links alike. The CAS and the seal go last, in that order, since copy writes its bytes in no set order:
+// nb may hold an earlier version of this item, which had the same CAS, with its seal (restart.md rule 1,
+// as moveItem).
+func (sh *shard) copySealed(nb, ob []byte) {
+	at := sealAt(ob)
+	setItemCas(nb, 0)
+	copy(nb[offState:at], ob[offState:at]) // the CAS is the bytes before the state byte
+	copy(nb[at+sealLen:], ob[at+sealLen:])
+	sh.crashStep(movedButCas)
+	setItemCas(nb, itemCas(ob))
+	slab.StoreSeal(itemSeal(nb), *itemSeal(ob))
+}
+
+// rescueKept moves the kept versions (keep.go) in page p, which is being drained, into other chunks of
+// class id as rescue moves items, after them, so that a sync writes them with the moved items
+// (restart-live.md rule 12) or the page parks (restart.md rule 9); a chained one with a chunk in p, and
+// one no chunk can be had for, is freed (data_kept_dropped). It returns how many moved.
+func (sh *shard) rescueKept(p uint32, id int, now int64) (moved int) {
+	k := sh.kept
+	if k == nil {
+		return 0
+	}
+	for i := k.first; i < len(k.list); i++ {
+		r := k.list[i].ref
+		if r == slab.NilRef || r.Page() != p || itemChained(sh.chunk(r)) {
+			continue // a chained one is freed below, as a chained item is evicted where pages park
+		}
+		nu, ok := sh.rescueChunk(id, now) // evictions keep nothing: k.list is only read meanwhile
+		if !ok {
+			break // none for the rest either
+		}
+		nb := sh.chunk(nu)
+		sh.copySealed(nb, sh.chunk(r))
+		sh.al.Wrote(nu, len(nb))
+		sh.al.Free(r)
+		k.list[i].ref = nu
+		moved++
+	}
+	sh.dropKeptIn(p)
+	return moved
 }
 
 // rescueChunk is a chunk of class id for a rescued item: a free one, else one CLOCK frees in the class's

@@ -27,7 +27,7 @@ func (sh *shard) allocChunk(id int, now int64) (slab.Ref, bool) {
 		if sh.sweep(id, now) {
 			continue
 		}
-		if !sh.movePage(id, now) {
+		if !sh.movePage(id, now) && !sh.dropKeptOf(id) {
 			break
 		}
 	}
@@ -36,7 +36,7 @@ func (sh *shard) allocChunk(id int, now int64) (slab.Ref, bool) {
 }
 
 // itemOf resolves a used chunk to the head of its item; ok is false for a
-// free chunk.
+// chunk of no item (free, an undo chunk, a kept version's).
 func (sh *shard) itemOf(r slab.Ref) (slab.Ref, []byte, bool) {
 	b := sh.chunk(r)
 	switch b[offState] & kindMask {
@@ -44,7 +44,10 @@ func (sh *shard) itemOf(r slab.Ref) (slab.Ref, []byte, bool) {
 		return r, b, true
 	case kindPart:
 		h := readRef(b[offPartHead:])
-		return h, sh.chunk(h), true
+		if hb := sh.chunk(h); hb[offState]&kindMask == kindHead {
+			return h, hb, true
+		}
+		// a part of a kept version (keep.go): no item
 	}
 	return slab.NilRef, nil, false
 }

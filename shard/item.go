@@ -83,7 +83,7 @@ const (
 	kindMask    = 0x03
 	kindHead    = 0x01 // first chunk of an item
 	kindPart    = 0x02 // continuation chunk of a chained item
-	kindUndo    = 0x03 // an undo chunk between changes in place (undo.go): no item; a restart frees it
+	kindUndo    = 0x03 // an undo chunk between changes in place (undo.go), or a kept version (keep.go): no item
 	flagChained = 0x04 // head: the value continues in part chunks
 	flagVisited = 0x08 // CLOCK reference bit: set on hit, cleared by the hand
 	flagFetched = 0x10 // read at least once (for *_unfetched stats)
@@ -117,6 +117,8 @@ const (
 	// else on a stale value (grace.go): metaTokenSent, a refill lease was handed out for it
 	// (grace_lease_lapses); metaStale, a delete ended its grace.
 	metaGrace = 0x80
+	// metaKept marks a kept version (keep.go), whose state is kindUndo: a chunk no ghost can be.
+	metaKept = metaGrace
 )
 
 // Value lengths that fit the one- and two-byte length fields.

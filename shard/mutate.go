@@ -87,10 +87,13 @@ func (sh *shard) mutate(h uint64, old, nu slab.Ref, why cause, now int64) {
 		sh.account(old, -1)
 	}
 	sh.recordRemoval(old, why, now)
-	if nu == slab.NilRef && sh.toGhost(h, old, why, now) {
+	if nu == slab.NilRef {
+		if !sh.toGhost(h, old, why, now) {
+			sh.freeHead(old, ob)
+		}
 		return
 	}
-	sh.freeHead(old, ob)
+	sh.retire(h, old, ob)
 }
 
 // indexInsert files ref under hash h in the main index, growing it first when it is full and again while

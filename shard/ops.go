@@ -145,7 +145,7 @@ func (sh *shard) storeItem(k Hashed, key, value []byte, rq *storeReq, now int64)
 				return Stored, sh.overwrite(ob, id, key, value, flags, exp, meta, lay, now)
 			}
 		} else if n = sealedLen(n); n <= undoRoom {
-			if id, ok := sh.inPlaceClass(ob, n); ok && sh.saveUndo(ob, id, now) {
+			if id, ok := sh.inPlaceClass(ob, n); ok && sh.mayChangeInPlace(h, old, ob) && sh.saveUndo(ob, id, now) {
 				newCas := sh.overwrite(ob, id, key, value, flags, exp, meta, lay, now)
 				sh.sealInPlace(old, ob, id)
 				return Stored, newCas

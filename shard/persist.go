@@ -48,6 +48,10 @@ type persistence struct {
 	syncedAt     atomic.Int64  // unix seconds of the last one done (data_last_sync), 0 before it
 	// markSynced is the CAS mark last written to disk (syncMark): by the rebuild, then by persistLoop.
 	markSynced atomic.Uint64
+	// kept is how many versions the shards keep until a sync (keep.go), keptDropped how many they freed
+	// before it (data_kept_versions, data_kept_dropped).
+	kept        atomic.Int64
+	keptDropped atomic.Int64
 
 	loading atomic.Bool  // the index is being rebuilt (some shards are still locked by recover)
 	loaded  atomic.Int64 // items indexed by the rebuild
@@ -88,6 +92,8 @@ type RestartStats struct {
 	SyncFailures uint64 // periodic syncs failed
 	SyncedAt     int64  // unix seconds of the last sync done; 0 before the first
 	ParkedPages  int    // pages a move emptied, out of use until a sync (restart.md rule 9)
+	KeptVersions int64  // versions changes replaced, kept until a sync (restart.md rule 9)
+	KeptDropped  int64  // kept versions freed before that sync: by a page move or for memory
 }
 
 // RestartStats reports the restart; Enabled is false without a data directory.
@@ -98,7 +104,8 @@ func (s *Store) RestartStats() RestartStats {
 	}
 	rs := RestartStats{Enabled: true, Loading: p.loading.Load(), Loaded: p.loaded.Load(),
 		Dropped: p.dropped.Load(), Seconds: float64(p.nanos.Load()) / 1e9, Syncs: p.syncs.Load(),
-		SyncFailures: p.syncFailures.Load(), SyncedAt: p.syncedAt.Load(), ParkedPages: p.back.Parked()}
+		SyncFailures: p.syncFailures.Load(), SyncedAt: p.syncedAt.Load(), ParkedPages: p.back.Parked(),
+		KeptVersions: p.kept.Load(), KeptDropped: p.keptDropped.Load()}
 	if rs.Loading {
 		rs.Seconds = time.Since(p.started).Seconds() // so far
 	}
@@ -452,6 +459,7 @@ func (s *Store) persistLoop() {
 		if p.syncEvery > 0 && (time.Since(lastSync) >= p.syncEvery || lastOK && p.back.Parked() > 0) {
 			lastOK = p.sync()
 			s.releaseParked()
+			s.releaseKept()
 			lastSync = time.Now()
 		} else if p.back.CasHigh() != p.markSynced.Load() {
 			p.syncMark()
@@ -471,6 +479,22 @@ func (s *Store) releaseParked() {
 		sh.mu.Lock()
 		if sh.al.ParkedPages() > 0 {
 			sh.al.ReleaseParked(done)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// releaseKept frees the versions kept until a sync (keep.go) that the last sync has made safe to free.
+func (s *Store) releaseKept() {
+	if s.persist.kept.Load() == 0 {
+		return // no shard to lock
+	}
+	done := s.persist.back.SyncsDone()
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		if sh.kept != nil {
+			sh.releaseKept(done)
 		}
 		sh.mu.Unlock()
 	}

@@ -49,25 +49,42 @@ func (sh *shard) recoverItems(self int, now int64) (loaded, dropped int64, maxCa
 	// a cache miss each (60% of a rebuild's time at 1M items).
 	heads := 0
 	sh.eachAdopted(func(_ slab.Ref, b []byte) {
-		if b[offState]&(kindMask|flagGhost) == kindHead {
+		if b[offState]&(kindMask|flagGhost) == kindHead || isKeptVersion(b) {
 			heads++
 		}
 	})
 	sh.idx.resize(uint64(heads)*indexLoadDen/indexLoadNum+1, sh.hashOf)
+	back := sh.st.persist.back
+	var restored map[slab.Ref]bool // kept versions made items again: not counted as dropped when they lose
 	sh.eachAdopted(func(r slab.Ref, b []byte) {
-		if b[offState]&kindMask != kindHead {
+		if isKeptVersion(b) {
+			if !sh.restoreKept(self, r, b, back, now, isKept, markItem) {
+				return
+			}
+			if restored == nil {
+				restored = make(map[slab.Ref]bool)
+			}
+			restored[r] = true
+		} else if b[offState]&kindMask != kindHead {
 			return
 		}
 		h, ok := sh.recoverHead(self, r, b, now, isKept)
 		if !ok {
-			dropped++
+			if !restored[r] {
+				dropped++
+			}
 			return
 		}
 		key := itemKey(b)
 		if slot, old, ob := sh.probeFor(h, key); old != slab.NilRef {
-			dropped++
 			if itemCas(ob) >= itemCas(b) {
+				if !restored[r] {
+					dropped++
+				}
 				return
+			}
+			if !restored[old] {
+				dropped++
 			}
 			sh.idx.replace(slot, r)
 			sh.account(old, -1)
@@ -93,6 +110,32 @@ func (sh *shard) recoverItems(self int, now int64) (loaded, dropped int64, maxCa
 	sh.publishIndex()
 	sh.fitShare() // pages over the allowance the rebuilt index leaves go back within a reclaimer tick
 	return loaded, dropped, maxCas
+}
+
+// restoreKept handles kept version b at r (keep.go) for recoverItems: after a reboot that no sync begun
+// after it was kept had finished before, it makes it an item again (true: the caller checks it as any
+// other head); after a kill, with what replaced it maybe in the page cache only, a whole one stays kept
+// until this process's first sync (marked with its parts, so that the caller does not free them);
+// otherwise the caller frees it.
+func (sh *shard) restoreKept(self int, r slab.Ref, b []byte, back *slab.Backing, now int64,
+	claimed func(slab.Ref) bool, mark func(slab.Ref, bool)) bool {
+	synced := back.SyncedAfter(itemTime(b))
+	setItemTime(b, uint32(now)) // the tag is no store time: flush_all's oldest_live would take it for one
+	switch {
+	case !back.Rebooted():
+		if sh.kept != nil && !synced {
+			if h, ok := sh.recoverHead(self, r, b, now, claimed); ok {
+				mark(r, true)
+				sh.adoptKept(h, r, b)
+			}
+		}
+		return false
+	case synced:
+		return false
+	}
+	b[offState] = kindHead | b[offState]&flagChained
+	b[offMeta] &^= metaKept
+	return true
 }
 
 // maxPageID is the largest id of the pages the shard holds.

@@ -67,6 +67,6 @@ func (sh *shard) moveItem(h uint64, ref slab.Ref, b []byte, exp uint32, now int6
 	}
 	sh.idx.replace(slot, nu)
 	sh.accountReplace(ref, nu, b, nb)
-	sh.freeItem(ref)
+	sh.retire(h, ref, b)
 	return nu, nb
 }

@@ -68,6 +68,8 @@ type shard struct {
 	// (undo.go); a NilRef ref until the first such change in the class, and after a page move took its
 	// page. nil without a data directory.
 	undo []undoChunk
+	// kept is the versions changes keep until a sync (keep.go); nil unless the directory keeps them.
+	kept *keeper
 
 	reclaimCur    slab.Cursor
 	reclaimOldest []uint32  // per class: oldest store time seen in the current reclaimer pass
@@ -81,7 +83,7 @@ type shard struct {
 	// (TestShardLayout). Go places the shards' slice at a line boundary, or 8 bytes past one when it puts
 	// its allocation header first, so each shard's lock and the fields every find writes are on one line,
 	// which holds nothing else of any other shard but the previous one's padding.
-	_ [16]byte
+	_ [8]byte
 }
 
 func (sh *shard) init(s *Store, self int, share int64) {
@@ -93,6 +95,9 @@ func (sh *shard) init(s *Store, self int, share int64) {
 		sh.undo = make([]undoChunk, s.classes.Count())
 		for i := range sh.undo {
 			sh.undo[i].ref = slab.NilRef
+		}
+		if s.persist.back.Keeps() {
+			sh.kept = &keeper{keys: make(map[uint64]struct{})}
 		}
 	}
 	sh.idx = newIndex(indexInitialSlots)

@@ -16,7 +16,8 @@ import "github.com/leasecached/leasecached/slab"
 // write and the occupancy counters, on lines that nothing has fetched, where the rewrite writes lines the
 // lookup just brought in; the copy is one short memmove into a chunk the shard's last change in that class
 // wrote. An item whose chunk is over undoRoom, or chained, moves to a new chunk instead, as does any change
-// when no undo chunk can be had.
+// when no undo chunk can be had, and one that must keep the version it replaces (keep.go:
+// mayChangeInPlace).
 //
 // A shard has an undo chunk for each class it changes an item of in place, allocated like an item's chunk
 // on the first such change (which may evict an item of the class, never the one changing): in the item's
@@ -100,7 +101,7 @@ func (sh *shard) changeInPlace(h uint64, ref slab.Ref, b []byte, exp uint32, now
 		edit(b)
 		return ref, b
 	}
-	if id := sh.al.ClassOf(ref); sh.saveUndo(b, id, now) {
+	if id := sh.al.ClassOf(ref); sh.mayChangeInPlace(h, ref, b) && sh.saveUndo(b, id, now) {
 		edit(b)
 		sh.sealInPlace(ref, b, id)
 		return ref, b
