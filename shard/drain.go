@@ -93,7 +93,7 @@ func (sh *shard) drainPage(p uint32, now int64, rescue bool) (moved int) {
 	if rescue {
 		moved += sh.rescueKept(p, id, now)
 	} else {
-		sh.dropKeptIn(p)
+		sh.dropKeptIn(p, id)
 	}
 	return moved
 }
@@ -198,12 +198,13 @@ func (sh *shard) rescueKept(p uint32, id int, now int64) (moved int) {
 	if k == nil {
 		return 0
 	}
-	for i := k.first; i < len(k.list); i++ {
-		r := k.list[i].ref
+	l := &k.cls[id]
+	for i := l.first; i < len(l.list); i++ {
+		r := l.list[i].ref
 		if r == slab.NilRef || r.Page() != p || itemChained(sh.chunk(r)) {
 			continue // a chained one is freed below, as a chained item is evicted where pages park
 		}
-		nu, ok := sh.rescueChunk(id, now) // evictions keep nothing: k.list is only read meanwhile
+		nu, ok := sh.rescueChunk(id, now) // evictions keep nothing: l is only read meanwhile
 		if !ok {
 			break // none for the rest either
 		}
@@ -211,10 +212,10 @@ func (sh *shard) rescueKept(p uint32, id int, now int64) (moved int) {
 		sh.copySealed(nb, sh.chunk(r))
 		sh.al.Wrote(nu, len(nb))
 		sh.al.Free(r)
-		k.list[i].ref = nu
+		l.list[i].ref = nu
 		moved++
 	}
-	sh.dropKeptIn(p)
+	sh.dropKeptIn(p, id)
 	return moved
 }
 

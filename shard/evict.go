@@ -18,7 +18,7 @@ func (sh *shard) allocChunk(id int, now int64) (slab.Ref, bool) {
 		if r, ok := sh.al.Alloc(id); ok {
 			return r, true
 		}
-		if sh.takeEmptyPage(id, now) {
+		if sh.takeEmptyPage(id, now) || sh.keptOver(id) && sh.dropKeptOf(id) {
 			continue
 		}
 		if sh.rebalanceDue(id) && sh.rebalance(id, now) {

@@ -26,11 +26,13 @@ import "github.com/leasecached/leasecached/slab"
 //     back as an item (of two versions of a key the larger CAS wins); after a kill (the page cache
 //     whole) it keeps it kept until its own first sync; otherwise it frees it (recoverItems).
 //
-// What it costs: the kept chunks hold memory of their class (a full class evicts sooner by that much),
-// at most one version for each key changed in the last two sync intervals, and the Go heap 8-16 bytes
-// for each (list and keys). A page move takes the kept versions in the page it drains along as it takes
-// items, but frees a chained one (rescueKept), and a class that can find no memory otherwise frees its
-// oldest; both are counted (data_kept_dropped).
+// What it costs: the kept chunks hold memory of their class, at most one version for each key changed in
+// the last two sync intervals, and the Go heap 8-16 bytes for each (list and keys). While the cache has
+// free pages they take them; once it is full they hold at most an eighth of their class's chunks
+// (keptShare): past that the class frees its oldest kept version rather than evict an item, so a cache
+// whose changes between two syncs outgrow that share may lose a key changed after the last sync at a power
+// cut, as without them. A page move takes the kept versions in the page it drains along as it takes
+// items, but frees a chained one (rescueKept). What is freed early is counted (data_kept_dropped).
 
 // A kept version's marks share one aligned 8-byte word (see above): chunks start at multiples of 8, and
 // the state byte, the meta byte and the time field lie in a chunk's second word.
@@ -43,6 +45,10 @@ var (
 // file system's block, the physical sector of today's disks).
 const diskBlock = 4096
 
+// keptShare is the share of a class's chunks its kept versions may hold once the cache is full: past it,
+// a chunk the class needs comes from its oldest kept version before an item is evicted (allocChunk).
+const keptShare = 8 // an eighth
+
 // keptVersion is a kept chunk and its tag (the number of the last sync begun when it was kept, low 32
 // bits); ref is NilRef once a page move or memory pressure freed it early.
 type keptVersion struct {
@@ -50,10 +56,17 @@ type keptVersion struct {
 	tag uint32
 }
 
+// keptList is the kept versions of one class, in the order kept, so tags never decrease: those before
+// first are released, and n of the others are kept still (not NilRef).
+type keptList struct {
+	list  []keptVersion
+	first int
+	n     int
+}
+
 // keeper is a shard's kept versions. Every field is guarded by the shard's mu.
 type keeper struct {
-	list  []keptVersion // in the order kept, so tags never decrease; those before first are released
-	first int
+	cls []keptList // by class of the kept (head) chunk
 	// epoch is the tag keys is for: the hashes of the keys that have a version kept under it.
 	epoch uint32
 	keys  map[uint64]struct{}
@@ -110,7 +123,9 @@ func (sh *shard) keepVersion(h uint64, r slab.Ref, b []byte, tag uint32) {
 	sh.al.Wrote(r, len(b))
 	k := sh.kept
 	k.keys[h] = struct{}{}
-	k.list = append(k.list, keptVersion{ref: r, tag: tag})
+	l := &k.cls[sh.al.ClassOf(r)]
+	l.list = append(l.list, keptVersion{ref: r, tag: tag})
+	l.n++
 	sh.st.persist.kept.Add(1)
 }
 
@@ -122,35 +137,36 @@ func isKeptVersion(b []byte) bool {
 // releaseKept frees the kept versions that a finished sync has made safe: done is the number of the last
 // sync finished (slab.Backing.SyncsDone), and a version kept under tag waits for sync tag+1.
 func (sh *shard) releaseKept(done uint64) {
-	k := sh.kept
 	n := 0
-	for ; k.first < len(k.list) && int32(uint32(done)-k.list[k.first].tag) > 0; k.first++ {
-		if r := k.list[k.first].ref; r != slab.NilRef {
-			sh.freeItem(r)
-			n++
+	for id := range sh.kept.cls {
+		l := &sh.kept.cls[id]
+		for ; l.first < len(l.list) && int32(uint32(done)-l.list[l.first].tag) > 0; l.first++ {
+			if r := l.list[l.first].ref; r != slab.NilRef {
+				sh.freeItem(r)
+				l.n--
+				n++
+			}
+		}
+		if l.first == len(l.list) {
+			l.list, l.first = l.list[:0], 0
+		} else if l.first > len(l.list)/2 {
+			l.list = l.list[:copy(l.list, l.list[l.first:])]
+			l.first = 0
 		}
 	}
 	sh.st.persist.kept.Add(int64(-n))
-	if k.first == len(k.list) {
-		k.list, k.first = k.list[:0], 0
-	} else if k.first > len(k.list)/2 {
-		k.list = k.list[:copy(k.list, k.list[k.first:])]
-		k.first = 0
-	}
 }
 
-// dropKept frees before their time the kept versions that keep says to (a page move's page, memory
-// pressure), up to most of them, oldest first; it returns how many.
-func (sh *shard) dropKept(most int, drop func(r slab.Ref) bool) int {
-	k := sh.kept
-	if k == nil {
-		return 0
-	}
+// dropKept frees before their time the kept versions of class id that drop says to (a page move's page,
+// memory pressure), up to most of them, oldest first; it returns how many.
+func (sh *shard) dropKept(id, most int, drop func(r slab.Ref) bool) int {
+	l := &sh.kept.cls[id]
 	n := 0
-	for i := k.first; i < len(k.list) && n < most; i++ {
-		if r := k.list[i].ref; r != slab.NilRef && drop(r) {
+	for i := l.first; i < len(l.list) && n < most; i++ {
+		if r := l.list[i].ref; r != slab.NilRef && drop(r) {
 			sh.freeItem(r)
-			k.list[i].ref = slab.NilRef
+			l.list[i].ref = slab.NilRef
+			l.n--
 			n++
 		}
 	}
@@ -159,11 +175,32 @@ func (sh *shard) dropKept(most int, drop func(r slab.Ref) bool) int {
 	return n
 }
 
-// dropKeptIn frees the kept versions with a chunk in page p, which is being drained.
-func (sh *shard) dropKeptIn(p uint32) {
-	if sh.kept != nil {
-		sh.dropKept(len(sh.kept.list), func(r slab.Ref) bool { return sh.hasChunkIn(r, p) })
+// dropKeptIn frees the kept versions with a chunk in page p of class id, which is being drained: heads of
+// the class, and chained ones (heads of the largest class) with a part there.
+func (sh *shard) dropKeptIn(p uint32, id int) {
+	if sh.kept == nil {
+		return
 	}
+	in := func(r slab.Ref) bool { return sh.hasChunkIn(r, p) }
+	sh.dropKept(id, len(sh.kept.cls[id].list), in)
+	if big := sh.st.classes.Largest(); big != id {
+		sh.dropKept(big, len(sh.kept.cls[big].list), in)
+	}
+}
+
+// keptOver says whether class id's kept versions hold more than their share of its chunks (keptShare).
+func (sh *shard) keptOver(id int) bool {
+	if sh.kept == nil {
+		return false
+	}
+	n := sh.kept.cls[id].n
+	return n > 0 && n*keptShare > sh.al.Stats(id).TotalChunks
+}
+
+// dropKeptOf frees the oldest kept version of class id, for a class that needs a chunk (allocChunk); false
+// when it holds none.
+func (sh *shard) dropKeptOf(id int) bool {
+	return sh.kept != nil && sh.dropKept(id, 1, func(slab.Ref) bool { return true }) == 1
 }
 
 // hasChunkIn says whether the item or kept version with head r has a chunk in page p.
@@ -179,12 +216,6 @@ func (sh *shard) hasChunkIn(head slab.Ref, p uint32) bool {
 		}
 	}
 	return false
-}
-
-// dropKeptOf frees the oldest kept version of class id, for a class that can find no memory otherwise;
-// false when it holds none.
-func (sh *shard) dropKeptOf(id int) bool {
-	return sh.dropKept(1, func(r slab.Ref) bool { return sh.al.ClassOf(r) == id }) == 1
 }
 
 // adoptKept lists a kept version a restart after a kill found (recoverItems) as kept by this process:

@@ -228,7 +228,7 @@ func TestRestartAfterKillKeepsKeptVersions(t *testing.T) {
 	// The kept chained version's parts are its own: nothing took them for free chunks.
 	sh := &s2.shards[0]
 	chains := 0
-	for _, v := range sh.kept.list {
+	for _, v := range sh.kept.cls[s2.classes.Largest()].list {
 		if b := sh.chunk(v.ref); itemChained(b) {
 			chains++
 			for _, part := range chainParts(sh, b) {
@@ -262,12 +262,13 @@ func TestKeptVersionMovesWithItsPage(t *testing.T) {
 	syncKept(t, s)
 	require.Equal(t, Stored, s.Store(ModeSet, []byte("k:0000"), 0, 0, []byte("small now"), 0))
 	sh := &s.shards[0]
-	require.Len(t, sh.kept.list, 1)
-	old := sh.kept.list[0].ref
+	id := sh.al.ClassOf(refOf(s, []byte("k:0001")))
+	require.Equal(t, 1, sh.kept.cls[id].n)
+	old := sh.kept.cls[id].list[0].ref
 	seal := *itemSeal(sh.chunk(old))
 	parked := movePageTo(t, s, old.Page(), 0)
 	require.True(t, parked, "a page a kept version moved from parks")
-	nu := sh.kept.list[0].ref
+	nu := sh.kept.cls[id].list[0].ref
 	require.NotEqual(t, old.Page(), nu.Page())
 	b := sh.chunk(nu)
 	require.True(t, isKeptVersion(b))
@@ -284,4 +285,36 @@ func TestKeptVersionMovesWithItsPage(t *testing.T) {
 	sh.mu.Unlock()
 	require.Zero(t, s.RestartStats().KeptVersions)
 	require.EqualValues(t, 1, s.RestartStats().KeptDropped)
+}
+
+// In a full cache kept versions hold at most a keptShare-th of their class's chunks: past it a change
+// frees the oldest kept version rather than evict another item.
+func TestKeptVersionsGiveWayInAFullCache(t *testing.T) {
+	dir, c := t.TempDir(), newClock()
+	if slab.OnTmpfs(dir) {
+		t.Skip("versions are kept only where syncs write to a disk, and the test's directory is on tmpfs")
+	}
+	s := persistStore(t, dir, c, Config{MemoryLimit: 8 << 20, Shards: 1, DataSync: time.Hour, persistTick: time.Hour})
+	key := func(i int) []byte { return fmt.Appendf(nil, "k:%05d", i) }
+	n := 0
+	for ; s.Stats().Evictions == 0; n++ {
+		require.Equal(t, Stored, s.Store(ModeSet, key(n), 0, 0, pattern(3000, n), 0))
+	}
+	syncKept(t, s)
+	base := s.Stats().Evictions
+	sh := &s.shards[0]
+	id := sh.al.ClassOf(refOf(s, key(n-1)))
+	for round := range 3 {
+		for i := n - 1; i >= 0; i-- { // newest first: CLOCK's hand evicts the oldest, so most are there
+			s.Store(ModeSet, key(i), 0, 0, pattern(3000, n*(round+1)+i), 0) // a new chunk each: over undoRoom
+		}
+	}
+	total := sh.al.Stats(id).TotalChunks
+	rs := s.RestartStats()
+	t.Logf("%d chunks in the class, %d items stored; kept %d, dropped %d, evictions %d", total, n,
+		rs.KeptVersions, rs.KeptDropped, s.Stats().Evictions-base)
+	require.LessOrEqual(t, rs.KeptVersions*keptShare, int64(total)+keptShare)
+	require.Positive(t, rs.KeptDropped)
+	require.GreaterOrEqual(t, s.Stats().CurrItems, int64(total-total/keptShare-keptShare),
+		"items evicted for kept versions past their share")
 }

@@ -97,7 +97,7 @@ func (sh *shard) init(s *Store, self int, share int64) {
 			sh.undo[i].ref = slab.NilRef
 		}
 		if s.persist.back.Keeps() {
-			sh.kept = &keeper{keys: make(map[uint64]struct{})}
+			sh.kept = &keeper{cls: make([]keptList, s.classes.Count()), keys: make(map[uint64]struct{})}
 		}
 	}
 	sh.idx = newIndex(indexInitialSlots)
