@@ -524,7 +524,7 @@ func (r *crashRun) pageMove() string {
 	synced := sh.al.ParkedPages() > 0 && r.rng.IntN(2) == 0
 	if synced {
 		r.s.persist.sync()
-		r.s.releaseParked()
+		r.s.releaseSynced()
 	}
 	sh.mu.Lock()
 	gave, parked := sh.endDrain(to, sh.drainPage(p, r.s.now(), true))

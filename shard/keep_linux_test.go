@@ -33,7 +33,7 @@ func keepConfig() Config {
 func syncKept(t *testing.T, s *Store) {
 	t.Helper()
 	require.True(t, s.persist.sync())
-	s.releaseKept()
+	s.releaseSynced()
 }
 
 // spanningKeys stores n items of value (key i: "k:%05d") with a far exptime and returns one key whose

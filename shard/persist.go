@@ -458,8 +458,7 @@ func (s *Store) persistLoop() {
 		// with it: the next tick makes one, as long as syncs succeed.
 		if p.syncEvery > 0 && (time.Since(lastSync) >= p.syncEvery || lastOK && p.back.Parked() > 0) {
 			lastOK = p.sync()
-			s.releaseParked()
-			s.releaseKept()
+			s.releaseSynced()
 			lastSync = time.Now()
 		} else if p.back.CasHigh() != p.markSynced.Load() {
 			p.syncMark()
@@ -467,32 +466,20 @@ func (s *Store) persistLoop() {
 	}
 }
 
-// releaseParked gives back the pages parked by page moves (drain.go) that the last sync has made safe to
-// reuse: what they held is on disk elsewhere now.
-func (s *Store) releaseParked() {
-	if s.persist.back.Parked() == 0 {
+// releaseSynced gives back what the last sync has made safe to reuse: the pages parked by page moves
+// (drain.go), whose items are on disk elsewhere now, and the versions kept until a sync (keep.go).
+func (s *Store) releaseSynced() {
+	p := s.persist
+	if p.back.Parked() == 0 && p.kept.Load() == 0 {
 		return // no shard to lock
 	}
-	done := s.persist.back.SyncsDone()
+	done := p.back.SyncsDone()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		if sh.al.ParkedPages() > 0 {
 			sh.al.ReleaseParked(done)
 		}
-		sh.mu.Unlock()
-	}
-}
-
-// releaseKept frees the versions kept until a sync (keep.go) that the last sync has made safe to free.
-func (s *Store) releaseKept() {
-	if s.persist.kept.Load() == 0 {
-		return // no shard to lock
-	}
-	done := s.persist.back.SyncsDone()
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
 		if sh.kept != nil {
 			sh.releaseKept(done)
 		}

@@ -137,7 +137,7 @@ func TestRestartRebootAfterParkedMoves(t *testing.T) {
 
 	s.persist.sync()
 	images = append(images, dirImage(t, dir)) // the page still parked, its record too
-	s.releaseParked()
+	s.releaseSynced()
 	require.Zero(t, s.shards[0].al.ParkedPages(), "the sync after the move releases the page")
 	require.Zero(t, s.RestartStats().ParkedPages)
 	images = append(images, dirImage(t, dir))
@@ -283,7 +283,7 @@ func TestRestartAfterKillKeepsPagesParked(t *testing.T) {
 		s3.Close()
 	}
 	s2.persist.sync()
-	s2.releaseParked()
+	s2.releaseSynced()
 	require.Zero(t, s2.shards[0].al.ParkedPages(), "released by the new server's first sync")
 }
 
@@ -353,7 +353,7 @@ func TestRestartSyncNumbersAfterAKilledSync(t *testing.T) {
 	require.Equal(t, 1, s2.shards[0].al.ParkedPages())
 	s2.persist.sync()          // its first sync: the deletes are on disk
 	img := dirImage(t, killed) // a reboot now, before the released page's record is written back
-	s2.releaseParked()
+	s2.releaseSynced()
 	require.Zero(t, s2.shards[0].al.ParkedPages())
 	s2.Close()
 
