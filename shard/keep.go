@@ -1,6 +1,12 @@
 package shard
 
-import "github.com/leasecached/leasecached/slab"
+import (
+	"encoding/binary"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/leasecached/leasecached/slab"
+)
 
 // Versions kept until a sync (doc/design/restart.md rule 9). A sync writes the items to a disk; a power
 // cut in the middle of the next one, or of the kernel's own writeback, may leave the disk with any subset
@@ -16,9 +22,10 @@ import "github.com/leasecached/leasecached/slab"
 //     not at all (disks with 4 KiB physical sectors write such a block whole), and changes in place.
 //   - One version a key a sync interval: the one a change finds first after a sync begins is the one that
 //     sync writes (or an older one); later changes before the next sync begins keep nothing more.
-//   - A kept version's head chunk is kindUndo with metaKept (and flagChained if chained), its time field the number of the last sync begun
-//     when it was kept (its tag); the rest is as the item was, seal included. Written in that order
-//     (state, time, meta), all within one aligned 8-byte word, so a disk block holds all three or none.
+//   - A kept version's head chunk is kindUndo with metaKept (and flagChained if chained), its time field
+//     the number of the last sync begun when it was kept (its tag); the rest is as the item was, seal
+//     included. The three share an aligned 8-byte word, written with one store (storeStateWord), so
+//     neither a kill nor the kernel's writeback of the page finds some changed and not the others.
 //   - Deletes keep nothing (a delete may be undone by a reboot, rule 9), nor do ghosts, nor anything
 //     where syncs do not write to a disk (--data-sync 0, DIR on tmpfs). A chained version keeps its parts
 //     (kindPart, naming the kept head, which walkers of chunks take for no item: itemOf).
@@ -38,6 +45,7 @@ import "github.com/leasecached/leasecached/slab"
 // the state byte, the meta byte and the time field lie in a chunk's second word.
 var (
 	_ [0]struct{} = [slab.ChunkAlign % 8]struct{}{}
+	_ [0]struct{} = [offState % 8]struct{}{}
 	_ [0]struct{} = [(offTime+3)/8 - offState/8]struct{}{}
 )
 
@@ -117,9 +125,7 @@ func (sh *shard) mayChangeInPlace(h uint64, r slab.Ref, b []byte) bool {
 // keepVersion makes chunk b at r, which holds a sealed version of the key of hash h in no index, a kept
 // version of tag.
 func (sh *shard) keepVersion(h uint64, r slab.Ref, b []byte, tag uint32) {
-	b[offState] = kindUndo | b[offState]&flagChained // no item from here on for a restart after a kill
-	setItemTime(b, tag)
-	b[offMeta] |= metaKept
+	storeStateWord(b, kindUndo|b[offState]&flagChained, b[offMeta]|metaKept, tag)
 	sh.al.Wrote(r, len(b))
 	k := sh.kept
 	k.keys[h] = struct{}{}
@@ -127,6 +133,16 @@ func (sh *shard) keepVersion(h uint64, r slab.Ref, b []byte, tag uint32) {
 	l.list = append(l.list, keptVersion{ref: r, tag: tag})
 	l.n++
 	sh.st.persist.kept.Add(1)
+}
+
+// storeStateWord stores chunk b's state byte, meta byte and time field with one aligned 8-byte store: they
+// lie in the chunk's second word (asserted above), whose other bytes it stores as they are.
+func storeStateWord(b []byte, state, meta byte, time uint32) {
+	var w [8]byte
+	copy(w[:], b[offState:])
+	w[0], w[offMeta-offState] = state, meta
+	binary.LittleEndian.PutUint32(w[offTime-offState:], time)
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&b[offState])), binary.NativeEndian.Uint64(w[:]))
 }
 
 // isKeptVersion says whether chunk b is a kept version.

@@ -318,3 +318,17 @@ func TestKeptVersionsGiveWayInAFullCache(t *testing.T) {
 	require.GreaterOrEqual(t, s.Stats().CurrItems, int64(total-total/keptShare-keptShare),
 		"items evicted for kept versions past their share")
 }
+
+// storeStateWord changes the state byte, the meta byte and the time field, and nothing else of the chunk.
+func TestStoreStateWord(t *testing.T) {
+	b := make([]byte, 64)
+	for i := range b {
+		b[i] = byte(i + 1)
+	}
+	want := append([]byte(nil), b...)
+	storeStateWord(b, kindUndo, 0x80, 0xa1b2c3d4)
+	want[offState], want[offMeta] = kindUndo, 0x80
+	want[offTime], want[offTime+1], want[offTime+2], want[offTime+3] = 0xd4, 0xc3, 0xb2, 0xa1
+	require.Equal(t, want, b)
+	require.Equal(t, uint32(0xa1b2c3d4), itemTime(b))
+}

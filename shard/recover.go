@@ -120,10 +120,10 @@ func (sh *shard) recoverItems(self int, now int64) (loaded, dropped int64, maxCa
 func (sh *shard) restoreKept(self int, r slab.Ref, b []byte, back *slab.Backing, now int64,
 	claimed func(slab.Ref) bool, mark func(slab.Ref, bool)) bool {
 	synced := back.SyncedAfter(itemTime(b))
-	setItemTime(b, uint32(now)) // the tag is no store time: flush_all's oldest_live would take it for one
 	switch {
 	case !back.Rebooted():
 		if sh.kept != nil && !synced {
+			setItemTime(b, uint32(now)) // the tag is no store time: flush_all's oldest_live would take it for one
 			if h, ok := sh.recoverHead(self, r, b, now, claimed); ok {
 				mark(r, true)
 				sh.adoptKept(h, r, b)
@@ -133,8 +133,7 @@ func (sh *shard) restoreKept(self int, r slab.Ref, b []byte, back *slab.Backing,
 	case synced:
 		return false
 	}
-	b[offState] = kindHead | b[offState]&flagChained
-	b[offMeta] &^= metaKept
+	storeStateWord(b, kindHead|b[offState]&flagChained, b[offMeta]&^metaKept, uint32(now)) // one store: keep.go
 	return true
 }
 
