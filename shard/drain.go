@@ -57,7 +57,8 @@ func keepOnMove(b []byte, now int64) bool {
 
 // drainPage empties page p, which holds no pinned item, for a page move: the hot items in it move to other
 // chunks of its class (none unless rescue), the rest are evicted or reclaimed (see above), and so do its
-// kept versions (keep.go), freed unless rescue. It returns how many items and kept versions moved. The caller ends the drain (endDrain).
+// kept versions (keep.go), freed unless rescue. It returns how many items and kept versions moved. The
+// caller ends the drain (endDrain).
 //
 // Where pages park (slab.Allocator.Parks), a chained item is evicted, not moved: moving it rewrites links
 // in other pages in place, which a reboot could find without the copy they name (doc/design/restart.md
