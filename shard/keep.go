@@ -237,6 +237,6 @@ func (sh *shard) hasChunkIn(head slab.Ref, p uint32) bool {
 // adoptKept lists a kept version a restart after a kill found (recoverItems) as kept by this process:
 // what replaced it may be in the page cache only, until this process's first sync.
 func (sh *shard) adoptKept(h uint64, r slab.Ref, b []byte) {
-	sh.keepTag(h) // so that keys is for the current tag
-	sh.keepVersion(h, r, b, sh.kept.epoch)
+	tag, _ := sh.keepTag(h) // kept whether or not the key has another version kept
+	sh.keepVersion(h, r, b, tag)
 }
