@@ -404,7 +404,7 @@ func TestMetricsDataDir(t *testing.T) {
 		"leasecached_restart_loading": "restart_loading", "leasecached_restart_items_loaded": "restart_items_loaded",
 		"leasecached_restart_items_dropped": "restart_items_dropped", "leasecached_data_sync_failures_total": "data_sync_failures",
 		"leasecached_data_parked_pages": "data_parked_pages", "leasecached_data_kept_versions": "data_kept_versions",
-		"leasecached_data_kept_dropped_total": "data_kept_dropped",
+		"leasecached_data_kept_dropped_total": "data_kept_dropped", "leasecached_restart_items_rolled_back": "restart_items_rolled_back",
 	} {
 		assert.Equal(t, float64(statInt(t, st, stat)), seriesValue(t, fams, series), series)
 	}

@@ -200,8 +200,9 @@ func powerCut(t *testing.T, sc powerCutScenario, seed int64) {
 			st := waitLoaded(t, d)
 			c := mustDialRS(t, d)
 			kept, lost := powerCutCheck(t, c, sc, m, mk)
-			t.Logf("%s=%s %s=%s; %d keys as they were last, %d others absent (overfilled: evicted)", statLoaded,
-				st[statLoaded], statDropped, st[statDropped], kept, lost)
+			t.Logf("%s=%s %s=%s restart_items_rolled_back=%s; %d keys as they were last, %d others absent "+
+				"(overfilled: evicted)", statLoaded, st[statLoaded], statDropped, st[statDropped],
+				st["restart_items_rolled_back"], kept, lost)
 			lostMost = max(lostMost, lost)
 			if mk >= 0 {
 				assert.Greater(t, storeCAS(t, c, "pc-cas-after"), m.marks[mk].maxCas,

@@ -101,6 +101,7 @@ var generalSeries = []series{
 	{"restart_loading", desc("leasecached_restart_loading", "Whether the index is still being rebuilt from --data-dir."), gauge, number},
 	{"restart_items_loaded", desc("leasecached_restart_items_loaded", "Items the start found in --data-dir and kept."), gauge, number},
 	{"restart_items_dropped", desc("leasecached_restart_items_dropped", "Items the start found in --data-dir and dropped."), gauge, number},
+	{"restart_items_rolled_back", desc("leasecached_restart_items_rolled_back", "Items kept that a start after a reboot took back at the version a change had replaced, the change not being on disk."), gauge, number},
 	{"restart_seconds", desc("leasecached_restart_seconds", "How long the start took to rebuild its index from --data-dir (while loading, how long so far)."), gauge, number},
 	{"data_syncs", desc("leasecached_data_syncs_total", "Periodic syncs of --data-dir to disk done."), counter, number},
 	{"data_sync_failures", desc("leasecached_data_sync_failures_total", "Periodic syncs of --data-dir to disk that failed."), counter, number},

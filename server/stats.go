@@ -352,6 +352,7 @@ func (s *Server) appendGeneralStats(dst []byte) []byte {
 		dst = statUint(dst, "restart_loading", loading)
 		dst = statInt(dst, "restart_items_loaded", rs.Loaded)
 		dst = statInt(dst, "restart_items_dropped", rs.Dropped)
+		dst = statInt(dst, "restart_items_rolled_back", rs.RolledBack)
 		dst = stat(dst, "restart_seconds", strconv.FormatFloat(rs.Seconds, 'f', 6, 64))
 		dst = statUint(dst, "data_syncs", rs.Syncs)
 		dst = statUint(dst, "data_sync_failures", rs.SyncFailures)

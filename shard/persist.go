@@ -53,11 +53,12 @@ type persistence struct {
 	kept        atomic.Int64
 	keptDropped atomic.Int64
 
-	loading atomic.Bool  // the index is being rebuilt (some shards are still locked by recover)
-	loaded  atomic.Int64 // items indexed by the rebuild
-	dropped atomic.Int64 // items found and not kept
-	nanos   atomic.Int64 // how long the restart took: the opening left to finish after New (if any) and the rebuild
-	started time.Time    // when it began; set before the store is shared
+	loading    atomic.Bool  // the index is being rebuilt (some shards are still locked by recover)
+	loaded     atomic.Int64 // items indexed by the rebuild
+	dropped    atomic.Int64 // items found and not kept
+	rolledBack atomic.Int64 // of those indexed, kept versions taken back (RestartStats.RolledBack)
+	nanos      atomic.Int64 // how long the restart took: the opening left to finish after New (if any) and the rebuild
+	started    time.Time    // when it began; set before the store is shared
 	// reason is why the stored data was not used ("" when it was), pagesLeft how many stored pages this
 	// -m had no room for and itemsLeft how many items they held; all set before opened is closed (and
 	// any shard unlocked), and read only after it.
@@ -82,7 +83,10 @@ type RestartStats struct {
 	Loading bool
 	Loaded  int64
 	Dropped int64
-	Seconds float64 // how long the restart took; while Loading, how long it has run so far
+	// RolledBack is how many of the Loaded items are kept versions a start after a reboot took back
+	// (keep.go): keys whose change the disk lacked, back as they were before it.
+	RolledBack int64
+	Seconds    float64 // how long the restart took; while Loading, how long it has run so far
 	// StartedEmpty to ItemsLeft are what the opening found, zero until it has (Config.Opened).
 	StartedEmpty string // why the stored data was not used; "" when it was, or there was none
 	CaughtUp     string // the live copy written into the data directory first (slab.Backing.CaughtUp); "" if none
@@ -103,7 +107,7 @@ func (s *Store) RestartStats() RestartStats {
 		return RestartStats{}
 	}
 	rs := RestartStats{Enabled: true, Loading: p.loading.Load(), Loaded: p.loaded.Load(),
-		Dropped: p.dropped.Load(), Seconds: float64(p.nanos.Load()) / 1e9, Syncs: p.syncs.Load(),
+		Dropped: p.dropped.Load(), RolledBack: p.rolledBack.Load(), Seconds: float64(p.nanos.Load()) / 1e9, Syncs: p.syncs.Load(),
 		SyncFailures: p.syncFailures.Load(), SyncedAt: p.syncedAt.Load(), ParkedPages: p.back.Parked(),
 		KeptVersions: p.kept.Load(), KeptDropped: p.keptDropped.Load()}
 	if rs.Loading {
@@ -388,9 +392,10 @@ func (s *Store) rebuild() {
 				if err := sh.al.LoadPages(); err != nil && p.pagesLost != nil {
 					p.pagesLost(err)
 				}
-				loaded, dropped, mc := sh.recoverItems(i, now)
+				loaded, dropped, rolledBack, mc := sh.recoverItems(i, now)
 				p.loaded.Add(loaded)
 				p.dropped.Add(dropped)
+				p.rolledBack.Add(rolledBack)
 				raiseTo(&maxCas, mc)
 				<-marked
 				if err := p.back.ShardLoaded(i); err != nil {

@@ -7,13 +7,14 @@ import (
 )
 
 // recoverItems rebuilds shard self's index from the pages it adopted (persist.go), and returns how many
-// items it indexed and dropped, and the largest CAS among those it kept. The caller holds sh.mu.
+// items it indexed and dropped, how many of those indexed are kept versions taken back (restoreKept), and
+// the largest CAS among those it kept. The caller holds sh.mu.
 //
 // Two passes over the shard's pages. The first checks every head chunk (recoverHead) and indexes the items
 // that are whole, live and this shard's, marking their chunks kept; of two items with one key the larger
 // CAS wins. The second frees every chunk not kept, which puts free chunks on the free lists and drops torn
 // items, stale values and orphaned parts.
-func (sh *shard) recoverItems(self int, now int64) (loaded, dropped int64, maxCas uint64) {
+func (sh *shard) recoverItems(self int, now int64) (loaded, dropped, rolledBack int64, maxCas uint64) {
 	// kept has a bit per chunk of each page the shard holds, indexed by page id and by offset/MinChunk
 	// (distinct for chunks of any class, which are at least MinChunk apart).
 	kept := make([][]uint64, sh.maxPageID()+1)
@@ -107,9 +108,14 @@ func (sh *shard) recoverItems(self int, now int64) (loaded, dropped int64, maxCa
 			sh.al.Free(r)
 		}
 	})
+	for r := range restored {
+		if isKept(r) { // indexed, and not replaced by a version with a larger CAS since
+			rolledBack++
+		}
+	}
 	sh.publishIndex()
 	sh.fitShare() // pages over the allowance the rebuilt index leaves go back within a reclaimer tick
-	return loaded, dropped, maxCas
+	return loaded, dropped, rolledBack, maxCas
 }
 
 // restoreKept handles kept version b at r (keep.go) for recoverItems: after a reboot that no sync begun
