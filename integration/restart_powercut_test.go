@@ -144,7 +144,13 @@ func powerCut(t *testing.T, sc powerCutScenario, seed int64) {
 	for round := range powerCutRounds + 1 {
 		powerCutRound(t, c, sc, m, rng, round)
 		if round == powerCutRounds {
-			break // the last round is never synced
+			// No mark follows the last round: the points after the last mark see it partly written. It is
+			// synced before the kill all the same, for the replay's check (requireSameFile): with a live
+			// copy a sync writes DIR with O_DIRECT from the live mapping while the round may change it, so
+			// the log holds such a block as it was when the write was issued and the device as the loop
+			// device read it later; the next sync writes it again from memory that no longer changes.
+			waitSyncs(t, c, 2)
+			break
 		}
 		maxCas := storeCAS(t, c, powerCutCasKey)
 		waitSyncs(t, c, 2)                            // the second began after the round's last reply
