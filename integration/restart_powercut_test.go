@@ -38,7 +38,7 @@ import (
 const (
 	powerCutImageBytes = 192 << 20
 	powerCutLogBytes   = 4 << 30 // sparse: only what is written takes room
-	powerCutRounds     = 4       // marked rounds; one more after the last mark is never synced
+	powerCutRounds     = 4       // marked rounds; one more after the last mark is synced only before the kill
 	powerCutSpanCuts   = 3       // random points between two marks (the first a prefix, the others subsets)
 	powerCutCasKey     = "pc-cas-probe"
 )
