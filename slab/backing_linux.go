@@ -101,6 +101,17 @@ func (b *Backing) RoomPages() int {
 // the stored count Identity.OtherShards accepted.
 func (b *Backing) Shards() int { return b.shards }
 
+// holdSyncs keeps a live copy's Sync from starting until letSyncs, and says false instead when one is
+// running (Arena.Collapse); true without a live copy.
+func (b *Backing) holdSyncs() bool { return b == nil || b.live == nil || b.live.syncMu.TryLock() }
+
+// letSyncs ends what holdSyncs began.
+func (b *Backing) letSyncs() {
+	if b != nil && b.live != nil {
+		b.live.syncMu.Unlock()
+	}
+}
+
 // SetSyncSteps has fn called at each step of a live copy's Sync, with the files as that step left them:
 // a test's view of what a reboot in between could keep (nil: none). The steps are "copied" (after each
 // write of blocks, before the fsync: no move runs from then until the next write), "items" (the blocks

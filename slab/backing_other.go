@@ -70,6 +70,8 @@ func (b *Backing) Stopping()                    {}
 func (b *Backing) drainBegins(uint32)           {}
 func (b *Backing) drainEnds()                   {}
 func (b *Backing) SetSyncSteps(func(string))    {}
+func (b *Backing) holdSyncs() bool              { return true }
+func (b *Backing) letSyncs()                    {}
 func (b *Backing) Pending() bool                { return false }
 func (b *Backing) Parks() bool                  { return false }
 func (b *Backing) Parked() int                  { return 0 }

@@ -159,7 +159,17 @@ func (a *Arena) markCarved(id uint32, off uint32) {
 // one. A region the kernel could not collapse (no huge page free) is tried again after the next report.
 func (a *Arena) Collapse() int {
 	c := &a.col
-	if a.huge || c.unsupported.Load() || c.carving.Swap(0) == 0 {
+	if a.huge || c.unsupported.Load() {
+		return 0
+	}
+	// Not while a live copy's sync runs: it scans the live file for holes, and before Linux 6.4 the kernel
+	// shows a region being collapsed as one until the huge page is filled (see doc/design/restart-live.md
+	// rule 13). What was reported waits for the next call.
+	if !a.back.holdSyncs() {
+		return 0
+	}
+	defer a.back.letSyncs()
+	if c.carving.Swap(0) == 0 {
 		return 0
 	}
 	a.mu.Lock()

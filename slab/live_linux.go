@@ -1135,7 +1135,7 @@ func (src *liveFile) holds(first int64, data []bool) {
 // copyTaken writes every block taken marked from src to the directory's file, except those of the pages
 // in moved (commitLive writes them whole), a run of consecutive blocks in one write (dataRuns: a block
 // punched out of the live copy since it was marked is left to the punch that will be made in the
-// directory). Up to copyBlocks of them are written at a time while no page move runs (drainMu), so
+// directory, and one the scan found in a hole otherwise is marked again: remarkUnmoved). Up to copyBlocks of them are written at a time while no page move runs (drainMu), so
 // that each is on one side of every move; those of a page that a move wrote since moved was taken are
 // left for the next sync (marked again), as are the blocks of a write that fails.
 func (b *Backing) copyTaken(src *liveFile, taken, moved []uint64) error {
@@ -1181,7 +1181,10 @@ func (b *Backing) copyTaken(src *liveFile, taken, moved []uint64) error {
 		for i < n && taken[i>>6]&(1<<(i&63)) != 0 {
 			i++
 		}
+		hole := start // the blocks from hole to a run the scan found are in a hole (see above)
 		src.dataRuns(start, i, func(s, e int64) {
+			l.remarkUnmoved(hole, s, moved)
+			hole = e
 			for s < e {
 				pe := min(e, (s/pageBlocks+1)*pageBlocks)
 				if pageSet(moved, uint32(s/pageBlocks)) {
@@ -1197,11 +1200,25 @@ func (b *Backing) copyTaken(src *liveFile, taken, moved []uint64) error {
 				s = ce
 			}
 		})
+		l.remarkUnmoved(hole, i, moved)
 	}
 	if len(runs) > 0 {
 		flush()
 	}
 	return errors.Join(errs...)
+}
+
+// remarkUnmoved marks again the blocks [s, e) that the scan found in a hole, but for those of the pages
+// in moved: a block punched out of the live copy is in a page marked moved (punch), whose punch the
+// directory gets with the page; any other hole is one the kernel showed while collapsing the region onto
+// a huge page (before Linux 6.4 collapse_file puts the huge page in the file before it is filled, and
+// SEEK_DATA passes over it), and the block goes to the next sync rather than nowhere.
+func (l *live) remarkUnmoved(s, e int64, moved []uint64) {
+	for ; s < e; s++ {
+		if !pageSet(moved, uint32(s/pageBlocks)) {
+			atomic.OrUint64(&l.marks[s>>6], 1<<(s&63))
+		}
+	}
 }
 
 // pageSet says whether page id's bit is set in w (nil: none is).
