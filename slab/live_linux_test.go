@@ -308,14 +308,21 @@ func TestLiveCopyFull(t *testing.T) {
 	require.Positive(t, al.OwnedPages())
 }
 
+// liveArena is an arena of 8 pages on a new directory with a live copy, closed at cleanup.
+func liveArena(t *testing.T, c *Classes) (*Backing, *Arena) {
+	t.Helper()
+	b, _ := openLiveBacking(t, t.TempDir(), liveRoot(t), c)
+	t.Cleanup(func() { b.Close() })
+	a, err := NewBackedArena(8*PageSize, b)
+	require.NoError(t, err)
+	return b, a
+}
+
 // TestCollapseLiveCopy: the pages of a live copy on tmpfs move onto huge pages as anonymous ones do
 // (TestCollapse); those of a mapped directory never do.
 func TestCollapseLiveCopy(t *testing.T) {
 	c := DefaultClasses()
-	b, _ := openLiveBacking(t, t.TempDir(), liveRoot(t), c)
-	defer b.Close()
-	a, err := NewBackedArena(8*PageSize, b)
-	require.NoError(t, err)
+	_, a := liveArena(t, c)
 	require.True(t, a.Collapsing(), "a live copy's pages do not collapse")
 	checkCollapse(t, a, "ShmemPmdMapped")
 
@@ -331,10 +338,7 @@ func TestCollapseLiveCopy(t *testing.T) {
 // and the next collapses what was reported.
 func TestCollapseWaitsForSync(t *testing.T) {
 	c := DefaultClasses()
-	b, _ := openLiveBacking(t, t.TempDir(), liveRoot(t), c)
-	defer b.Close()
-	a, err := NewBackedArena(8*PageSize, b)
-	require.NoError(t, err)
+	b, a := liveArena(t, c)
 	al := NewAllocator(a, c, 8)
 	id, _ := c.For(1000)
 	for al.Pages(id) < 3 { // the first two carved whole: a region
@@ -871,9 +875,7 @@ func TestLiveCopySyncSkipsPunched(t *testing.T) {
 // onto a huge page as a hole until it is filled (remarkUnmoved). Here the hole is a punch the allocator
 // does not know of, filled again as it was, unmarked, as the collapse would leave it.
 func TestLiveCopySyncRemarksHoles(t *testing.T) {
-	root := liveRoot(t)
-	c := DefaultClasses()
-	b, al := openLiveBacking(t, t.TempDir(), root, c)
+	b, al := openLiveBacking(t, t.TempDir(), liveRoot(t), DefaultClasses())
 	defer b.Close()
 	require.NoError(t, b.Sync())
 	r := writeChunk(t, al, 3, 7)
