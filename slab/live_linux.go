@@ -1135,9 +1135,10 @@ func (src *liveFile) holds(first int64, data []bool) {
 // copyTaken writes every block taken marked from src to the directory's file, except those of the pages
 // in moved (commitLive writes them whole), a run of consecutive blocks in one write (dataRuns: a block
 // punched out of the live copy since it was marked is left to the punch that will be made in the
-// directory, and one the scan found in a hole otherwise is marked again: remarkUnmoved). Up to copyBlocks of them are written at a time while no page move runs (drainMu), so
-// that each is on one side of every move; those of a page that a move wrote since moved was taken are
-// left for the next sync (marked again), as are the blocks of a write that fails.
+// directory, and one the scan found in a hole otherwise is marked again: remarkUnmoved). Up to
+// copyBlocks of them are written at a time while no page move runs (drainMu), so that each is on one
+// side of every move; those of a page that a move wrote since moved was taken are left for the next sync
+// (marked again), as are the blocks of a write that fails.
 func (b *Backing) copyTaken(src *liveFile, taken, moved []uint64) error {
 	l := b.live
 	type run struct{ s, e int64 } // blocks [s, e), in one page
