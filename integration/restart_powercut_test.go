@@ -41,6 +41,7 @@ const (
 	powerCutRounds     = 4       // marked rounds; one more after the last mark is synced only before the kill
 	powerCutSpanCuts   = 3       // random points between two marks (the first a prefix, the others subsets)
 	powerCutCasKey     = "pc-cas-probe"
+	powerCutAtMark     = "at the mark" // the kind of the point that is a mark
 )
 
 // powerCutScenario is one daemon configuration and load.
@@ -210,6 +211,11 @@ func powerCut(t *testing.T, sc powerCutScenario, seed int64) {
 				"(overfilled: evicted)", statLoaded, st[statLoaded], statDropped, st[statDropped],
 				st["restart_items_rolled_back"], kept, lost)
 			lostMost = max(lostMost, lost)
+			if cut.kind == powerCutAtMark {
+				// Every change before a mark was synced by a sync begun after it, so no version it replaced
+				// is to be taken back, whether or not what replaced it is there to win on CAS.
+				assert.Equal(t, "0", st["restart_items_rolled_back"], "kept versions taken back at a mark")
+			}
 			if mk >= 0 {
 				assert.Greater(t, storeCAS(t, c, "pc-cas-after"), m.marks[mk].maxCas,
 					"a CAS unique after the cut must exceed every one handed out before %s", m.marks[mk].name)
@@ -299,7 +305,7 @@ func powerCutPoints(t *testing.T, ents []lwEntry, m *powerCutModel, rng *rand.Ra
 	var cuts []powerCutCut
 	for s := 0; s+1 < len(marks); s++ {
 		if s > 0 {
-			cuts = append(cuts, prefix(marks[s], "at the mark"))
+			cuts = append(cuts, prefix(marks[s], powerCutAtMark))
 		}
 		lo, hi := marks[s]+1, marks[s+1]
 		if hi <= lo {
