@@ -1215,10 +1215,12 @@ func (b *Backing) copyTaken(src *liveFile, taken, moved []uint64) error {
 // a huge page (before Linux 6.4 collapse_file puts the huge page in the file before it is filled, and
 // SEEK_DATA passes over it), and the block goes to the next sync rather than nowhere.
 func (l *live) remarkUnmoved(s, e int64, moved []uint64) {
-	for ; s < e; s++ {
+	for s < e {
+		pe := min(e, (s/pageBlocks+1)*pageBlocks)
 		if !pageSet(moved, uint32(s/pageBlocks)) {
-			atomic.OrUint64(&l.marks[s>>6], 1<<(s&63))
+			l.remark(s, pe)
 		}
+		s = pe
 	}
 }
 
