@@ -355,17 +355,24 @@ func readRecords(f *os.File, n int64) []uint64 {
 	return out
 }
 
-// readRange fills p with the live file's bytes from off: the blocks it holds, zeros for its holes.
+// readRange fills p with the live file's bytes from off, zeros for its holes and past its end. It reads
+// the file, not the mapping: a hole is then neither allocated (scan) nor taken on the scan's word, which
+// before Linux 6.4 may call a region being collapsed onto a huge page a hole (restart-live.md rule 13).
 func readRange(src *liveFile, p []byte, off int64) error {
 	clear(p)
-	var err error
-	first := off >> blockShift
-	src.dataRuns(first, first+int64(len(p))>>blockShift, func(s, e int64) {
-		if err == nil {
-			err = readInto(src.f, p[(s-first)<<blockShift:(e-first)<<blockShift], s<<blockShift)
+	return readInto(src.f, p, off)
+}
+
+// zeros says whether p is all zeros, as a hole reads.
+func zeros(p []byte) bool {
+	for len(p) > 0 {
+		n := min(len(p), len(zeroBlock))
+		if !bytes.Equal(p[:n], zeroBlock[:n]) {
+			return false
 		}
-	})
-	return err
+		p = p[n:]
+	}
+	return true
 }
 
 // catchUpRange makes the page at bytes [from, to) of the directory's items what the live file src holds
@@ -387,6 +394,9 @@ func catchUpRange(src *liveFile, items *os.File, live, stored []byte, from, to i
 	blocks := n >> blockShift
 	src.holds(from>>blockShift, data[:blocks])
 	block := func(p []byte, i int64) []byte { return p[i<<blockShift : (i+1)<<blockShift] }
+	for i := range blocks { // a block the scan passed over that reads as bytes is no hole (readRange)
+		data[i] = data[i] || !zeros(block(live, i))
+	}
 	differs := func(i int64) bool { return !bytes.Equal(block(live, i), block(stored, i)) }
 	for i := int64(0); i < blocks; {
 		start, hole := i, !data[i]
@@ -1132,6 +1142,33 @@ func (src *liveFile) holds(first int64, data []bool) {
 	})
 }
 
+// confirmHoles reads from the file the blocks from first that data says are holes (holds), a run of them
+// at a time into *buf (made as large as data's blocks if it is not), and sets data for those that read as
+// anything but zeros (readRange): the scan may show a hole where there is none.
+func (src *liveFile) confirmHoles(data []bool, first int64, buf *[]byte) error {
+	for i := 0; i < len(data); {
+		if data[i] {
+			i++
+			continue
+		}
+		s := i
+		for i < len(data) && !data[i] {
+			i++
+		}
+		if len(*buf) < len(data)<<blockShift {
+			*buf = make([]byte, len(data)<<blockShift)
+		}
+		p := (*buf)[:(i-s)<<blockShift]
+		if err := readRange(src, p, (first+int64(s))<<blockShift); err != nil {
+			return err
+		}
+		for j := s; j < i; j++ {
+			data[j] = !zeros(p[(j-s)<<blockShift : (j-s+1)<<blockShift])
+		}
+	}
+	return nil
+}
+
 // copyTaken writes every block taken marked from src to the directory's file, except those of the pages
 // in moved (commitLive writes them whole), a run of consecutive blocks in one write (dataRuns: a block
 // punched out of the live copy since it was marked is left to the punch that will be made in the
@@ -1249,7 +1286,8 @@ func (l *live) copyChanged(src *liveFile, taken, moved []uint64) error {
 	const run = pageBlocks // blocks read at once, a page: 1 MiB
 	check, mem, disk := l.check, src.mem, l.items
 	set := func(w []uint64, i int64) bool { return i>>6 < int64(len(w)) && w[i>>6]&(1<<(i&63)) != 0 }
-	var data [run]bool                      // which blocks of the run the live file holds (dataRuns): the others read as zeros
+	var data [run]bool                      // which blocks of the run the live file holds (confirmHoles): the others read as zeros
+	var held []byte                         // confirmHoles's buffer
 	buf, err := mapBytes(run << blockShift) // aligned, for O_DIRECT
 	if err != nil {
 		return err
@@ -1268,6 +1306,10 @@ func (l *live) copyChanged(src *liveFile, taken, moved []uint64) error {
 			continue
 		}
 		src.holds(first, data[:last-first])
+		if err := src.confirmHoles(data[:last-first], first, &held); err != nil {
+			errs = append(errs, err) // the page stays listed
+			continue
+		}
 		// Compared and written while no page move runs, as copyTaken writes; a page a move wrote since waits.
 		l.drainMu.Lock()
 		if l.isMoved(page) {

@@ -888,6 +888,74 @@ func TestLiveCopySyncRemarksHoles(t *testing.T) {
 	requireDiskIsLive(t, b, "a sync after the hole was filled")
 }
 
+// A hole the scan shows where the live file holds bytes (before Linux 6.4, a region being collapsed onto a
+// huge page: rule 13) is none to whatever writes a whole page or compares every block: the journal's
+// image of a moved page, the first sync's comparison after a kill and a start's catch-up each write the
+// block into DIR, whatever DIR held; taking the scan's word, they wrote zeros or left DIR's bytes.
+func TestLiveCopyFalseHoles(t *testing.T) {
+	writers := []struct {
+		name  string
+		write func(t *testing.T, b *Backing, src *liveFile, page uint32)
+	}{
+		{"a moved page's image", func(t *testing.T, b *Backing, src *liveFile, page uint32) {
+			pages := []movedPage{{id: page, rec: *b.recordWord(page), image: true}}
+			w := openJournal(b.dir, b.SealKey(), b.meta, b.live.items, pages)
+			w.writePage(src, page)
+			_, err := commitJournal(b.dir, w, b.meta, b.live.items, pages, b.step)
+			require.NoError(t, err)
+		}},
+		{"the first sync after a kill", func(t *testing.T, b *Backing, src *liveFile, _ uint32) {
+			b.checkAllLive()
+			require.NoError(t, b.live.copyChanged(src, nil, nil))
+		}},
+		{"a start's catch-up", func(t *testing.T, b *Backing, src *liveFile, page uint32) {
+			live, stored := make([]byte, PageSize), make([]byte, PageSize)
+			_, err := catchUpRange(src, b.live.items, live, stored, int64(page)*PageSize, int64(page+1)*PageSize)
+			require.NoError(t, err)
+		}},
+	}
+	for _, w := range writers {
+		for _, dirHeld := range []byte{0, 0xEE} {
+			t.Run(fmt.Sprintf("%s, DIR holding %#x", w.name, dirHeld), func(t *testing.T) {
+				b, al := openLiveBacking(t, t.TempDir(), liveRoot(t), DefaultClasses())
+				defer b.Close()
+				r := writeChunk(t, al, 3, 7)
+				require.NoError(t, b.Sync())
+				blk := (int64(r.Page())*PageSize + int64(r.Offset())) >> blockShift
+				_, err := b.live.items.WriteAt(bytes.Repeat([]byte{dirHeld}, 1<<blockShift), blk<<blockShift)
+				require.NoError(t, err)
+
+				src := liveFile{f: b.items, mem: b.itemsMem}
+				src.scan(b.itemsLen() >> blockShift)
+				falseHole(&src, blk)
+				var held [1]bool
+				src.holds(blk, held[:])
+				require.False(t, held[0], "the scan shows the block in a hole")
+				w.write(t, b, &src, r.Page())
+				requireDiskIsLive(t, b, w.name)
+			})
+		}
+	}
+}
+
+// falseHole takes block blk out of the runs src's scan found.
+func falseHole(src *liveFile, blk int64) {
+	var runs [][2]int64
+	for _, r := range src.data {
+		if r[0] > blk || blk >= r[1] {
+			runs = append(runs, r)
+			continue
+		}
+		if r[0] < blk {
+			runs = append(runs, [2]int64{r[0], blk})
+		}
+		if blk+1 < r[1] {
+			runs = append(runs, [2]int64{blk + 1, r[1]})
+		}
+	}
+	src.data = runs
+}
+
 // TestLiveCopyResume: a server killed while it made its live copy (a start after a reboot: each shard reads
 // its pages in, then serves and changes them) leaves a copy that holds the changes of the shards that had
 // read theirs in, and the directory, which lacks them, all the other pages. The next start goes on making
