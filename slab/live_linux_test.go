@@ -893,49 +893,93 @@ func TestLiveCopySyncRemarksHoles(t *testing.T) {
 // image of a moved page, the first sync's comparison after a kill and a start's catch-up each write the
 // block into DIR, whatever DIR held; taking the scan's word, they wrote zeros or left DIR's bytes.
 func TestLiveCopyFalseHoles(t *testing.T) {
-	writers := []struct {
-		name  string
-		write func(t *testing.T, b *Backing, src *liveFile, page uint32)
-	}{
-		{"a moved page's image", func(t *testing.T, b *Backing, src *liveFile, page uint32) {
-			pages := []movedPage{{id: page, rec: *b.recordWord(page), image: true}}
-			w := openJournal(b.dir, b.SealKey(), b.meta, b.live.items, pages)
-			w.writePage(src, page)
-			_, err := commitJournal(b.dir, w, b.meta, b.live.items, pages, b.step)
-			require.NoError(t, err)
-		}},
-		{"the first sync after a kill", func(t *testing.T, b *Backing, src *liveFile, _ uint32) {
-			b.checkAllLive()
-			require.NoError(t, b.live.copyChanged(src, nil, nil))
-		}},
-		{"a start's catch-up", func(t *testing.T, b *Backing, src *liveFile, page uint32) {
-			live, stored := make([]byte, PageSize), make([]byte, PageSize)
-			_, err := catchUpRange(src, b.live.items, live, stored, int64(page)*PageSize, int64(page+1)*PageSize)
-			require.NoError(t, err)
-		}},
-	}
-	for _, w := range writers {
+	for _, w := range holeReaders {
 		for _, dirHeld := range []byte{0, 0xEE} {
 			t.Run(fmt.Sprintf("%s, DIR holding %#x", w.name, dirHeld), func(t *testing.T) {
-				b, al := openLiveBacking(t, t.TempDir(), liveRoot(t), DefaultClasses())
+				b, src, page := falseHoleCopy(t, dirHeld)
 				defer b.Close()
-				r := writeChunk(t, al, 3, 7)
-				require.NoError(t, b.Sync())
-				blk := (int64(r.Page())*PageSize + int64(r.Offset())) >> blockShift
-				_, err := b.live.items.WriteAt(bytes.Repeat([]byte{dirHeld}, 1<<blockShift), blk<<blockShift)
-				require.NoError(t, err)
-
-				src := liveFile{f: b.items, mem: b.itemsMem}
-				src.scan(b.itemsLen() >> blockShift)
-				falseHole(&src, blk)
-				var held [1]bool
-				src.holds(blk, held[:])
-				require.False(t, held[0], "the scan shows the block in a hole")
-				w.write(t, b, &src, r.Page())
+				require.NoError(t, w.write(b, src, page))
 				requireDiskIsLive(t, b, w.name)
 			})
 		}
 	}
+}
+
+// A reader of holeReaders that cannot read the live file (an I/O error) changes nothing in DIR and
+// returns the error; the first sync's comparison after a kill keeps the page listed, so that the next
+// one, the file readable again, writes it. Taking the block for a hole instead would have punched DIR's
+// bytes or left its zeros, and no later sync would have looked again.
+func TestLiveCopyUnreadableHoles(t *testing.T) {
+	for _, w := range holeReaders {
+		t.Run(w.name, func(t *testing.T) {
+			b, src, page := falseHoleCopy(t, 0xEE)
+			defer b.Close()
+			before, err := os.ReadFile(filepath.Join(b.dir, "items"))
+			require.NoError(t, err)
+
+			readable := src.f
+			src.f, err = os.OpenFile(readable.Name(), os.O_WRONLY, 0) // every pread fails (EBADF)
+			require.NoError(t, err)
+			defer src.f.Close()
+			require.Error(t, w.write(b, src, page))
+			after, err := os.ReadFile(filepath.Join(b.dir, "items"))
+			require.NoError(t, err)
+			require.True(t, bytes.Equal(before, after), "DIR's items changed by a reader that could not read")
+
+			src.f = readable
+			if w.name == "the first sync after a kill" { // listed still: no checkAllLive this time
+				require.NoError(t, b.live.copyChanged(src, nil, nil))
+			} else {
+				require.NoError(t, w.write(b, src, page))
+			}
+			requireDiskIsLive(t, b, w.name+", once the file reads")
+		})
+	}
+}
+
+// holeReaders are what reads the live file's holes before writing them into DIR as holes (rule 13),
+// each writing the page of the live file src that holds a chunk into DIR.
+var holeReaders = []struct {
+	name  string
+	write func(b *Backing, src *liveFile, page uint32) error
+}{
+	{"a moved page's image", func(b *Backing, src *liveFile, page uint32) error {
+		pages := []movedPage{{id: page, rec: *b.recordWord(page), image: true}}
+		w := openJournal(b.dir, b.SealKey(), b.meta, b.live.items, pages)
+		w.writePage(src, page)
+		_, err := commitJournal(b.dir, w, b.meta, b.live.items, pages, b.step)
+		return err
+	}},
+	{"the first sync after a kill", func(b *Backing, src *liveFile, _ uint32) error {
+		b.checkAllLive()
+		return b.live.copyChanged(src, nil, nil)
+	}},
+	{"a start's catch-up", func(b *Backing, src *liveFile, page uint32) error {
+		live, stored := make([]byte, PageSize), make([]byte, PageSize)
+		_, err := catchUpRange(src, b.live.items, live, stored, int64(page)*PageSize, int64(page+1)*PageSize)
+		return err
+	}},
+}
+
+// falseHoleCopy makes a live copy with a chunk written and synced, then dirHeld in DIR's copy of the
+// chunk's first block, and returns the live file with that block taken out of its scan's runs (falseHole)
+// and the chunk's page.
+func falseHoleCopy(t *testing.T, dirHeld byte) (*Backing, *liveFile, uint32) {
+	t.Helper()
+	b, al := openLiveBacking(t, t.TempDir(), liveRoot(t), DefaultClasses())
+	r := writeChunk(t, al, 3, 7)
+	require.NoError(t, b.Sync())
+	blk := (int64(r.Page())*PageSize + int64(r.Offset())) >> blockShift
+	_, err := b.live.items.WriteAt(bytes.Repeat([]byte{dirHeld}, 1<<blockShift), blk<<blockShift)
+	require.NoError(t, err)
+
+	src := &liveFile{f: b.items, mem: b.itemsMem}
+	src.scan(b.itemsLen() >> blockShift)
+	falseHole(src, blk)
+	var held [1]bool
+	src.holds(blk, held[:])
+	require.False(t, held[0], "the scan shows the block in a hole")
+	return b, src, r.Page()
 }
 
 // falseHole takes block blk out of the runs src's scan found.
