@@ -116,6 +116,7 @@ type stopHow string
 const (
 	stopTerm stopHow = "SIGTERM"
 	stopInt  stopHow = "SIGINT"
+	stopUsr1 stopHow = "SIGUSR1" // memcached's graceful stop, the one its -e warm restart takes
 	stopKill stopHow = "SIGKILL"
 	// stopCommand sends memcached's shutdown command (the daemon must run with -A).
 	stopCommand stopHow = "shutdown"
@@ -133,6 +134,8 @@ func stopDaemon(t testing.TB, d *daemon, how stopHow) {
 		require.NoError(t, d.cmd.Process.Signal(syscall.SIGTERM))
 	case stopInt:
 		require.NoError(t, d.cmd.Process.Signal(syscall.SIGINT))
+	case stopUsr1:
+		require.NoError(t, d.cmd.Process.Signal(syscall.SIGUSR1))
 	case stopCommand:
 		c := mustDialRS(t, d)
 		_, err := c.c.Write([]byte("shutdown\r\n"))

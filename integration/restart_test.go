@@ -245,14 +245,14 @@ func firstDiff(got, want []byte) string {
 	return "equal"
 }
 
-// TestRestartGracefulKeepsEverything: after a graceful stop (SIGTERM, SIGINT) and a start on the same
-// directory, every item is back byte-exact: flags, value (empty to 2 MB, chained past a page, made by
+// TestRestartGracefulKeepsEverything: after a graceful stop (SIGTERM, SIGINT, SIGUSR1) and a start on the
+// same directory, every item is back byte-exact: flags, value (empty to 2 MB, chained past a page, made by
 // incr, decr, append, prepend), binary keys as mg shows them, absolute exptimes, and the CAS unique of
 // every unchanged item; the first store after the restart gets a CAS larger than any before it.
 // The shutdown command (with -A) stops it as well.
 func TestRestartGracefulKeepsEverything(t *testing.T) {
 	requireRestart(t)
-	for _, how := range []stopHow{stopTerm, stopInt, stopCommand} {
+	for _, how := range []stopHow{stopTerm, stopInt, stopUsr1, stopCommand} {
 		t.Run(string(how), func(t *testing.T) {
 			dir := t.TempDir()
 			d := startOnDir(t, dir, "-I", "2m", "-A")

@@ -25,7 +25,11 @@ type runner interface {
 // exit is os.Exit; tests replace it.
 var exit = os.Exit
 
-// runUntilStopped runs srv until it fails or a stopping signal (SIGINT, SIGTERM) arrives on sigs, and then
+// stopSignals stop the server cleanly: SIGINT and SIGTERM, and SIGUSR1, memcached's graceful stop (the
+// one its -e warm restart wants, which every stop with --data-dir is), which Go would otherwise ignore.
+var stopSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1}
+
+// runUntilStopped runs srv until it fails or a stopping signal (stopSignals) arrives on sigs, and then
 // stops it; SIGHUP instead reloads srv's files and never stops it, as memcached's SIGHUP. It returns nil
 // only after a signal: a server that stops for any other reason is an error, so the daemon exits 1 (Run
 // fails whenever its engine ends without Stop). After the signal, srv gets timeout to answer what it has
@@ -167,6 +171,8 @@ func signalName(sig os.Signal) string {
 		return "SIGINT"
 	case syscall.SIGTERM:
 		return "SIGTERM"
+	case syscall.SIGUSR1:
+		return "SIGUSR1"
 	case syscall.SIGHUP:
 		return "SIGHUP"
 	}

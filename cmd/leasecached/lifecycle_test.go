@@ -329,6 +329,7 @@ func TestCloseStore(t *testing.T) {
 	}{
 		{"SIGTERM", syscall.SIGTERM, 128 + int(syscall.SIGTERM)},
 		{"SIGINT", syscall.SIGINT, 128 + int(syscall.SIGINT)},
+		{"SIGUSR1", syscall.SIGUSR1, 128 + int(syscall.SIGUSR1)},
 		{"SIGHUP", syscall.SIGHUP, -1},
 		{"none", nil, -1},
 	} {

@@ -238,7 +238,8 @@ func serve(cfg server.Config, enableShutdown bool) error {
 	srv := server.New(cfg, store)
 	// Never stopped: a signal that comes after the stop has finished, while the process exits, must not
 	// kill it by the default action (exit status "killed by SIGTERM" instead of 0).
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sigs, stopSignals...)
+	signal.Notify(sigs, syscall.SIGHUP)
 	returned, err := runUntilStopped(srv, sigs, stopTimeout, cfg.Logger, sdnotify.FromEnv())
 	if returned {
 		closeStore(store.Close, err == nil, sigs, cfg.Logger) // else an event loop may still be using it; exiting frees it
