@@ -218,9 +218,9 @@ func waitExit(t *testing.T, d *daemon, timeout time.Duration) (status int, took 
 // TestShutdownUnderLoad: SIGTERM, SIGINT or SIGUSR1 (memcached's graceful stop, which Go ignores unless
 // asked for it) with 50 busy connections (45 pipelining sets and gets, 5 pipelining gets of a 500 KB
 // value without ever reading) stops accepting, answers what was read where the socket takes it, closes,
-// and exits 0 within 5 s. On 2f2cf41 (no backpressure) SIGTERM with the
-// slow readers exited 1 after 5.3 to 11 s: a loop spent seconds in one round, copying gigabytes of
-// replies, before it took the shutdown request.
+// and exits 0 within 5 s. On 2f2cf41 (no backpressure) SIGTERM with the slow readers exited 1 after 5.3
+// to 11 s: a loop spent seconds in one round, copying gigabytes of replies, before it took the shutdown
+// request.
 func TestShutdownUnderLoad(t *testing.T) {
 	for _, tc := range []struct {
 		name string
